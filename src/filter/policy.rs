@@ -1,0 +1,93 @@
+//! The filter-policy axis: how a set of keys becomes bytes, and how one key is tested against them.
+
+/// A filter policy: the bits of a filter, independent of where the table keeps them.
+///
+/// A policy is named; the name is stored in every table built with it, and a table whose policy the
+/// opening store does not know is read correctly without its filter. A policy must never answer
+/// "no" for a key that was added (no false negatives) and must accept any bytes in
+/// [`may_match`](FilterPolicy::may_match) without panicking (damaged filters are caught by the
+/// block checksum before they reach it, but the policy is the last line of defence).
+///
+/// # Example
+///
+/// A policy that keeps every key verbatim (exact, and large):
+///
+/// ```
+/// use siftdb::{FilterBitsBuilder, FilterPolicy};
+///
+/// struct Exact;
+/// struct ExactBuilder(Vec<Vec<u8>>);
+///
+/// impl FilterBitsBuilder for ExactBuilder {
+///     fn add_key(&mut self, key: &[u8]) { self.0.push(key.to_vec()); }
+///     fn num_keys(&self) -> usize { self.0.len() }
+///     fn estimated_len(&self) -> usize { self.0.iter().map(|k| k.len() + 4).sum() }
+///     fn finish(&mut self) -> Vec<u8> {
+///         let mut out = Vec::new();
+///         for k in self.0.drain(..) {
+///             out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+///             out.extend_from_slice(&k);
+///         }
+///         out
+///     }
+/// }
+///
+/// impl FilterPolicy for Exact {
+///     fn name(&self) -> &str { "example.Exact" }
+///     fn bits_per_key(&self) -> f64 { f64::NAN }
+///     fn builder(&self) -> Box<dyn FilterBitsBuilder> { Box::new(ExactBuilder(Vec::new())) }
+///     fn may_match(&self, mut filter: &[u8], key: &[u8]) -> bool {
+///         while filter.len() >= 4 {
+///             let n = u32::from_le_bytes([filter[0], filter[1], filter[2], filter[3]]) as usize;
+///             let Some(k) = filter.get(4..4 + n) else { return true };
+///             if k == key { return true; }
+///             filter = &filter[4 + n..];
+///         }
+///         false
+///     }
+/// }
+///
+/// let mut b = Exact.builder();
+/// b.add_key(b"apple");
+/// let bytes = b.finish();
+/// assert!(Exact.may_match(&bytes, b"apple"));
+/// assert!(!Exact.may_match(&bytes, b"pear"));
+/// ```
+pub trait FilterPolicy: Send + Sync {
+    /// The name stored in each table built with this policy (for example `"siftdb.CacheLocalBloom"`).
+    fn name(&self) -> &str;
+
+    /// The bits per key this policy was configured with (`NAN` if it has no such notion).
+    fn bits_per_key(&self) -> f64;
+
+    /// A builder that collects keys and finishes into filter bytes.
+    fn builder(&self) -> Box<dyn FilterBitsBuilder>;
+
+    /// Whether `key` may be among the keys `filter` was built from. `false` means certainly not.
+    ///
+    /// `filter` may have been built by this policy with other settings (another bits/key); the bytes
+    /// must carry whatever the query needs.
+    fn may_match(&self, filter: &[u8], key: &[u8]) -> bool;
+
+    /// The false positive rate theory predicts for a filter of this policy at `bits_per_key`, if the
+    /// policy knows it.
+    fn theoretical_fp_rate(&self, bits_per_key: f64) -> Option<f64> {
+        let _ = bits_per_key;
+        None
+    }
+}
+
+/// Collects keys for one filter and turns them into its bytes.
+pub trait FilterBitsBuilder: Send {
+    /// Adds a key. Adding the same key twice is allowed.
+    fn add_key(&mut self, key: &[u8]);
+
+    /// How many keys were added since the last [`finish`](FilterBitsBuilder::finish).
+    fn num_keys(&self) -> usize;
+
+    /// About how many bytes `finish` would return now (used to cut partitions).
+    fn estimated_len(&self) -> usize;
+
+    /// The filter over every key added since the last call; the builder starts empty again.
+    fn finish(&mut self) -> Vec<u8>;
+}

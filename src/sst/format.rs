@@ -1,0 +1,199 @@
+//! Block handles, block trailers and the table footer.
+//!
+//! Every block in a table is followed by a 5-byte trailer: one compression byte (0 = none,
+//! 1 = snappy) and the crc32 (crc32fast) of the stored contents and that byte, little-endian.
+//! The footer is the last 56 bytes of the file:
+//!
+//! ```text
+//! metaindex handle, index handle (varints) zero-padded to 40 bytes
+//! u32 LE format version (1) | u32 LE crc32 of the 44 bytes before | u64 LE magic 0x7369_6674_6462_0001
+//! ```
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::coding::{fixed32_at, fixed64_at, put_varint64, Decoder};
+use crate::error::{Error, Result};
+
+/// Bytes of the trailer after every block.
+pub(crate) const BLOCK_TRAILER_LEN: usize = 5;
+/// Bytes of the footer at the end of every table.
+pub(crate) const FOOTER_LEN: usize = 56;
+/// The last 8 bytes of every table ("siftdb" and a format generation).
+pub(crate) const TABLE_MAGIC: u64 = 0x7369_6674_6462_0001;
+/// The table format version written in the footer.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+const HANDLES_LEN: usize = 40;
+
+/// Compression byte of a block trailer.
+pub(crate) const COMPRESSION_NONE: u8 = 0;
+/// Compression byte of a snappy-compressed block.
+pub(crate) const COMPRESSION_SNAPPY: u8 = 1;
+
+/// Where a block sits in its table: offset and size of its stored contents (trailer excluded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub(crate) struct BlockHandle {
+    pub(crate) offset: u64,
+    pub(crate) size: u64,
+}
+
+impl BlockHandle {
+    pub(crate) fn encode_to(&self, buf: &mut Vec<u8>) {
+        put_varint64(buf, self.offset);
+        put_varint64(buf, self.size);
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(20);
+        self.encode_to(&mut buf);
+        buf
+    }
+
+    pub(crate) fn decode_from(d: &mut Decoder<'_>) -> Option<BlockHandle> {
+        Some(BlockHandle {
+            offset: d.varint64()?,
+            size: d.varint64()?,
+        })
+    }
+
+    /// Decodes a handle that must fill `bytes` exactly.
+    pub(crate) fn decode_exact(bytes: &[u8]) -> Option<BlockHandle> {
+        let mut d = Decoder::new(bytes);
+        let h = BlockHandle::decode_from(&mut d)?;
+        d.is_empty().then_some(h)
+    }
+}
+
+/// The fixed-size tail of a table: where its metaindex and index blocks are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Footer {
+    pub(crate) metaindex: BlockHandle,
+    pub(crate) index: BlockHandle,
+}
+
+impl Footer {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(FOOTER_LEN);
+        self.metaindex.encode_to(&mut buf);
+        self.index.encode_to(&mut buf);
+        buf.resize(HANDLES_LEN, 0);
+        buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let crc = crc32fast::hash(&buf);
+        buf.extend_from_slice(&crc.to_le_bytes());
+        buf.extend_from_slice(&TABLE_MAGIC.to_le_bytes());
+        buf
+    }
+
+    /// Decodes the last `FOOTER_LEN` bytes of `file`.
+    pub(crate) fn decode(bytes: &[u8], file: &Path) -> Result<Footer> {
+        let bad = |what: &str| Error::corruption(file, format!("footer: {what}"));
+        if bytes.len() != FOOTER_LEN {
+            return Err(bad("file too short to be a table"));
+        }
+        if fixed64_at(bytes, 48) != Some(TABLE_MAGIC) {
+            return Err(bad("bad magic number (not a siftdb table)"));
+        }
+        if fixed32_at(bytes, 44) != Some(crc32fast::hash(&bytes[..44])) {
+            return Err(bad("checksum mismatch"));
+        }
+        let version = fixed32_at(bytes, 40).unwrap_or(0);
+        if version != FORMAT_VERSION {
+            return Err(bad(&format!("unsupported format version {version}")));
+        }
+        let mut d = Decoder::new(&bytes[..HANDLES_LEN]);
+        let metaindex = BlockHandle::decode_from(&mut d).ok_or_else(|| bad("bad metaindex handle"))?;
+        let index = BlockHandle::decode_from(&mut d).ok_or_else(|| bad("bad index handle"))?;
+        Ok(Footer { metaindex, index })
+    }
+}
+
+/// Builds the trailer for stored block `contents` with compression byte `kind`.
+pub(crate) fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN] {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(contents);
+    hasher.update(&[kind]);
+    let crc = hasher.finalize().to_le_bytes();
+    [kind, crc[0], crc[1], crc[2], crc[3]]
+}
+
+/// Reads the block at `handle` from `file`, verifies its checksum and decompresses it.
+///
+/// # Errors
+/// `Error::Corruption` naming `path` for a short read, a checksum mismatch, an unknown compression
+/// byte or snappy data that does not decode; `Error::Io` for an operating-system failure.
+pub(crate) fn read_block(file: &File, path: &Path, handle: BlockHandle, file_len: u64) -> Result<Vec<u8>> {
+    let bad = |what: String| Error::corruption(path, what);
+    let end = handle
+        .offset
+        .checked_add(handle.size)
+        .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
+        .filter(|&e| e <= file_len)
+        .ok_or_else(|| bad(format!("block handle {handle:?} points past the end of the file ({file_len} bytes)")))?;
+    let len = usize::try_from(end - handle.offset).map_err(|_| bad("block too large".into()))?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, handle.offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            bad(format!("short read of block at offset {}", handle.offset))
+        } else {
+            Error::Io(e)
+        }
+    })?;
+    let n = buf.len() - BLOCK_TRAILER_LEN;
+    let kind = buf[n];
+    let expected = block_trailer(&buf[..n], kind);
+    if expected != buf[n..] {
+        return Err(bad(format!("block checksum mismatch at offset {}", handle.offset)));
+    }
+    buf.truncate(n);
+    match kind {
+        COMPRESSION_NONE => Ok(buf),
+        COMPRESSION_SNAPPY => snap::raw::Decoder::new()
+            .decompress_vec(&buf)
+            .map_err(|e| bad(format!("snappy block at offset {} does not decode: {e}", handle.offset))),
+        other => Err(bad(format!("unknown compression type {other} at offset {}", handle.offset))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footer_round_trips_and_detects_damage() {
+        let f = Footer {
+            metaindex: BlockHandle { offset: 1 << 40, size: 77 },
+            index: BlockHandle { offset: 12, size: 1 << 20 },
+        };
+        let bytes = f.encode();
+        assert_eq!(bytes.len(), FOOTER_LEN);
+        let p = Path::new("t.sst");
+        assert_eq!(Footer::decode(&bytes, p).unwrap(), f);
+        for i in 0..FOOTER_LEN {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x40;
+            assert!(matches!(Footer::decode(&bad, p), Err(Error::Corruption { .. })), "byte {i}");
+        }
+        assert!(Footer::decode(&bytes[1..], p).is_err());
+    }
+
+    #[test]
+    fn read_block_verifies_checksum_and_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let contents = b"some block contents".to_vec();
+        let mut file_bytes = contents.clone();
+        file_bytes.extend_from_slice(&block_trailer(&contents, COMPRESSION_NONE));
+        std::fs::write(&path, &file_bytes).unwrap();
+        let f = File::open(&path).unwrap();
+        let len = file_bytes.len() as u64;
+        let h = BlockHandle { offset: 0, size: contents.len() as u64 };
+        assert_eq!(read_block(&f, &path, h, len).unwrap(), contents);
+        let past = BlockHandle { offset: 1, size: contents.len() as u64 };
+        assert!(matches!(read_block(&f, &path, past, len), Err(Error::Corruption { .. })));
+        file_bytes[3] ^= 1;
+        std::fs::write(&path, &file_bytes).unwrap();
+        let f = File::open(&path).unwrap();
+        assert!(matches!(read_block(&f, &path, h, len), Err(Error::Corruption { .. })));
+    }
+}

@@ -1,0 +1,5 @@
+//! Sorted string tables: blocks, the table writer and the table reader.
+
+pub(crate) mod block;
+pub(crate) mod block_builder;
+pub(crate) mod format;

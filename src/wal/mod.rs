@@ -1,0 +1,4 @@
+//! The record log shared by the write-ahead log and the MANIFEST.
+
+pub(crate) mod reader;
+pub(crate) mod writer;
