@@ -1,0 +1,433 @@
+//! A sharded LRU cache: the block cache (`(file number, block offset)` → `Arc<Block>`, charged by
+//! block size) and the table cache (file number → `Arc<TableReader>`, charge 1).
+//!
+//! Each shard is a mutex around a hash map from key to a slot in a `Vec`, and the slots form an
+//! intrusive doubly linked list by index, most recently used at the head. Every operation is O(1)
+//! expected. Sharding by key hash keeps concurrent readers from all queueing on one lock.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash};
+
+use parking_lot::Mutex;
+
+/// The end of a shard's linked list.
+const NIL: usize = usize::MAX;
+
+/// One cached entry and its list links.
+#[derive(Debug)]
+struct Node<K, V> {
+    /// The entry's key, kept here too so eviction from the tail can remove it from the map.
+    key: K,
+    /// The cached value.
+    value: V,
+    /// The capacity it occupies.
+    charge: usize,
+    /// The next more recently used slot, or `NIL` at the head.
+    prev: usize,
+    /// The next less recently used slot, or `NIL` at the tail.
+    next: usize,
+}
+
+/// One independently locked LRU.
+#[derive(Debug)]
+struct Shard<K, V> {
+    /// Key → slot in `nodes`.
+    map: HashMap<K, usize>,
+    /// The entries, densely packed: removal moves the last slot into the hole so no free list is
+    /// needed and no dead slot keeps a value alive.
+    nodes: Vec<Node<K, V>>,
+    /// The most recently used slot, or `NIL` if empty.
+    head: usize,
+    /// The least recently used slot, or `NIL` if empty.
+    tail: usize,
+    /// Sum of the charges of the entries.
+    usage: usize,
+    /// Usage this shard evicts down to.
+    capacity: usize,
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> Shard<K, V> {
+    /// An empty shard holding at most `capacity` charge.
+    fn new(capacity: usize) -> Self {
+        Shard {
+            map: HashMap::new(),
+            nodes: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            usage: 0,
+            capacity,
+        }
+    }
+
+    /// Detaches slot `i` from the list, leaving it in `nodes`.
+    fn unlink(&mut self, i: usize) {
+        let (prev, next) = (self.nodes[i].prev, self.nodes[i].next);
+        match prev {
+            NIL => self.head = next,
+            p => self.nodes[p].next = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.nodes[n].prev = prev,
+        }
+    }
+
+    /// Links the detached slot `i` in as most recently used.
+    fn push_front(&mut self, i: usize) {
+        self.nodes[i].prev = NIL;
+        self.nodes[i].next = self.head;
+        match self.head {
+            NIL => self.tail = i,
+            h => self.nodes[h].prev = i,
+        }
+        self.head = i;
+    }
+
+    /// Removes slot `i` (already removed from `map`) and returns its node.
+    fn remove_slot(&mut self, i: usize) -> Node<K, V> {
+        self.unlink(i);
+        let node = self.nodes.swap_remove(i);
+        self.usage -= node.charge;
+        if i < self.nodes.len() {
+            // The former last slot now lives at `i`: repoint its neighbours and its map entry.
+            let (prev, next) = (self.nodes[i].prev, self.nodes[i].next);
+            match prev {
+                NIL => self.head = i,
+                p => self.nodes[p].next = i,
+            }
+            match next {
+                NIL => self.tail = i,
+                n => self.nodes[n].prev = i,
+            }
+            if let Some(slot) = self.map.get_mut(&self.nodes[i].key) {
+                *slot = i;
+            }
+        }
+        node
+    }
+
+    /// Looks `key` up and makes it most recently used.
+    fn get(&mut self, key: &K) -> Option<V> {
+        let i = *self.map.get(key)?;
+        if self.head != i {
+            self.unlink(i);
+            self.push_front(i);
+        }
+        Some(self.nodes[i].value.clone())
+    }
+
+    /// Inserts or replaces `key`, then evicts from the tail until usage fits. Returns what was
+    /// displaced so the caller can drop it after unlocking.
+    fn insert(&mut self, key: K, value: V, charge: usize) -> Vec<Node<K, V>> {
+        let mut displaced = Vec::new();
+        if let Some(i) = self.map.remove(&key) {
+            // The old value goes even if the new one is not kept: a lookup must never return a
+            // value older than the last insert.
+            displaced.push(self.remove_slot(i));
+        }
+        if charge > self.capacity {
+            return displaced;
+        }
+        let i = self.nodes.len();
+        self.nodes.push(Node {
+            key: key.clone(),
+            value,
+            charge,
+            prev: NIL,
+            next: NIL,
+        });
+        self.push_front(i);
+        self.map.insert(key, i);
+        self.usage += charge;
+        // The new entry fits by itself and is at the head, so eviction stops before reaching it.
+        while self.usage > self.capacity && self.tail != NIL {
+            let t = self.tail;
+            self.map.remove(&self.nodes[t].key);
+            displaced.push(self.remove_slot(t));
+        }
+        displaced
+    }
+
+    /// Removes `key` if present, returning its node.
+    fn remove(&mut self, key: &K) -> Option<Node<K, V>> {
+        let i = self.map.remove(key)?;
+        Some(self.remove_slot(i))
+    }
+}
+
+/// A thread-safe LRU cache split into independently locked shards; capacity is measured in the
+/// caller's unit of "charge" (bytes for blocks, 1 per open table).
+#[derive(Debug)]
+pub(crate) struct ShardedLruCache<K, V> {
+    /// The shards; a key always lives in the one its hash picks.
+    shards: Vec<Mutex<Shard<K, V>>>,
+    /// Picks the shard. Seeded per cache so keys cannot be crafted to pile into one shard.
+    hasher: RandomState,
+    /// Sum of the shard capacities.
+    capacity: usize,
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> ShardedLruCache<K, V> {
+    /// A cache holding at most `capacity_bytes` of charge in total, split over `shards` shards.
+    ///
+    /// The capacity is divided exactly among the shards (so `usage() <= capacity()` always), and
+    /// the shard count is lowered to at most `capacity_bytes` so that no shard ends up with zero
+    /// capacity and silently drops everything hashed to it. Each shard evicts on its own, so an
+    /// entry larger than `capacity_bytes / shards` is never kept; for a table cache charged 1 per
+    /// table, use few shards. A capacity of 0 caches nothing.
+    pub(crate) fn new(capacity_bytes: usize, shards: usize) -> Self {
+        let n = shards.clamp(1, capacity_bytes.max(1));
+        let (base, extra) = (capacity_bytes / n, capacity_bytes % n);
+        ShardedLruCache {
+            shards: (0..n)
+                .map(|i| Mutex::new(Shard::new(base + usize::from(i < extra))))
+                .collect(),
+            hasher: RandomState::new(),
+            capacity: capacity_bytes,
+        }
+    }
+
+    /// The shard `key` lives in.
+    fn shard(&self, key: &K) -> &Mutex<Shard<K, V>> {
+        let h = self.hasher.hash_one(key);
+        // `% len` of a u64 is below len, so the cast back to usize is lossless.
+        &self.shards[(h % self.shards.len() as u64) as usize]
+    }
+
+    /// Caches `value` under `key`, replacing any previous value, and evicts least recently used
+    /// entries of the key's shard until it fits. A charge above the shard's capacity is not kept
+    /// (and still displaces an old value for `key`). A charge of 0 counts as 1, so that every
+    /// entry occupies capacity and the cache stays bounded in entries too.
+    pub(crate) fn insert(&self, key: K, value: V, charge: usize) {
+        if self.capacity == 0 {
+            return;
+        }
+        let charge = charge.max(1);
+        let displaced = self.shard(&key).lock().insert(key, value, charge);
+        // Dropped here, after the lock is released: the last reference to an evicted table
+        // closes its file, which need not stall other users of the shard.
+        drop(displaced);
+    }
+
+    /// The value cached under `key`, which becomes the most recently used entry of its shard.
+    pub(crate) fn get(&self, key: &K) -> Option<V> {
+        self.shard(key).lock().get(key)
+    }
+
+    /// Drops `key` from the cache if present (e.g. a table file that compaction deleted).
+    pub(crate) fn remove(&self, key: &K) {
+        let removed = self.shard(key).lock().remove(key);
+        // As in `insert`, the value is dropped after unlocking.
+        drop(removed);
+    }
+
+    /// Charge held now, summed over the shards.
+    pub(crate) fn usage(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().usage).sum()
+    }
+
+    /// The most charge the cache holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    #[test]
+    fn least_recently_used_goes_first() {
+        let c = ShardedLruCache::new(3, 1);
+        c.insert("a", 1, 1);
+        c.insert("b", 2, 1);
+        c.insert("c", 3, 1);
+        // Touch "a": "b" is now the least recently used.
+        assert_eq!(c.get(&"a"), Some(1));
+        c.insert("d", 4, 1);
+        assert_eq!(c.get(&"b"), None);
+        assert_eq!(
+            (c.get(&"a"), c.get(&"c"), c.get(&"d")),
+            (Some(1), Some(3), Some(4))
+        );
+        // Order is now a, c, d (oldest first): two more inserts evict a and c.
+        c.insert("e", 5, 1);
+        c.insert("f", 6, 1);
+        assert_eq!((c.get(&"a"), c.get(&"c")), (None, None));
+        assert_eq!(
+            (c.get(&"d"), c.get(&"e"), c.get(&"f")),
+            (Some(4), Some(5), Some(6))
+        );
+        assert_eq!(c.usage(), 3);
+    }
+
+    #[test]
+    fn eviction_is_by_charge() {
+        let c = ShardedLruCache::new(100, 1);
+        c.insert(1, "one", 40);
+        c.insert(2, "two", 40);
+        assert_eq!(c.usage(), 80);
+        // 30 more needs 10 freed: only the oldest entry goes.
+        c.insert(3, "three", 30);
+        assert_eq!(
+            (c.get(&1), c.get(&2), c.get(&3)),
+            (None, Some("two"), Some("three"))
+        );
+        assert_eq!(c.usage(), 70);
+        // One entry the size of the whole capacity evicts everything else.
+        c.insert(4, "four", 100);
+        assert_eq!(
+            (c.get(&2), c.get(&3), c.get(&4)),
+            (None, None, Some("four"))
+        );
+        assert_eq!(c.usage(), 100);
+        // Larger than the capacity: not kept, and nothing else is disturbed.
+        c.insert(5, "five", 101);
+        assert_eq!((c.get(&4), c.get(&5)), (Some("four"), None));
+        assert_eq!(c.usage(), 100);
+    }
+
+    #[test]
+    fn replace_and_remove_keep_usage_right() {
+        let c = ShardedLruCache::new(10, 1);
+        c.insert("k", 1, 4);
+        c.insert("k", 2, 6);
+        assert_eq!((c.get(&"k"), c.usage()), (Some(2), 6));
+        // An oversized replacement drops the old value rather than leaving it stale.
+        c.insert("k", 3, 11);
+        assert_eq!((c.get(&"k"), c.usage()), (None, 0));
+        c.insert("k", 4, 5);
+        c.insert("j", 5, 5);
+        c.remove(&"k");
+        c.remove(&"missing");
+        assert_eq!((c.get(&"k"), c.get(&"j"), c.usage()), (None, Some(5), 5));
+        // Zero charges count as one, so the cache stays bounded.
+        for i in 0..100 {
+            c.insert("z", i, 0);
+            c.insert(if i % 2 == 0 { "x" } else { "y" }, i, 0);
+        }
+        assert!(c.usage() <= 10);
+    }
+
+    #[test]
+    fn capacity_zero_caches_nothing() {
+        let c = ShardedLruCache::new(0, 16);
+        c.insert(1u64, Arc::new(vec![1u8]), 1);
+        c.insert(2u64, Arc::new(vec![2u8]), 0);
+        assert_eq!(c.get(&1), None);
+        assert_eq!(c.get(&2), None);
+        assert_eq!((c.usage(), c.capacity()), (0, 0));
+    }
+
+    #[test]
+    fn small_capacities_keep_every_shard_useful() {
+        // A table cache of 10 with 16 shards: every table must still be cacheable.
+        let c = ShardedLruCache::new(10, 16);
+        assert_eq!(c.capacity(), 10);
+        c.insert(7u64, "t", 1);
+        assert_eq!(c.get(&7), Some("t"));
+        for i in 0..1000u64 {
+            c.insert(i, "t", 1);
+            assert!(c.usage() <= 10);
+        }
+    }
+
+    #[test]
+    fn evicted_values_are_dropped() {
+        let c = ShardedLruCache::new(2, 1);
+        let v = Arc::new(());
+        c.insert(1, Arc::clone(&v), 1);
+        c.insert(2, Arc::clone(&v), 1);
+        assert_eq!(Arc::strong_count(&v), 3);
+        c.insert(3, Arc::clone(&v), 1);
+        assert_eq!(Arc::strong_count(&v), 3);
+        c.remove(&2);
+        c.remove(&3);
+        assert_eq!(Arc::strong_count(&v), 1);
+    }
+
+    #[test]
+    fn matches_a_naive_model() {
+        // One shard against a VecDeque LRU (front = most recent), over random operations.
+        let mut rng = StdRng::seed_from_u64(42);
+        let cap = 50;
+        let c = ShardedLruCache::new(cap, 1);
+        let mut model: VecDeque<(u32, u32, usize)> = VecDeque::new();
+        for step in 0..20_000u32 {
+            let key = rng.gen_range(0..40u32);
+            match rng.gen_range(0..10) {
+                0..=4 => {
+                    let got = c.get(&key);
+                    let pos = model.iter().position(|e| e.0 == key);
+                    assert_eq!(got, pos.map(|p| model[p].1), "step {step}");
+                    if let Some(p) = pos {
+                        let e = model.remove(p).unwrap();
+                        model.push_front(e);
+                    }
+                }
+                5..=8 => {
+                    let charge = rng.gen_range(1..20);
+                    c.insert(key, step, charge);
+                    if let Some(p) = model.iter().position(|e| e.0 == key) {
+                        model.remove(p);
+                    }
+                    if charge <= cap {
+                        model.push_front((key, step, charge));
+                        while model.iter().map(|e| e.2).sum::<usize>() > cap {
+                            model.pop_back();
+                        }
+                    }
+                }
+                _ => {
+                    c.remove(&key);
+                    if let Some(p) = model.iter().position(|e| e.0 == key) {
+                        model.remove(p);
+                    }
+                }
+            }
+            assert_eq!(
+                c.usage(),
+                model.iter().map(|e| e.2).sum::<usize>(),
+                "step {step}"
+            );
+        }
+    }
+
+    #[test]
+    fn concurrent_use_from_four_threads() {
+        let c = Arc::new(ShardedLruCache::new(4096, 8));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let c = Arc::clone(&c);
+                std::thread::spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(t);
+                    for _ in 0..50_000 {
+                        let file = rng.gen_range(0..8u64);
+                        let offset = rng.gen_range(0..256u64) * 4096;
+                        let key = (file, offset);
+                        match rng.gen_range(0..4) {
+                            0 => c.insert(key, Arc::new(file ^ offset), rng.gen_range(1..200)),
+                            1 => c.remove(&key),
+                            _ => {
+                                // Every value seen is the one derived from its key.
+                                if let Some(v) = c.get(&key) {
+                                    assert_eq!(*v, file ^ offset);
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(c.usage() <= c.capacity());
+        assert!(c.usage() > 0);
+    }
+}

@@ -19,11 +19,6 @@ pub(crate) fn put_varint64(buf: &mut Vec<u8>, mut v: u64) {
     buf.push(v as u8);
 }
 
-/// Appends `v` as a varint.
-pub(crate) fn put_varint32(buf: &mut Vec<u8>, v: u32) {
-    put_varint64(buf, u64::from(v));
-}
-
 /// Appends a varint length followed by the bytes.
 pub(crate) fn put_length_prefixed(buf: &mut Vec<u8>, bytes: &[u8]) {
     put_varint64(buf, bytes.len() as u64);
@@ -86,18 +81,6 @@ impl<'a> Decoder<'a> {
         u32::try_from(self.varint64()?).ok()
     }
 
-    pub(crate) fn fixed32(&mut self) -> Option<u32> {
-        let v = fixed32_at(self.rest, 0)?;
-        self.rest = &self.rest[4..];
-        Some(v)
-    }
-
-    pub(crate) fn fixed64(&mut self) -> Option<u64> {
-        let v = fixed64_at(self.rest, 0)?;
-        self.rest = &self.rest[8..];
-        Some(v)
-    }
-
     pub(crate) fn u8(&mut self) -> Option<u8> {
         let (&b, rest) = self.rest.split_first()?;
         self.rest = rest;
@@ -125,7 +108,17 @@ mod tests {
 
     #[test]
     fn varints_round_trip_at_every_width() {
-        let values = [0u64, 1, 127, 128, 300, 16_383, 16_384, u32::MAX as u64, u64::MAX];
+        let values = [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            u32::MAX as u64,
+            u64::MAX,
+        ];
         let mut buf = Vec::new();
         for &v in &values {
             put_varint64(&mut buf, v);
@@ -143,8 +136,14 @@ mod tests {
         put_varint64(&mut buf, 1 << 40);
         assert_eq!(Decoder::new(&buf[..buf.len() - 1]).varint64(), None);
         assert_eq!(Decoder::new(&[0xff; 11]).varint64(), None);
-        assert_eq!(Decoder::new(&[0xff, 0xff, 0xff, 0xff, 0x0f]).varint32(), Some(u32::MAX));
-        assert_eq!(Decoder::new(&[0xff, 0xff, 0xff, 0xff, 0x7f]).varint32(), None);
+        assert_eq!(
+            Decoder::new(&[0xff, 0xff, 0xff, 0xff, 0x0f]).varint32(),
+            Some(u32::MAX)
+        );
+        assert_eq!(
+            Decoder::new(&[0xff, 0xff, 0xff, 0xff, 0x7f]).varint32(),
+            None
+        );
         let mut big = Vec::new();
         put_varint64(&mut big, u64::from(u32::MAX) + 1);
         assert_eq!(Decoder::new(&big).varint32(), None);
@@ -156,9 +155,10 @@ mod tests {
         put_fixed32(&mut buf, 0xdead_beef);
         put_fixed64(&mut buf, 0x0123_4567_89ab_cdef);
         put_length_prefixed(&mut buf, b"hello");
-        let mut d = Decoder::new(&buf);
-        assert_eq!(d.fixed32(), Some(0xdead_beef));
-        assert_eq!(d.fixed64(), Some(0x0123_4567_89ab_cdef));
+        assert_eq!(fixed32_at(&buf, 0), Some(0xdead_beef));
+        assert_eq!(fixed64_at(&buf, 4), Some(0x0123_4567_89ab_cdef));
+        assert_eq!(fixed64_at(&buf, buf.len() - 7), None);
+        let mut d = Decoder::new(&buf[12..]);
         assert_eq!(d.length_prefixed(), Some(&b"hello"[..]));
         assert_eq!(d.u8(), None);
     }

@@ -131,7 +131,10 @@ mod tests {
     fn parse_round_trips_and_rejects_bad_tags() {
         let k = internal_key(b"key", MAX_SEQUENCE, ValueKind::Deletion);
         let p = parse_internal_key(&k).unwrap();
-        assert_eq!((p.user_key, p.seq, p.kind), (&b"key"[..], MAX_SEQUENCE, ValueKind::Deletion));
+        assert_eq!(
+            (p.user_key, p.seq, p.kind),
+            (&b"key"[..], MAX_SEQUENCE, ValueKind::Deletion)
+        );
         assert!(parse_internal_key(b"short").is_none());
         let mut bad = internal_key(b"k", 1, ValueKind::Value);
         bad[1] = 9;

@@ -1,15 +1,70 @@
 //! siftdb: an embedded LSM key-value store whose showcase is the SSTable filter.
+//!
+//! Writes go to a write-ahead log and a skiplist memtable; full memtables are flushed to sorted
+//! tables (SSTables) and leveled compaction keeps reads cheap. Every table carries a filter
+//! (block-based, full or partitioned; a LevelDB bloom, a cache-local bloom or your own
+//! [`FilterPolicy`]), and every point lookup asks the filter before it reads a data block. The
+//! store counts how useful its filters were: [`Ticker::BloomFilterUseful`],
+//! [`Ticker::BloomFilterFullPositive`], [`Ticker::BloomFilterFullTruePositive`].
+//!
+//! ```
+//! use siftdb::{Db, Filter, Options, Ticker, WriteBatch};
+//!
+//! # fn main() -> siftdb::Result<()> {
+//! let dir = tempfile::tempdir()?;
+//! let db = Db::open(dir.path(), Options::default().filter(Filter::full(10.0)))?;
+//!
+//! db.put(b"apple", b"red")?;
+//! db.put(b"banana", b"yellow")?;
+//! db.delete(b"apple")?;
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"cherry", b"dark red").put(b"date", b"brown");
+//! db.write(batch)?;
+//!
+//! assert_eq!(db.get(b"banana")?, Some(b"yellow".to_vec()));
+//! assert_eq!(db.get(b"apple")?, None);
+//!
+//! db.flush()?; // the memtable becomes an SSTable with a filter
+//! assert_eq!(db.get(b"cherry")?, Some(b"dark red".to_vec()));
+//! assert_eq!(db.get(b"blueberry")?, None); // the filter says "no": no data block is read
+//!
+//! let keys: Vec<Vec<u8>> = db.scan(b"b".to_vec()..b"d".to_vec()).map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+//! assert_eq!(keys, vec![b"banana".to_vec(), b"cherry".to_vec()]);
+//!
+//! let stats = db.statistics();
+//! assert_eq!(stats.ticker(Ticker::BloomFilterUseful), 1);
+//! println!("{stats}");
+//! # Ok(())
+//! # }
+//! ```
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
 mod cache;
 mod coding;
+mod db;
 mod error;
 pub mod filter;
+mod iter;
 mod key;
+mod memtable;
+mod options;
 mod sst;
+mod stats;
 mod wal;
+mod write_batch;
 
+pub use db::{Db, Scan};
 pub use error::{Error, Result};
-pub use filter::{FilterBitsBuilder, FilterPolicy};
+pub use filter::{
+    CacheLocalBloom, Filter, FilterBitsBuilder, FilterLayout, FilterPolicy, LevelDbBloom,
+};
+pub use options::{Compression, Options, WriteOptions, NUM_LEVELS};
+pub use stats::{FilterCounts, Statistics, Ticker};
+pub use write_batch::WriteBatch;
+
+/// The largest key siftdb accepts (64 KiB).
+pub const MAX_KEY_BYTES: usize = db::MAX_KEY_BYTES;
+/// The largest value siftdb accepts (256 MiB).
+pub const MAX_VALUE_BYTES: usize = db::MAX_VALUE_BYTES;

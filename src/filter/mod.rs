@@ -1,10 +1,20 @@
 //! Filters: the policy axis (which bits) and the layout axis (where the bits live in a table).
+//!
+//! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], or your own [`FilterPolicy`].
+//! Layouts: block-based (`block_based.rs`), full (`full.rs`), partitioned (`partitioned.rs`).
 
+pub(crate) mod block_based;
 mod cache_local_bloom;
+mod config;
+pub(crate) mod full;
+pub(crate) mod layout;
 mod leveldb_bloom;
+pub(crate) mod partitioned;
 mod policy;
 pub(crate) mod theory;
 
 pub use cache_local_bloom::CacheLocalBloom;
+pub(crate) use config::PolicyRegistry;
+pub use config::{Filter, FilterLayout, DEFAULT_PARTITION_BYTES};
 pub use leveldb_bloom::LevelDbBloom;
 pub use policy::{FilterBitsBuilder, FilterPolicy};

@@ -102,7 +102,8 @@ impl Footer {
             return Err(bad(&format!("unsupported format version {version}")));
         }
         let mut d = Decoder::new(&bytes[..HANDLES_LEN]);
-        let metaindex = BlockHandle::decode_from(&mut d).ok_or_else(|| bad("bad metaindex handle"))?;
+        let metaindex =
+            BlockHandle::decode_from(&mut d).ok_or_else(|| bad("bad metaindex handle"))?;
         let index = BlockHandle::decode_from(&mut d).ok_or_else(|| bad("bad index handle"))?;
         Ok(Footer { metaindex, index })
     }
@@ -122,14 +123,23 @@ pub(crate) fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN
 /// # Errors
 /// `Error::Corruption` naming `path` for a short read, a checksum mismatch, an unknown compression
 /// byte or snappy data that does not decode; `Error::Io` for an operating-system failure.
-pub(crate) fn read_block(file: &File, path: &Path, handle: BlockHandle, file_len: u64) -> Result<Vec<u8>> {
+pub(crate) fn read_block(
+    file: &File,
+    path: &Path,
+    handle: BlockHandle,
+    file_len: u64,
+) -> Result<Vec<u8>> {
     let bad = |what: String| Error::corruption(path, what);
     let end = handle
         .offset
         .checked_add(handle.size)
         .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
         .filter(|&e| e <= file_len)
-        .ok_or_else(|| bad(format!("block handle {handle:?} points past the end of the file ({file_len} bytes)")))?;
+        .ok_or_else(|| {
+            bad(format!(
+                "block handle {handle:?} points past the end of the file ({file_len} bytes)"
+            ))
+        })?;
     let len = usize::try_from(end - handle.offset).map_err(|_| bad("block too large".into()))?;
     let mut buf = vec![0u8; len];
     file.read_exact_at(&mut buf, handle.offset).map_err(|e| {
@@ -143,15 +153,24 @@ pub(crate) fn read_block(file: &File, path: &Path, handle: BlockHandle, file_len
     let kind = buf[n];
     let expected = block_trailer(&buf[..n], kind);
     if expected != buf[n..] {
-        return Err(bad(format!("block checksum mismatch at offset {}", handle.offset)));
+        return Err(bad(format!(
+            "block checksum mismatch at offset {}",
+            handle.offset
+        )));
     }
     buf.truncate(n);
     match kind {
         COMPRESSION_NONE => Ok(buf),
-        COMPRESSION_SNAPPY => snap::raw::Decoder::new()
-            .decompress_vec(&buf)
-            .map_err(|e| bad(format!("snappy block at offset {} does not decode: {e}", handle.offset))),
-        other => Err(bad(format!("unknown compression type {other} at offset {}", handle.offset))),
+        COMPRESSION_SNAPPY => snap::raw::Decoder::new().decompress_vec(&buf).map_err(|e| {
+            bad(format!(
+                "snappy block at offset {} does not decode: {e}",
+                handle.offset
+            ))
+        }),
+        other => Err(bad(format!(
+            "unknown compression type {other} at offset {}",
+            handle.offset
+        ))),
     }
 }
 
@@ -162,8 +181,14 @@ mod tests {
     #[test]
     fn footer_round_trips_and_detects_damage() {
         let f = Footer {
-            metaindex: BlockHandle { offset: 1 << 40, size: 77 },
-            index: BlockHandle { offset: 12, size: 1 << 20 },
+            metaindex: BlockHandle {
+                offset: 1 << 40,
+                size: 77,
+            },
+            index: BlockHandle {
+                offset: 12,
+                size: 1 << 20,
+            },
         };
         let bytes = f.encode();
         assert_eq!(bytes.len(), FOOTER_LEN);
@@ -172,7 +197,10 @@ mod tests {
         for i in 0..FOOTER_LEN {
             let mut bad = bytes.clone();
             bad[i] ^= 0x40;
-            assert!(matches!(Footer::decode(&bad, p), Err(Error::Corruption { .. })), "byte {i}");
+            assert!(
+                matches!(Footer::decode(&bad, p), Err(Error::Corruption { .. })),
+                "byte {i}"
+            );
         }
         assert!(Footer::decode(&bytes[1..], p).is_err());
     }
@@ -187,13 +215,25 @@ mod tests {
         std::fs::write(&path, &file_bytes).unwrap();
         let f = File::open(&path).unwrap();
         let len = file_bytes.len() as u64;
-        let h = BlockHandle { offset: 0, size: contents.len() as u64 };
+        let h = BlockHandle {
+            offset: 0,
+            size: contents.len() as u64,
+        };
         assert_eq!(read_block(&f, &path, h, len).unwrap(), contents);
-        let past = BlockHandle { offset: 1, size: contents.len() as u64 };
-        assert!(matches!(read_block(&f, &path, past, len), Err(Error::Corruption { .. })));
+        let past = BlockHandle {
+            offset: 1,
+            size: contents.len() as u64,
+        };
+        assert!(matches!(
+            read_block(&f, &path, past, len),
+            Err(Error::Corruption { .. })
+        ));
         file_bytes[3] ^= 1;
         std::fs::write(&path, &file_bytes).unwrap();
         let f = File::open(&path).unwrap();
-        assert!(matches!(read_block(&f, &path, h, len), Err(Error::Corruption { .. })));
+        assert!(matches!(
+            read_block(&f, &path, h, len),
+            Err(Error::Corruption { .. })
+        ));
     }
 }

@@ -1,0 +1,88 @@
+//! The names of the files in a database directory.
+
+use std::path::{Path, PathBuf};
+
+/// What a file in the directory is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    Log(u64),
+    Table(u64),
+    Manifest(u64),
+    Current,
+    Lock,
+    Temp,
+}
+
+pub(crate) fn log_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.log"))
+}
+
+pub(crate) fn table_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.sst"))
+}
+
+pub(crate) fn manifest_name(number: u64) -> String {
+    format!("MANIFEST-{number:06}")
+}
+
+pub(crate) fn current_path(dir: &Path) -> PathBuf {
+    dir.join("CURRENT")
+}
+
+pub(crate) fn lock_path(dir: &Path) -> PathBuf {
+    dir.join("LOCK")
+}
+
+/// The temporary name CURRENT is written under before it is renamed into place.
+pub(crate) fn current_temp_path(dir: &Path) -> PathBuf {
+    dir.join("CURRENT.dbtmp")
+}
+
+/// Recognises a file name; `None` for files siftdb did not write.
+pub(crate) fn parse_file_name(name: &str) -> Option<FileKind> {
+    match name {
+        "CURRENT" => return Some(FileKind::Current),
+        "LOCK" => return Some(FileKind::Lock),
+        "CURRENT.dbtmp" => return Some(FileKind::Temp),
+        _ => {}
+    }
+    if let Some(n) = name.strip_prefix("MANIFEST-") {
+        return n.parse().ok().map(FileKind::Manifest);
+    }
+    let (stem, ext) = name.rsplit_once('.')?;
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let number = stem.parse().ok()?;
+    match ext {
+        "log" => Some(FileKind::Log(number)),
+        "sst" => Some(FileKind::Table(number)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let dir = Path::new("/d");
+        let name = |p: PathBuf| p.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(
+            parse_file_name(&name(log_path(dir, 7))),
+            Some(FileKind::Log(7))
+        );
+        assert_eq!(
+            parse_file_name(&name(table_path(dir, 1234567))),
+            Some(FileKind::Table(1234567))
+        );
+        assert_eq!(
+            parse_file_name(&manifest_name(3)),
+            Some(FileKind::Manifest(3))
+        );
+        assert_eq!(parse_file_name("CURRENT"), Some(FileKind::Current));
+        assert_eq!(parse_file_name("x.sst"), None);
+        assert_eq!(parse_file_name("12.txt"), None);
+    }
+}

@@ -1,0 +1,166 @@
+//! Flush: a frozen memtable becomes an L0 table, and its WAL is retired.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::filename::{log_path, table_path};
+use super::manifest::sync_dir;
+use super::version_edit::{NewFile, VersionEdit};
+use super::{Db, DbInner, SuperVersion};
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::user_key;
+use crate::options::Options;
+use crate::sst::table_builder::{TableBuilder, TableOptions};
+use crate::stats::{Stats, Ticker};
+
+/// The settings new tables are built with.
+pub(crate) fn table_options(options: &Options) -> TableOptions {
+    TableOptions {
+        block_size: options.block_size,
+        restart_interval: options.block_restart_interval,
+        compression: options.compression,
+        filter: options.filter.clone(),
+    }
+}
+
+/// Writes the entries of `it` as L0 table `number`, keeping only the newest version of each key
+/// (no reader can see an older one: reads go to the newest, and scans keep their own memtables).
+/// Returns `None`, and leaves no file, if `it` is empty.
+pub(crate) fn write_level0_table(
+    dir: &Path,
+    number: u64,
+    options: &Options,
+    stats: &Stats,
+    it: &mut dyn InternalIterator,
+) -> Result<Option<NewFile>> {
+    let path = table_path(dir, number);
+    let mut builder = TableBuilder::create(&path, table_options(options))?;
+    let written = (|| {
+        it.seek_to_first()?;
+        let mut last: Option<Vec<u8>> = None;
+        while it.valid() {
+            let ukey = user_key(it.key());
+            if last.as_deref() != Some(ukey) {
+                last = Some(ukey.to_vec());
+                builder.add(it.key(), it.value())?;
+            }
+            it.next()?;
+        }
+        Ok::<_, Error>(())
+    })();
+    if let Err(e) = written {
+        drop(builder);
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
+    if builder.num_entries() == 0 {
+        drop(builder);
+        std::fs::remove_file(&path)?;
+        return Ok(None);
+    }
+    let summary = match builder.finish() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+    };
+    stats.add(Ticker::TableBytesWritten, summary.file_size);
+    Ok(Some(NewFile {
+        level: 0,
+        number,
+        size: summary.file_size,
+        smallest: summary.smallest,
+        largest: summary.largest,
+    }))
+}
+
+impl DbInner {
+    /// Flushes the oldest frozen memtable, if there is one.
+    pub(crate) fn flush_oldest_memtable(&self) -> Result<()> {
+        let (mem, newer_log) = {
+            let st = self.state.lock();
+            let Some(mem) = st.sv.imm.last() else {
+                return Ok(());
+            };
+            // The next memtable's WAL is the oldest one still needed once this one is a table.
+            let newer = st
+                .sv
+                .imm
+                .len()
+                .checked_sub(2)
+                .map_or(&st.sv.mem, |i| &st.sv.imm[i]);
+            (Arc::clone(mem), newer.log_number())
+        };
+        let number = self.new_file_number();
+        let file = write_level0_table(
+            &self.dir,
+            number,
+            &self.options,
+            &self.stats,
+            &mut mem.iter(),
+        )?;
+        sync_dir(&self.dir)?;
+        let edit = VersionEdit {
+            log_number: Some(newer_log),
+            added: file.into_iter().collect(),
+            ..Default::default()
+        };
+        let mut manifest = self.manifest.lock();
+        let version = manifest.log_and_apply(
+            edit,
+            self.next_file.load(std::sync::atomic::Ordering::SeqCst),
+            self.last_sequence
+                .load(std::sync::atomic::Ordering::Acquire),
+        )?;
+        {
+            let mut st = self.state.lock();
+            let imm = st
+                .sv
+                .imm
+                .iter()
+                .filter(|m| !Arc::ptr_eq(m, &mem))
+                .cloned()
+                .collect();
+            st.sv = Arc::new(SuperVersion {
+                mem: Arc::clone(&st.sv.mem),
+                imm,
+                version,
+            });
+        }
+        drop(manifest);
+        self.changed.notify_all();
+        self.stats.inc(Ticker::Flushes);
+        // The edit that makes the WAL unnecessary is durable; a failed delete leaves garbage that
+        // the next open removes.
+        let _ = std::fs::remove_file(log_path(&self.dir, mem.log_number()));
+        Ok(())
+    }
+}
+
+impl Db {
+    /// Freezes the memtable and waits until every frozen memtable is an L0 table.
+    ///
+    /// # Errors
+    /// The background error, if a flush failed.
+    pub fn flush(&self) -> Result<()> {
+        let inner = &self.inner;
+        let target = {
+            let mut wal = inner.wal.lock();
+            inner.check_background_error()?;
+            if !inner.super_version().mem.is_empty() {
+                inner.switch_memtable(&mut wal)?;
+            }
+            wal.log_number
+        };
+        let mut st = inner.state.lock();
+        while st.sv.imm.iter().any(|m| m.log_number() < target) {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Background(e.clone()));
+            }
+            inner.changed.wait(&mut st);
+        }
+        Ok(())
+    }
+}

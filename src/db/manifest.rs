@@ -1,0 +1,203 @@
+//! The MANIFEST (a record log of version edits) and CURRENT (the name of the live MANIFEST).
+//!
+//! Each `Db::open` writes a fresh MANIFEST whose first record is a snapshot of the whole version,
+//! syncs it, then switches CURRENT to it by write-temp, fsync, rename, fsync of the directory.
+//! Every later edit is appended and synced before the version it makes is used.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::filename::{current_path, current_temp_path, manifest_name, parse_file_name, FileKind};
+use super::version::Version;
+use super::version_edit::{NewFile, VersionEdit};
+use crate::error::{Error, Result};
+use crate::wal::reader::read_log;
+use crate::wal::writer::LogWriter;
+
+/// What the MANIFEST says besides the tables.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ManifestCounters {
+    pub(crate) log_number: u64,
+    pub(crate) next_file_number: u64,
+    pub(crate) last_sequence: u64,
+}
+
+/// The live MANIFEST and the version it describes.
+pub(crate) struct Manifest {
+    writer: LogWriter,
+    pub(crate) counters: ManifestCounters,
+    current: Arc<Version>,
+}
+
+impl Manifest {
+    /// Reads the version CURRENT points to; `Ok(None)` for a directory with no CURRENT.
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming CURRENT or the MANIFEST if either is damaged.
+    pub(crate) fn recover(dir: &Path) -> Result<Option<(Version, ManifestCounters, u64)>> {
+        let current = current_path(dir);
+        let text = match std::fs::read(&current) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let name = std::str::from_utf8(&text)
+            .ok()
+            .and_then(|t| t.strip_suffix('\n'))
+            .filter(|n| matches!(parse_file_name(n), Some(FileKind::Manifest(_))))
+            .ok_or_else(|| Error::corruption(&current, "does not name a MANIFEST"))?;
+        let Some(FileKind::Manifest(number)) = parse_file_name(name) else {
+            return Err(Error::corruption(&current, "does not name a MANIFEST"));
+        };
+        let path = dir.join(name);
+        if !path.exists() {
+            return Err(Error::corruption(
+                &current,
+                format!("names {name}, which does not exist"),
+            ));
+        }
+        // A torn last record is an edit that was never acknowledged: the version before it stands.
+        let log = read_log(&path)?;
+        let mut version = Version::default();
+        let mut counters = ManifestCounters::default();
+        let (mut have_log, mut have_next, mut have_seq) = (false, false, false);
+        for record in &log.records {
+            let edit = VersionEdit::decode(record, &path)?;
+            if let Some(n) = edit.log_number {
+                counters.log_number = n;
+                have_log = true;
+            }
+            if let Some(n) = edit.next_file_number {
+                counters.next_file_number = n;
+                have_next = true;
+            }
+            if let Some(n) = edit.last_sequence {
+                counters.last_sequence = n;
+                have_seq = true;
+            }
+            for &(level, number) in &edit.deleted {
+                if !version.levels[level].iter().any(|f| f.number == number) {
+                    return Err(Error::corruption(
+                        &path,
+                        format!("deletes table {number} not in L{level}"),
+                    ));
+                }
+            }
+            version = version.apply(&edit);
+        }
+        if !(have_log && have_next && have_seq) {
+            return Err(Error::corruption(
+                &path,
+                "missing log number, next file number or last sequence",
+            ));
+        }
+        if let Some((level, a, b)) = version.find_overlap() {
+            return Err(Error::corruption(
+                &path,
+                format!("tables {a} and {b} overlap in L{level}"),
+            ));
+        }
+        let max_file = version
+            .levels
+            .iter()
+            .flatten()
+            .map(|f| f.number)
+            .max()
+            .unwrap_or(0);
+        if max_file >= counters.next_file_number || counters.log_number >= counters.next_file_number
+        {
+            return Err(Error::corruption(
+                &path,
+                "next file number is not past every file",
+            ));
+        }
+        Ok(Some((version, counters, number)))
+    }
+
+    /// Writes MANIFEST-`number` holding `version` and `counters`, and points CURRENT at it.
+    pub(crate) fn create(
+        dir: &Path,
+        number: u64,
+        version: Version,
+        counters: ManifestCounters,
+    ) -> Result<Manifest> {
+        let path = dir.join(manifest_name(number));
+        let mut writer = LogWriter::create(&path)?;
+        let snapshot = VersionEdit {
+            log_number: Some(counters.log_number),
+            next_file_number: Some(counters.next_file_number),
+            last_sequence: Some(counters.last_sequence),
+            deleted: Vec::new(),
+            added: version
+                .levels
+                .iter()
+                .enumerate()
+                .flat_map(|(level, files)| {
+                    files.iter().map(move |f| NewFile {
+                        level,
+                        number: f.number,
+                        size: f.size,
+                        smallest: f.smallest.clone(),
+                        largest: f.largest.clone(),
+                    })
+                })
+                .collect(),
+        };
+        writer.add_record(&snapshot.encode())?;
+        writer.sync()?;
+        set_current(dir, number)?;
+        Ok(Manifest {
+            writer,
+            counters,
+            current: Arc::new(version),
+        })
+    }
+
+    pub(crate) fn current(&self) -> &Arc<Version> {
+        &self.current
+    }
+
+    /// Appends `edit` (with the counters filled in), syncs it, and makes its version current.
+    ///
+    /// # Errors
+    /// Any failure to write or sync; the MANIFEST writer then refuses further edits.
+    pub(crate) fn log_and_apply(
+        &mut self,
+        mut edit: VersionEdit,
+        next_file_number: u64,
+        last_sequence: u64,
+    ) -> Result<Arc<Version>> {
+        if let Some(n) = edit.log_number {
+            self.counters.log_number = n;
+        }
+        self.counters.next_file_number = next_file_number;
+        self.counters.last_sequence = self.counters.last_sequence.max(last_sequence);
+        edit.next_file_number = Some(self.counters.next_file_number);
+        edit.last_sequence = Some(self.counters.last_sequence);
+        edit.log_number = Some(self.counters.log_number);
+        self.writer.add_record(&edit.encode())?;
+        self.writer.sync()?;
+        self.current = Arc::new(self.current.apply(&edit));
+        Ok(Arc::clone(&self.current))
+    }
+}
+
+/// Points CURRENT at MANIFEST-`number`: write a temporary file, fsync it, rename it over CURRENT,
+/// fsync the directory so the rename itself is durable.
+fn set_current(dir: &Path, number: u64) -> Result<()> {
+    let tmp: PathBuf = current_temp_path(dir);
+    let mut f = File::create(&tmp)?;
+    f.write_all(format!("{}\n", manifest_name(number)).as_bytes())?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, current_path(dir))?;
+    sync_dir(dir)
+}
+
+/// fsyncs a directory, making creations, renames and deletions in it durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}

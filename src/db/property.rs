@@ -1,0 +1,145 @@
+//! `Db::property`: text reports about the store.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::Db;
+use crate::filter::FilterLayout;
+use crate::options::NUM_LEVELS;
+
+/// Filter facts gathered over the tables of one level that share a layout and policy.
+#[derive(Default)]
+struct FilterGroup {
+    tables: usize,
+    filter_bytes: u64,
+    filter_keys: u64,
+    theory: Option<f64>,
+}
+
+impl Db {
+    /// A named report, or `None` for an unknown name:
+    /// - `siftdb.stats`: per level the tables, bytes and entries; per level and filter the layout,
+    ///   policy, filter bytes, bits per key, and the measured next to the theoretical FP rate;
+    ///   then every counter.
+    /// - `siftdb.num-files-at-level<N>`: the number of tables in level N.
+    /// - `siftdb.total-sst-bytes`: bytes of all live tables.
+    pub fn property(&self, name: &str) -> Option<String> {
+        let version = self.inner.super_version().version.clone();
+        if let Some(level) = name.strip_prefix("siftdb.num-files-at-level") {
+            let level: usize = level.parse().ok()?;
+            return version.levels.get(level).map(|f| f.len().to_string());
+        }
+        match name {
+            "siftdb.total-sst-bytes" => Some(
+                (0..NUM_LEVELS)
+                    .map(|l| version.level_bytes(l))
+                    .sum::<u64>()
+                    .to_string(),
+            ),
+            "siftdb.stats" => Some(self.stats_report()),
+            _ => None,
+        }
+    }
+
+    fn stats_report(&self) -> String {
+        let version = self.inner.super_version().version.clone();
+        let stats = self.statistics();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<5} {:>6} {:>12} {:>10}",
+            "level", "tables", "bytes", "entries"
+        );
+        let mut filters: BTreeMap<(usize, String, String), FilterGroup> = BTreeMap::new();
+        for (level, files) in version.levels.iter().enumerate() {
+            if files.is_empty() {
+                continue;
+            }
+            let mut entries = 0u64;
+            for f in files {
+                let Ok(table) = self.inner.tables.get(f.number) else {
+                    continue;
+                };
+                let p = table.properties();
+                entries += p.num_entries;
+                let (layout, policy, theory) = match table.filter() {
+                    Some(tf) => {
+                        let bits = p.filter_bytes as f64 * 8.0 / p.filter_keys.max(1) as f64;
+                        (
+                            tf.layout().name().to_string(),
+                            tf.policy.name().to_string(),
+                            tf.policy.theoretical_fp_rate(bits),
+                        )
+                    }
+                    None if p.filter_layout.is_empty() => ("none".into(), "-".into(), None),
+                    None => (
+                        format!("{} (unread)", p.filter_layout),
+                        p.filter_policy.clone(),
+                        None,
+                    ),
+                };
+                let g = filters.entry((level, layout, policy)).or_default();
+                g.tables += 1;
+                g.filter_bytes += p.filter_bytes;
+                g.filter_keys += p.filter_keys;
+                g.theory = theory.or(g.theory);
+            }
+            let _ = writeln!(
+                out,
+                "L{:<4} {:>6} {:>12} {:>10}",
+                level,
+                files.len(),
+                version.level_bytes(level),
+                entries
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{:<5} {:<12} {:<28} {:>6} {:>12} {:>8} {:>10} {:>11} {:>10}",
+            "level",
+            "filter",
+            "policy",
+            "tables",
+            "filter-bytes",
+            "bits/key",
+            "checks",
+            "measured-fp",
+            "theory-fp"
+        );
+        for ((level, layout, policy), g) in &filters {
+            let counts = FilterLayout::ALL
+                .into_iter()
+                .find(|l| l.name() == layout)
+                .map(|l| stats.filter_counts(*level, l))
+                .unwrap_or_default();
+            let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.3}%", r * 100.0));
+            let bits = if g.filter_keys > 0 {
+                g.filter_bytes as f64 * 8.0 / g.filter_keys as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                out,
+                "L{:<4} {:<12} {:<28} {:>6} {:>12} {:>8.2} {:>10} {:>11} {:>10}",
+                level,
+                layout,
+                policy,
+                g.tables,
+                g.filter_bytes,
+                bits,
+                counts.checks(),
+                pct(counts.fp_rate()),
+                pct(g.theory)
+            );
+        }
+        let cache = self.inner.tables.block_cache();
+        let _ = writeln!(
+            out,
+            "\nblock cache: {} of {} bytes in use",
+            cache.usage(),
+            cache.capacity()
+        );
+        let _ = writeln!(out, "\n{stats}");
+        out
+    }
+}

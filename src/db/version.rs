@@ -1,0 +1,233 @@
+//! A version: the set of live tables, level by level. Versions are immutable; each flush or
+//! compaction makes a new one from an edit, and readers keep the one they started with.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use super::version_edit::{NewFile, VersionEdit};
+use crate::key::user_key;
+use crate::options::{Options, NUM_LEVELS};
+
+/// What deletes a table file once no version uses it any more.
+pub(crate) type Retire = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// A live table. When a compaction's edit removing it is durable, it is marked obsolete; the file
+/// is deleted when the last version holding it (a Get, a scan, an old super-version) lets go.
+pub(crate) struct FileMeta {
+    pub(crate) number: u64,
+    pub(crate) size: u64,
+    /// Smallest internal key.
+    pub(crate) smallest: Vec<u8>,
+    /// Largest internal key.
+    pub(crate) largest: Vec<u8>,
+    retire: OnceLock<Retire>,
+}
+
+impl fmt::Debug for FileMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "table {} ({} bytes)", self.number, self.size)
+    }
+}
+
+impl Drop for FileMeta {
+    fn drop(&mut self) {
+        if let Some(retire) = self.retire.get() {
+            retire(self.number);
+        }
+    }
+}
+
+impl FileMeta {
+    /// Deletes the file through `retire` once the last version using it is gone.
+    pub(crate) fn mark_obsolete(&self, retire: Retire) {
+        let _ = self.retire.set(retire);
+    }
+
+    pub(crate) fn smallest_user(&self) -> &[u8] {
+        user_key(&self.smallest)
+    }
+
+    pub(crate) fn largest_user(&self) -> &[u8] {
+        user_key(&self.largest)
+    }
+
+    /// Whether the table's user-key range meets `[lo, hi]`.
+    pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.largest_user() >= lo && self.smallest_user() <= hi
+    }
+
+    pub(crate) fn from_new_file(f: &NewFile) -> FileMeta {
+        FileMeta {
+            number: f.number,
+            size: f.size,
+            smallest: f.smallest.clone(),
+            largest: f.largest.clone(),
+            retire: OnceLock::new(),
+        }
+    }
+}
+
+/// The tables of every level. L0 is ordered oldest to newest (its tables overlap); deeper levels
+/// by key (their tables do not overlap).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Version {
+    pub(crate) levels: [Vec<Arc<FileMeta>>; NUM_LEVELS],
+}
+
+impl Version {
+    /// The version `edit` makes of this one.
+    pub(crate) fn apply(&self, edit: &VersionEdit) -> Version {
+        let mut v = self.clone();
+        for &(level, number) in &edit.deleted {
+            v.levels[level].retain(|f| f.number != number);
+        }
+        for f in &edit.added {
+            v.levels[f.level].push(Arc::new(FileMeta::from_new_file(f)));
+        }
+        v.levels[0].sort_by_key(|f| f.number);
+        for level in v.levels.iter_mut().skip(1) {
+            level.sort_by(|a, b| a.smallest_user().cmp(b.smallest_user()));
+        }
+        v
+    }
+
+    /// The first pair of tables in one level ≥ 1 whose key ranges overlap, if any (a damaged
+    /// MANIFEST).
+    pub(crate) fn find_overlap(&self) -> Option<(usize, u64, u64)> {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
+            for pair in files.windows(2) {
+                if pair[0].largest_user() >= pair[1].smallest_user() {
+                    return Some((level, pair[0].number, pair[1].number));
+                }
+            }
+        }
+        None
+    }
+
+    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.size).sum()
+    }
+
+    /// The tables a point lookup of `ukey` must consult, in the order to consult them: L0 newest
+    /// first, then at most one table per deeper level.
+    pub(crate) fn tables_for_key<'a>(
+        &'a self,
+        ukey: &'a [u8],
+    ) -> impl Iterator<Item = (usize, &'a Arc<FileMeta>)> + 'a {
+        let l0 = self.levels[0]
+            .iter()
+            .rev()
+            .filter(move |f| f.overlaps(ukey, ukey))
+            .map(|f| (0, f));
+        let deeper = self
+            .levels
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(move |(level, files)| {
+                let i = files.partition_point(|f| f.largest_user().cmp(ukey) == Ordering::Less);
+                files
+                    .get(i)
+                    .filter(|f| f.smallest_user() <= ukey)
+                    .map(|f| (level, f))
+            });
+        l0.chain(deeper)
+    }
+
+    /// The tables of `level` whose ranges meet `[lo, hi]` (user keys).
+    pub(crate) fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<FileMeta>> {
+        self.levels[level]
+            .iter()
+            .filter(|f| f.overlaps(lo, hi))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether no level below `level` can hold `ukey`, so a tombstone for it may be dropped.
+    pub(crate) fn is_base_level_for_key(&self, level: usize, ukey: &[u8]) -> bool {
+        self.levels
+            .iter()
+            .skip(level + 1)
+            .all(|files| !files.iter().any(|f| f.overlaps(ukey, ukey)))
+    }
+
+    /// The level most in need of compaction and its score, if any score is ≥ 1. L0 scores by table
+    /// count against the trigger, deeper levels by bytes against their budget.
+    pub(crate) fn compaction_level(&self, options: &Options) -> Option<(usize, f64)> {
+        let mut best: Option<(usize, f64)> = None;
+        for level in 0..NUM_LEVELS - 1 {
+            let score = if level == 0 {
+                self.levels[0].len() as f64 / options.level0_compaction_trigger as f64
+            } else {
+                self.level_bytes(level) as f64 / options.max_bytes_for_level(level) as f64
+            };
+            if score >= 1.0 && best.is_none_or(|(_, s)| score > s) {
+                best = Some((level, score));
+            }
+        }
+        best
+    }
+
+    /// The deepest level that holds a table (0 if none does).
+    pub(crate) fn deepest_nonempty_level(&self) -> usize {
+        (0..NUM_LEVELS)
+            .rev()
+            .find(|&l| !self.levels[l].is_empty())
+            .unwrap_or(0)
+    }
+}
+
+/// The user-key range `[lo, hi]` covered by `files`.
+pub(crate) fn key_range(files: &[Arc<FileMeta>]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = files.iter().map(|f| f.smallest_user()).min()?;
+    let hi = files.iter().map(|f| f.largest_user()).max()?;
+    Some((lo.to_vec(), hi.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{internal_key, ValueKind};
+
+    fn nf(level: usize, number: u64, lo: &str, hi: &str) -> NewFile {
+        NewFile {
+            level,
+            number,
+            size: 100,
+            smallest: internal_key(lo.as_bytes(), 1, ValueKind::Value),
+            largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
+        }
+    }
+
+    #[test]
+    fn lookups_visit_l0_newest_first_then_one_table_per_level() {
+        let edit = VersionEdit {
+            added: vec![
+                nf(0, 5, "a", "z"),
+                nf(0, 9, "m", "p"),
+                nf(1, 3, "a", "f"),
+                nf(1, 4, "g", "q"),
+                nf(2, 1, "a", "z"),
+            ],
+            ..Default::default()
+        };
+        let v = Version::default().apply(&edit);
+        let got: Vec<_> = v.tables_for_key(b"n").map(|(l, f)| (l, f.number)).collect();
+        assert_eq!(got, vec![(0, 9), (0, 5), (1, 4), (2, 1)]);
+        let got: Vec<_> = v
+            .tables_for_key(b"fz")
+            .map(|(l, f)| (l, f.number))
+            .collect();
+        assert_eq!(got, vec![(0, 5), (2, 1)]);
+        assert!(!v.is_base_level_for_key(1, b"b"));
+        assert!(v.is_base_level_for_key(2, b"b"));
+        assert_eq!(v.find_overlap(), None);
+        let v2 = v.apply(&VersionEdit {
+            deleted: vec![(1, 3)],
+            added: vec![nf(1, 7, "c", "h")],
+            ..Default::default()
+        });
+        assert_eq!(v2.find_overlap(), Some((1, 7, 4)));
+    }
+}

@@ -1,0 +1,220 @@
+//! The block-based layout (LevelDB's filter block): one filter per 2 KiB of data-block offsets.
+//!
+//! ```text
+//! filter 0 | filter 1 | … | u32 LE start of each filter | u32 LE start of that array | u8 lg(base) = 11
+//! ```
+//! Filter `i` holds the keys of every data block whose start offset lies in
+//! `[i << 11, (i + 1) << 11)`; ranges with no block start get an empty filter.
+
+use std::sync::Arc;
+
+use super::layout::{FilterBlockBuilder, WriteBlock};
+use super::{FilterBitsBuilder, FilterPolicy};
+use crate::coding::{fixed32_at, put_fixed32};
+use crate::error::Result;
+use crate::sst::format::BlockHandle;
+
+/// lg of the span of data-block offsets one filter covers (2 KiB).
+pub(crate) const FILTER_BASE_LG: u8 = 11;
+
+/// Builds LevelDB's filter block.
+pub(crate) struct BlockBasedFilterBuilder {
+    bits: Box<dyn FilterBitsBuilder>,
+    result: Vec<u8>,
+    starts: Vec<u32>,
+    keys: u64,
+    bytes: u64,
+}
+
+impl BlockBasedFilterBuilder {
+    pub(crate) fn new(policy: Arc<dyn FilterPolicy>) -> Self {
+        BlockBasedFilterBuilder {
+            bits: policy.builder(),
+            result: Vec::new(),
+            starts: Vec::new(),
+            keys: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Closes the filter for the next 2 KiB range with the keys gathered so far (maybe none).
+    fn generate_filter(&mut self) {
+        self.starts.push(self.result.len() as u32);
+        if self.bits.num_keys() > 0 {
+            let filter = self.bits.finish();
+            self.result.extend_from_slice(&filter);
+        }
+    }
+}
+
+impl FilterBlockBuilder for BlockBasedFilterBuilder {
+    fn start_block(&mut self, block_offset: u64) {
+        let index = block_offset >> FILTER_BASE_LG;
+        while (self.starts.len() as u64) < index {
+            self.generate_filter();
+        }
+    }
+
+    fn add_key(&mut self, user_key: &[u8]) {
+        self.bits.add_key(user_key);
+        self.keys += 1;
+    }
+
+    fn finish_block(&mut self, _last_user_key: &[u8]) {}
+
+    fn finish(&mut self, write: &mut WriteBlock<'_>) -> Result<BlockHandle> {
+        if self.bits.num_keys() > 0 {
+            self.generate_filter();
+        }
+        let array_start = self.result.len() as u32;
+        let mut block = std::mem::take(&mut self.result);
+        for &s in &self.starts {
+            put_fixed32(&mut block, s);
+        }
+        put_fixed32(&mut block, array_start);
+        block.push(FILTER_BASE_LG);
+        self.bytes = block.len() as u64;
+        write(&block)
+    }
+
+    fn filter_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn num_keys(&self) -> u64 {
+        self.keys
+    }
+}
+
+/// A table's whole filter block, kept in memory with the table.
+pub(crate) struct BlockBasedFilterReader {
+    data: Vec<u8>,
+    array_start: usize,
+    num: usize,
+    base_lg: u8,
+}
+
+impl BlockBasedFilterReader {
+    /// Parses the block; `None` if its tail does not describe a filter block.
+    pub(crate) fn new(data: Vec<u8>) -> Option<Self> {
+        let n = data.len();
+        if n < 5 {
+            return None;
+        }
+        let base_lg = data[n - 1];
+        let array_start = usize::try_from(fixed32_at(&data, n - 5)?).ok()?;
+        if array_start > n - 5 || base_lg > 40 {
+            return None;
+        }
+        let num = (n - 5 - array_start) / 4;
+        Some(BlockBasedFilterReader {
+            data,
+            array_start,
+            num,
+            base_lg,
+        })
+    }
+
+    /// Whether `user_key` may be in the data block that starts at `block_offset`.
+    pub(crate) fn may_match(
+        &self,
+        policy: &dyn FilterPolicy,
+        block_offset: u64,
+        user_key: &[u8],
+    ) -> bool {
+        let index = block_offset >> self.base_lg;
+        let Ok(index) = usize::try_from(index) else {
+            return true;
+        };
+        if index >= self.num {
+            // Past the filters: say "maybe", as LevelDB does.
+            return true;
+        }
+        let start_at = self.array_start + index * 4;
+        let start = fixed32_at(&self.data, start_at).map(|v| v as usize);
+        let limit = if index + 1 < self.num {
+            fixed32_at(&self.data, start_at + 4).map(|v| v as usize)
+        } else {
+            Some(self.array_start)
+        };
+        match (start, limit) {
+            (Some(s), Some(l)) if s == l && l <= self.array_start => false,
+            (Some(s), Some(l)) if s < l && l <= self.array_start => {
+                policy.may_match(&self.data[s..l], user_key)
+            }
+            _ => true,
+        }
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.data.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::LevelDbBloom;
+
+    fn build(blocks: &[(u64, &[&[u8]])]) -> BlockBasedFilterReader {
+        let policy: Arc<dyn FilterPolicy> = Arc::new(LevelDbBloom::new(10.0));
+        let mut b = BlockBasedFilterBuilder::new(policy);
+        for (offset, keys) in blocks {
+            b.start_block(*offset);
+            for k in *keys {
+                b.add_key(k);
+            }
+            b.finish_block(keys.last().copied().unwrap_or_default());
+        }
+        let mut out = Vec::new();
+        b.finish(&mut |bytes: &[u8]| {
+            out = bytes.to_vec();
+            Ok(BlockHandle::default())
+        })
+        .unwrap();
+        BlockBasedFilterReader::new(out).unwrap()
+    }
+
+    #[test]
+    fn empty_builder_gives_the_bare_trailer() {
+        let r = build(&[]);
+        assert_eq!(r.size(), 5);
+        // No filters at all: out of range, so "maybe".
+        assert!(r.may_match(&LevelDbBloom::new(10.0), 0, b"x"));
+    }
+
+    #[test]
+    fn each_block_is_answered_by_its_own_filter() {
+        let policy = LevelDbBloom::new(10.0);
+        let r = build(&[
+            (0, &[b"foo", b"bar"]),
+            (1000, &[b"box"]),
+            (3100, &[b"hello"]),
+            (9000, &[b"zed"]),
+        ]);
+        // Blocks at 0 and 1000 share filter 0.
+        for k in [&b"foo"[..], b"bar", b"box"] {
+            assert!(r.may_match(&policy, 0, k));
+            assert!(r.may_match(&policy, 1000, k));
+        }
+        assert!(!r.may_match(&policy, 0, b"hello"));
+        assert!(r.may_match(&policy, 3100, b"hello"));
+        assert!(!r.may_match(&policy, 3100, b"foo"));
+        // Offsets 4096..8191 map to empty filters: nothing matches there.
+        assert!(!r.may_match(&policy, 5000, b"hello"));
+        assert!(r.may_match(&policy, 9000, b"zed"));
+        assert!(!r.may_match(&policy, 9000, b"foo"));
+    }
+
+    #[test]
+    fn malformed_blocks_are_rejected_or_answer_maybe() {
+        assert!(BlockBasedFilterReader::new(vec![1, 2, 3]).is_none());
+        assert!(BlockBasedFilterReader::new(vec![0xff, 0xff, 0, 0, 11]).is_none());
+        let mut bogus = vec![0u8; 8];
+        bogus.extend_from_slice(&[200, 0, 0, 0]); // filter 0 starts past the array
+        bogus.extend_from_slice(&8u32.to_le_bytes());
+        bogus.push(11);
+        let r = BlockBasedFilterReader::new(bogus).unwrap();
+        assert!(r.may_match(&LevelDbBloom::new(10.0), 0, b"k"));
+    }
+}

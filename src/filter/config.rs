@@ -1,0 +1,183 @@
+//! `Filter`: the user's choice of layout and policy for new tables.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::{CacheLocalBloom, FilterPolicy, LevelDbBloom};
+
+/// Where a table keeps its filter bits and which keys each filter covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FilterLayout {
+    /// One filter per 2 KiB of data-block offsets (LevelDB's filter block), asked after the index.
+    BlockBased,
+    /// One filter for the whole table, asked before the index.
+    Full,
+    /// The full filter cut into partitions behind a top-level index; partitions go through the
+    /// block cache.
+    Partitioned,
+}
+
+impl FilterLayout {
+    /// Every layout, in the order statistics list them.
+    pub const ALL: [FilterLayout; 3] = [
+        FilterLayout::BlockBased,
+        FilterLayout::Full,
+        FilterLayout::Partitioned,
+    ];
+
+    /// A short name: `block-based`, `full` or `partitioned`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FilterLayout::BlockBased => "block-based",
+            FilterLayout::Full => "full",
+            FilterLayout::Partitioned => "partitioned",
+        }
+    }
+
+    /// The prefix of this layout's metaindex entry (`filter.`, `fullfilter.`, `partitionedfilter.`).
+    pub(crate) fn meta_prefix(self) -> &'static str {
+        match self {
+            FilterLayout::BlockBased => "filter.",
+            FilterLayout::Full => "fullfilter.",
+            FilterLayout::Partitioned => "partitionedfilter.",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for FilterLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Default target size of one filter partition.
+pub const DEFAULT_PARTITION_BYTES: usize = 4096;
+
+/// The filter new tables get: a layout and a policy, or none.
+///
+/// ```
+/// use siftdb::{Filter, FilterLayout, LevelDbBloom};
+/// use std::sync::Arc;
+///
+/// let full = Filter::full(10.0);                       // cache-local bloom, one per table
+/// let old = Filter::block_based(10.0);                 // LevelDB bloom, one per 2 KiB of data
+/// let parts = Filter::partitioned(10.0).partition_bytes(8192);
+/// let mine = Filter::new(FilterLayout::Full, Arc::new(LevelDbBloom::new(12.0)));
+/// assert_eq!(mine.layout(), Some(FilterLayout::Full));
+/// assert!(Filter::none().policy().is_none());
+/// # let _ = (full, old, parts);
+/// ```
+#[derive(Clone)]
+pub struct Filter {
+    layout: FilterLayout,
+    policy: Option<Arc<dyn FilterPolicy>>,
+    partition_bytes: usize,
+}
+
+impl Filter {
+    /// `policy` in `layout`.
+    pub fn new(layout: FilterLayout, policy: Arc<dyn FilterPolicy>) -> Filter {
+        Filter {
+            layout,
+            policy: Some(policy),
+            partition_bytes: DEFAULT_PARTITION_BYTES,
+        }
+    }
+
+    /// LevelDB's bloom in LevelDB's block-based layout.
+    pub fn block_based(bits_per_key: f64) -> Filter {
+        Filter::new(
+            FilterLayout::BlockBased,
+            Arc::new(LevelDbBloom::new(bits_per_key)),
+        )
+    }
+
+    /// The cache-local bloom, one filter per table.
+    pub fn full(bits_per_key: f64) -> Filter {
+        Filter::new(
+            FilterLayout::Full,
+            Arc::new(CacheLocalBloom::new(bits_per_key)),
+        )
+    }
+
+    /// The cache-local bloom, partitioned (about 4 KiB a partition).
+    pub fn partitioned(bits_per_key: f64) -> Filter {
+        Filter::new(
+            FilterLayout::Partitioned,
+            Arc::new(CacheLocalBloom::new(bits_per_key)),
+        )
+    }
+
+    /// No filter: every Get reads the index and a data block of every candidate table.
+    pub fn none() -> Filter {
+        Filter {
+            layout: FilterLayout::Full,
+            policy: None,
+            partition_bytes: DEFAULT_PARTITION_BYTES,
+        }
+    }
+
+    /// Target bytes of one partition (partitioned layout only; default 4 KiB).
+    pub fn partition_bytes(mut self, bytes: usize) -> Filter {
+        self.partition_bytes = bytes.max(64);
+        self
+    }
+
+    /// The layout, or `None` for no filter.
+    pub fn layout(&self) -> Option<FilterLayout> {
+        self.policy.as_ref().map(|_| self.layout)
+    }
+
+    /// The policy, or `None` for no filter.
+    pub fn policy(&self) -> Option<&Arc<dyn FilterPolicy>> {
+        self.policy.as_ref()
+    }
+
+    pub(crate) fn target_partition_bytes(&self) -> usize {
+        self.partition_bytes
+    }
+}
+
+impl fmt::Debug for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.policy {
+            None => f.write_str("Filter::none()"),
+            Some(p) => write!(
+                f,
+                "Filter({}, {} at {} bits/key)",
+                self.layout,
+                p.name(),
+                p.bits_per_key()
+            ),
+        }
+    }
+}
+
+/// The policies a store can read tables with: the built-ins plus the configured one.
+#[derive(Clone)]
+pub(crate) struct PolicyRegistry {
+    policies: Vec<Arc<dyn FilterPolicy>>,
+}
+
+impl PolicyRegistry {
+    pub(crate) fn new(configured: &Filter) -> PolicyRegistry {
+        // Built-in policies read their parameters from the filter bytes, so any bits/key will do.
+        let mut policies: Vec<Arc<dyn FilterPolicy>> = vec![
+            Arc::new(LevelDbBloom::new(10.0)),
+            Arc::new(CacheLocalBloom::new(10.0)),
+        ];
+        if let Some(p) = configured.policy() {
+            policies.retain(|b| b.name() != p.name());
+            policies.insert(0, Arc::clone(p));
+        }
+        PolicyRegistry { policies }
+    }
+
+    pub(crate) fn find(&self, name: &str) -> Option<&Arc<dyn FilterPolicy>> {
+        self.policies.iter().find(|p| p.name() == name)
+    }
+}

@@ -1,0 +1,69 @@
+//! The full layout: one filter over every user key of the table, stored as one block.
+
+use std::sync::Arc;
+
+use super::layout::{FilterBlockBuilder, WriteBlock};
+use super::{FilterBitsBuilder, FilterPolicy};
+use crate::error::Result;
+use crate::sst::format::BlockHandle;
+
+/// Feeds every key of the table to one policy builder.
+pub(crate) struct FullFilterBuilder {
+    bits: Box<dyn FilterBitsBuilder>,
+    keys: u64,
+    bytes: u64,
+}
+
+impl FullFilterBuilder {
+    pub(crate) fn new(policy: Arc<dyn FilterPolicy>) -> Self {
+        FullFilterBuilder {
+            bits: policy.builder(),
+            keys: 0,
+            bytes: 0,
+        }
+    }
+}
+
+impl FilterBlockBuilder for FullFilterBuilder {
+    fn start_block(&mut self, _block_offset: u64) {}
+
+    fn add_key(&mut self, user_key: &[u8]) {
+        self.bits.add_key(user_key);
+        self.keys += 1;
+    }
+
+    fn finish_block(&mut self, _last_user_key: &[u8]) {}
+
+    fn finish(&mut self, write: &mut WriteBlock<'_>) -> Result<BlockHandle> {
+        let filter = self.bits.finish();
+        self.bytes = filter.len() as u64;
+        write(&filter)
+    }
+
+    fn filter_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn num_keys(&self) -> u64 {
+        self.keys
+    }
+}
+
+/// The whole filter of a table, kept in memory with the table.
+pub(crate) struct FullFilterReader {
+    data: Vec<u8>,
+}
+
+impl FullFilterReader {
+    pub(crate) fn new(data: Vec<u8>) -> Self {
+        FullFilterReader { data }
+    }
+
+    pub(crate) fn may_match(&self, policy: &dyn FilterPolicy, user_key: &[u8]) -> bool {
+        policy.may_match(&self.data, user_key)
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.data.len()
+    }
+}

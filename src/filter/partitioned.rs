@@ -1,0 +1,190 @@
+//! The partitioned layout: the full filter cut, at data-block boundaries, into partitions of about
+//! `partition_bytes`, each stored as its own block, behind a top-level index block.
+//!
+//! The top-level index is an ordinary block with bytewise keys: the last user key of each partition
+//! → that partition's block handle (varints). A lookup seeks the first key ≥ the user key; past the
+//! last one the key is out of the table's range and the answer is "no".
+
+use std::sync::Arc;
+
+use super::layout::{FilterBlockBuilder, WriteBlock};
+use super::{FilterBitsBuilder, FilterPolicy};
+use crate::error::Result;
+use crate::sst::block::{Block, KeyOrder};
+use crate::sst::block_builder::BlockBuilder;
+use crate::sst::format::BlockHandle;
+
+/// Builds partitions and their top-level index.
+pub(crate) struct PartitionedFilterBuilder {
+    bits: Box<dyn FilterBitsBuilder>,
+    target_bytes: usize,
+    /// Finished partitions: (last user key, filter bytes), written at `finish`.
+    partitions: Vec<(Vec<u8>, Vec<u8>)>,
+    last_key: Vec<u8>,
+    keys: u64,
+    bytes: u64,
+}
+
+impl PartitionedFilterBuilder {
+    pub(crate) fn new(policy: Arc<dyn FilterPolicy>, target_bytes: usize) -> Self {
+        PartitionedFilterBuilder {
+            bits: policy.builder(),
+            target_bytes,
+            partitions: Vec::new(),
+            last_key: Vec::new(),
+            keys: 0,
+            bytes: 0,
+        }
+    }
+
+    fn cut(&mut self) {
+        let filter = self.bits.finish();
+        self.partitions.push((self.last_key.clone(), filter));
+    }
+}
+
+impl FilterBlockBuilder for PartitionedFilterBuilder {
+    fn start_block(&mut self, _block_offset: u64) {}
+
+    fn add_key(&mut self, user_key: &[u8]) {
+        self.bits.add_key(user_key);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(user_key);
+        self.keys += 1;
+    }
+
+    fn finish_block(&mut self, last_user_key: &[u8]) {
+        debug_assert!(self.bits.num_keys() == 0 || self.last_key == last_user_key);
+        if self.bits.num_keys() > 0 && self.bits.estimated_len() >= self.target_bytes {
+            self.cut();
+        }
+    }
+
+    fn finish(&mut self, write: &mut WriteBlock<'_>) -> Result<BlockHandle> {
+        if self.bits.num_keys() > 0 {
+            self.cut();
+        }
+        let mut index = BlockBuilder::new(1);
+        for (last_key, filter) in std::mem::take(&mut self.partitions) {
+            let handle = write(&filter)?;
+            self.bytes += filter.len() as u64;
+            index.add(&last_key, &handle.encode());
+        }
+        let index_bytes = index.finish();
+        self.bytes += index_bytes.len() as u64;
+        write(index_bytes)
+    }
+
+    fn filter_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn num_keys(&self) -> u64 {
+        self.keys
+    }
+}
+
+/// Where a key's partition is.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PartitionLookup {
+    /// The partition that would hold the key.
+    Partition(BlockHandle),
+    /// The key sorts after every key of the table: certainly absent.
+    PastLastKey,
+    /// The top-level index is damaged.
+    Corrupt,
+}
+
+/// The pinned top-level index of a partitioned filter.
+pub(crate) struct PartitionedFilterReader {
+    index: Arc<Block>,
+}
+
+impl PartitionedFilterReader {
+    /// Parses the top-level index block; `None` if it is malformed.
+    pub(crate) fn new(index_block: Vec<u8>) -> Option<Self> {
+        Some(PartitionedFilterReader {
+            index: Arc::new(Block::new(index_block)?),
+        })
+    }
+
+    pub(crate) fn partition_for(&self, user_key: &[u8]) -> PartitionLookup {
+        let mut it = self.index.iter(KeyOrder::Bytewise);
+        it.seek(user_key);
+        if it.is_corrupt() {
+            return PartitionLookup::Corrupt;
+        }
+        if !it.valid() {
+            return PartitionLookup::PastLastKey;
+        }
+        match BlockHandle::decode_exact(it.value()) {
+            Some(h) => PartitionLookup::Partition(h),
+            None => PartitionLookup::Corrupt,
+        }
+    }
+
+    /// Every partition's handle, in key order.
+    #[cfg(test)]
+    pub(crate) fn partitions(&self) -> Option<Vec<BlockHandle>> {
+        let mut out = Vec::new();
+        let mut it = self.index.iter(KeyOrder::Bytewise);
+        it.seek_to_first();
+        while it.valid() {
+            out.push(BlockHandle::decode_exact(it.value())?);
+            it.next();
+        }
+        (!it.is_corrupt()).then_some(out)
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.index.size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::CacheLocalBloom;
+
+    #[test]
+    fn partitions_are_cut_at_block_boundaries_and_found_by_key() {
+        let policy: Arc<dyn FilterPolicy> = Arc::new(CacheLocalBloom::new(10.0));
+        let mut b = PartitionedFilterBuilder::new(Arc::clone(&policy), 256);
+        let keys: Vec<Vec<u8>> = (0..2000u32)
+            .map(|i| format!("key{i:06}").into_bytes())
+            .collect();
+        for block in keys.chunks(50) {
+            b.start_block(0);
+            for k in block {
+                b.add_key(k);
+            }
+            b.finish_block(block.last().unwrap());
+        }
+        let mut written: Vec<Vec<u8>> = Vec::new();
+        let top = b
+            .finish(&mut |bytes: &[u8]| {
+                written.push(bytes.to_vec());
+                Ok(BlockHandle {
+                    offset: written.len() as u64 - 1,
+                    size: bytes.len() as u64,
+                })
+            })
+            .unwrap();
+        assert!(
+            written.len() > 3,
+            "expected several partitions, got {}",
+            written.len() - 1
+        );
+        let reader = PartitionedFilterReader::new(written[top.offset as usize].clone()).unwrap();
+        assert_eq!(reader.partitions().unwrap().len(), written.len() - 1);
+        for k in &keys {
+            match reader.partition_for(k) {
+                PartitionLookup::Partition(h) => {
+                    assert!(policy.may_match(&written[h.offset as usize], k))
+                }
+                other => panic!("{other:?} for a present key"),
+            }
+        }
+        assert_eq!(reader.partition_for(b"zzz"), PartitionLookup::PastLastKey);
+    }
+}

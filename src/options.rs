@@ -1,0 +1,166 @@
+//! Options for opening a store and for individual writes.
+
+use crate::filter::Filter;
+
+/// How data blocks are compressed on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Blocks are stored as they are.
+    None,
+    /// Blocks are snappy-compressed where that saves at least 1/8 of their size.
+    Snappy,
+}
+
+/// Options for [`Db::open`](crate::Db::open). Start from `Options::default()` and change what you
+/// need with the builder methods.
+#[derive(Clone)]
+pub struct Options {
+    pub(crate) create_if_missing: bool,
+    pub(crate) write_buffer_size: usize,
+    pub(crate) max_immutable_memtables: usize,
+    pub(crate) block_size: usize,
+    pub(crate) block_restart_interval: usize,
+    pub(crate) block_cache_bytes: usize,
+    pub(crate) compression: Compression,
+    pub(crate) filter: Filter,
+    pub(crate) max_open_files: usize,
+    pub(crate) target_file_size: u64,
+    pub(crate) level0_compaction_trigger: usize,
+    pub(crate) level0_slowdown_trigger: usize,
+    pub(crate) level0_stop_trigger: usize,
+    pub(crate) max_bytes_for_level_base: u64,
+    pub(crate) level_size_multiplier: u64,
+}
+
+/// The number of levels, L0 to L6.
+pub const NUM_LEVELS: usize = 7;
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            write_buffer_size: 4 << 20,
+            max_immutable_memtables: 2,
+            block_size: 4096,
+            block_restart_interval: 16,
+            block_cache_bytes: 32 << 20,
+            compression: Compression::Snappy,
+            filter: Filter::full(10.0),
+            max_open_files: 1000,
+            target_file_size: 2 << 20,
+            level0_compaction_trigger: 4,
+            level0_slowdown_trigger: 8,
+            level0_stop_trigger: 12,
+            max_bytes_for_level_base: 10 << 20,
+            level_size_multiplier: 10,
+        }
+    }
+}
+
+impl Options {
+    /// Create the directory if it does not exist (default: true).
+    pub fn create_if_missing(mut self, yes: bool) -> Self {
+        self.create_if_missing = yes;
+        self
+    }
+
+    /// Bytes a memtable holds before it is frozen and flushed to an L0 table (default 4 MiB).
+    pub fn write_buffer_size(mut self, bytes: usize) -> Self {
+        self.write_buffer_size = bytes.max(4096);
+        self
+    }
+
+    /// Frozen memtables waiting for flush before writers wait for the flush (default 2).
+    pub fn max_immutable_memtables(mut self, n: usize) -> Self {
+        self.max_immutable_memtables = n.max(1);
+        self
+    }
+
+    /// Target uncompressed size of a data block (default 4 KiB).
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = bytes.max(64);
+        self
+    }
+
+    /// Entries between restart points in a block (default 16).
+    pub fn block_restart_interval(mut self, n: usize) -> Self {
+        self.block_restart_interval = n.max(1);
+        self
+    }
+
+    /// Capacity of the block cache shared by all tables (default 32 MiB; 0 disables it).
+    pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
+        self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Compression of data blocks (default snappy).
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.compression = c;
+        self
+    }
+
+    /// The filter new tables are built with (default: `Filter::full(10.0)`). Tables built earlier
+    /// keep, and are read with, their own filter.
+    pub fn filter(mut self, f: Filter) -> Self {
+        self.filter = f;
+        self
+    }
+
+    /// Table readers kept open at once (default 1000).
+    pub fn max_open_files(mut self, n: usize) -> Self {
+        self.max_open_files = n.max(16);
+        self
+    }
+
+    /// Size at which compaction cuts its output tables (default 2 MiB).
+    pub fn target_file_size(mut self, bytes: u64) -> Self {
+        self.target_file_size = bytes.max(4096);
+        self
+    }
+
+    /// Number of L0 tables that starts an L0 → L1 compaction (default 4).
+    pub fn level0_compaction_trigger(mut self, n: usize) -> Self {
+        self.level0_compaction_trigger = n.max(1);
+        self.level0_slowdown_trigger = self.level0_slowdown_trigger.max(n + 1);
+        self.level0_stop_trigger = self
+            .level0_stop_trigger
+            .max(self.level0_slowdown_trigger + 1);
+        self
+    }
+
+    /// Bytes allowed in L1 before it compacts into L2 (default 10 MiB); each deeper level holds
+    /// `level_size_multiplier` times more.
+    pub fn max_bytes_for_level_base(mut self, bytes: u64) -> Self {
+        self.max_bytes_for_level_base = bytes.max(4096);
+        self
+    }
+
+    /// Growth factor between levels (default 10).
+    pub fn level_size_multiplier(mut self, m: u64) -> Self {
+        self.level_size_multiplier = m.max(2);
+        self
+    }
+
+    /// The filter configured for new tables.
+    pub fn filter_config(&self) -> &Filter {
+        &self.filter
+    }
+
+    /// The byte budget of a level (L0 is governed by table count instead).
+    pub(crate) fn max_bytes_for_level(&self, level: usize) -> u64 {
+        let mut bytes = self.max_bytes_for_level_base;
+        for _ in 1..level {
+            bytes = bytes.saturating_mul(self.level_size_multiplier);
+        }
+        bytes
+    }
+}
+
+/// Options for one write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// When true, the write returns only after the WAL has been fsynced, so it survives a crash of
+    /// the machine, not only of the process.
+    pub sync: bool,
+}

@@ -1,0 +1,119 @@
+//! The properties block: facts about a table, as a block of bytewise-sorted name → value entries.
+//! Numbers are varints; `filter.bits_per_key` is the f64's bits as a fixed64; names are raw bytes.
+
+use std::collections::BTreeMap;
+
+use crate::coding::{fixed64_at, put_fixed64, put_varint64, Decoder};
+use crate::sst::block::{Block, KeyOrder};
+use crate::sst::block_builder::BlockBuilder;
+
+/// What a table says about itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct TableProperties {
+    pub(crate) num_entries: u64,
+    pub(crate) num_deletions: u64,
+    pub(crate) num_data_blocks: u64,
+    pub(crate) raw_key_bytes: u64,
+    pub(crate) raw_value_bytes: u64,
+    pub(crate) data_bytes: u64,
+    pub(crate) index_bytes: u64,
+    /// `block-based`, `full`, `partitioned`, or empty for no filter.
+    pub(crate) filter_layout: String,
+    pub(crate) filter_policy: String,
+    pub(crate) filter_bits_per_key: f64,
+    pub(crate) filter_bytes: u64,
+    pub(crate) filter_keys: u64,
+}
+
+impl TableProperties {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut entries: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+        let mut num = |name, v: u64| {
+            let mut b = Vec::new();
+            put_varint64(&mut b, v);
+            entries.insert(name, b);
+        };
+        num("siftdb.num.entries", self.num_entries);
+        num("siftdb.num.deletions", self.num_deletions);
+        num("siftdb.num.data.blocks", self.num_data_blocks);
+        num("siftdb.raw.key.size", self.raw_key_bytes);
+        num("siftdb.raw.value.size", self.raw_value_bytes);
+        num("siftdb.data.size", self.data_bytes);
+        num("siftdb.index.size", self.index_bytes);
+        num("siftdb.filter.size", self.filter_bytes);
+        num("siftdb.filter.keys", self.filter_keys);
+        entries.insert(
+            "siftdb.filter.layout",
+            self.filter_layout.as_bytes().to_vec(),
+        );
+        entries.insert(
+            "siftdb.filter.policy",
+            self.filter_policy.as_bytes().to_vec(),
+        );
+        let mut bits = Vec::new();
+        put_fixed64(&mut bits, self.filter_bits_per_key.to_bits());
+        entries.insert("siftdb.filter.bits_per_key", bits);
+        let mut block = BlockBuilder::new(1);
+        for (k, v) in &entries {
+            block.add(k.as_bytes(), v);
+        }
+        block.finish().to_vec()
+    }
+
+    /// Parses a properties block; `None` if it is malformed. Unknown names are ignored.
+    pub(crate) fn decode(block: Vec<u8>) -> Option<TableProperties> {
+        let block = std::sync::Arc::new(Block::new(block)?);
+        let mut it = block.iter(KeyOrder::Bytewise);
+        it.seek_to_first();
+        let mut p = TableProperties::default();
+        while it.valid() {
+            let v = it.value();
+            let num = || Decoder::new(v).varint64();
+            let text = || String::from_utf8(v.to_vec()).ok();
+            match it.key() {
+                b"siftdb.num.entries" => p.num_entries = num()?,
+                b"siftdb.num.deletions" => p.num_deletions = num()?,
+                b"siftdb.num.data.blocks" => p.num_data_blocks = num()?,
+                b"siftdb.raw.key.size" => p.raw_key_bytes = num()?,
+                b"siftdb.raw.value.size" => p.raw_value_bytes = num()?,
+                b"siftdb.data.size" => p.data_bytes = num()?,
+                b"siftdb.index.size" => p.index_bytes = num()?,
+                b"siftdb.filter.size" => p.filter_bytes = num()?,
+                b"siftdb.filter.keys" => p.filter_keys = num()?,
+                b"siftdb.filter.layout" => p.filter_layout = text()?,
+                b"siftdb.filter.policy" => p.filter_policy = text()?,
+                b"siftdb.filter.bits_per_key" => {
+                    p.filter_bits_per_key = f64::from_bits(fixed64_at(v, 0)?)
+                }
+                _ => {}
+            }
+            it.next();
+        }
+        (!it.is_corrupt()).then_some(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_round_trip() {
+        let p = TableProperties {
+            num_entries: 1000,
+            num_deletions: 3,
+            num_data_blocks: 30,
+            raw_key_bytes: 24_000,
+            raw_value_bytes: 100_000,
+            data_bytes: 90_000,
+            index_bytes: 700,
+            filter_layout: "partitioned".into(),
+            filter_policy: "siftdb.CacheLocalBloom".into(),
+            filter_bits_per_key: 10.25,
+            filter_bytes: 1300,
+            filter_keys: 997,
+        };
+        assert_eq!(TableProperties::decode(p.encode()), Some(p.clone()));
+        assert!(TableProperties::decode(vec![1, 2, 3]).is_none());
+    }
+}

@@ -1,0 +1,233 @@
+//! Writes a table: data blocks, filter block(s), properties, metaindex, index, footer.
+//!
+//! ```text
+//! [data block][trailer] …
+//! [filter block(s)][trailer]     by layout: one block-based block, one full filter, or partitions + top index
+//! [properties block][trailer]
+//! [metaindex block][trailer]     "<layout prefix><policy name>" → filter handle, "properties" → handle
+//! [index block][trailer]         last internal key of each data block → its handle
+//! [footer]                       see format.rs
+//! ```
+//! DESIGN.md holds the bytes of each part.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use crate::error::Result;
+use crate::filter::layout::{new_filter_block_builder, FilterBlockBuilder};
+use crate::filter::Filter;
+use crate::key::{parse_internal_key, user_key, ValueKind};
+use crate::options::Compression;
+use crate::sst::block_builder::BlockBuilder;
+use crate::sst::format::{
+    block_trailer, BlockHandle, Footer, COMPRESSION_NONE, COMPRESSION_SNAPPY,
+};
+use crate::sst::properties::TableProperties;
+
+/// The settings a table is built with.
+#[derive(Clone)]
+pub(crate) struct TableOptions {
+    pub(crate) block_size: usize,
+    pub(crate) restart_interval: usize,
+    pub(crate) compression: Compression,
+    pub(crate) filter: Filter,
+}
+
+/// What a finished table is.
+#[derive(Debug, Clone)]
+pub(crate) struct TableSummary {
+    pub(crate) file_size: u64,
+    pub(crate) smallest: Vec<u8>,
+    pub(crate) largest: Vec<u8>,
+}
+
+/// Writes one table file. Keys (internal keys) must arrive in internal-key order.
+pub(crate) struct TableBuilder {
+    out: BufWriter<File>,
+    offset: u64,
+    options: TableOptions,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    filter: Option<Box<dyn FilterBlockBuilder>>,
+    smallest: Vec<u8>,
+    last_key: Vec<u8>,
+    props: TableProperties,
+    compressed: Vec<u8>,
+}
+
+impl TableBuilder {
+    /// Creates (truncating) the file at `path`.
+    pub(crate) fn create(path: &Path, options: TableOptions) -> Result<TableBuilder> {
+        let file = File::create(path)?;
+        Ok(TableBuilder {
+            out: BufWriter::with_capacity(256 << 10, file),
+            offset: 0,
+            data_block: BlockBuilder::new(options.restart_interval),
+            index_block: BlockBuilder::new(1),
+            filter: new_filter_block_builder(&options.filter),
+            options,
+            smallest: Vec::new(),
+            last_key: Vec::new(),
+            props: TableProperties::default(),
+            compressed: Vec::new(),
+        })
+    }
+
+    pub(crate) fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Bytes written so far plus the open data block: where compaction cuts its outputs.
+    pub(crate) fn estimated_file_size(&self) -> u64 {
+        self.offset + self.data_block.estimated_size() as u64
+    }
+
+    pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let ukey = user_key(ikey);
+        let block_starts = self.data_block.is_empty();
+        if let Some(f) = self.filter.as_mut() {
+            if block_starts {
+                f.start_block(self.offset);
+            }
+            // Versions of one key share a filter entry; a key that spans two blocks is in both.
+            if block_starts || user_key(&self.last_key) != ukey {
+                f.add_key(ukey);
+            }
+        }
+        if self.props.num_entries == 0 {
+            self.smallest = ikey.to_vec();
+        }
+        if matches!(parse_internal_key(ikey), Some(p) if p.kind == ValueKind::Deletion) {
+            self.props.num_deletions += 1;
+        }
+        self.props.num_entries += 1;
+        self.props.raw_key_bytes += ikey.len() as u64;
+        self.props.raw_value_bytes += value.len() as u64;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        self.data_block.add(ikey, value);
+        if self.data_block.estimated_size() >= self.options.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        let compress = self.options.compression == Compression::Snappy;
+        let raw = self.data_block.finish();
+        let handle = write_block(
+            &mut self.out,
+            &mut self.offset,
+            raw,
+            compress,
+            &mut self.compressed,
+        )?;
+        self.data_block.reset();
+        self.props.num_data_blocks += 1;
+        self.props.data_bytes += handle.size;
+        self.index_block.add(&self.last_key, &handle.encode());
+        if let Some(f) = self.filter.as_mut() {
+            f.finish_block(user_key(&self.last_key));
+        }
+        Ok(())
+    }
+
+    /// Writes the rest of the table, fsyncs it, and says what was written.
+    pub(crate) fn finish(mut self) -> Result<TableSummary> {
+        self.flush_data_block()?;
+        let mut meta: Vec<(String, BlockHandle)> = Vec::new();
+        if let Some(mut f) = self.filter.take() {
+            let (out, offset, scratch) = (&mut self.out, &mut self.offset, &mut self.compressed);
+            let handle =
+                f.finish(&mut |bytes: &[u8]| write_block(out, offset, bytes, false, scratch))?;
+            if let (Some(layout), Some(policy)) =
+                (self.options.filter.layout(), self.options.filter.policy())
+            {
+                meta.push((format!("{}{}", layout.meta_prefix(), policy.name()), handle));
+                self.props.filter_layout = layout.name().to_string();
+                self.props.filter_policy = policy.name().to_string();
+                self.props.filter_bits_per_key = policy.bits_per_key();
+            }
+            self.props.filter_bytes = f.filter_bytes();
+            self.props.filter_keys = f.num_keys();
+        }
+        self.props.index_bytes = self.index_block.estimated_size() as u64;
+        let props = self.props.encode();
+        let handle = write_block(
+            &mut self.out,
+            &mut self.offset,
+            &props,
+            false,
+            &mut self.compressed,
+        )?;
+        meta.push(("properties".to_string(), handle));
+        meta.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut metaindex = BlockBuilder::new(1);
+        for (name, handle) in &meta {
+            metaindex.add(name.as_bytes(), &handle.encode());
+        }
+        let metaindex_handle = write_block(
+            &mut self.out,
+            &mut self.offset,
+            metaindex.finish(),
+            false,
+            &mut self.compressed,
+        )?;
+        let compress = self.options.compression == Compression::Snappy;
+        let index_handle = write_block(
+            &mut self.out,
+            &mut self.offset,
+            self.index_block.finish(),
+            compress,
+            &mut self.compressed,
+        )?;
+        let footer = Footer {
+            metaindex: metaindex_handle,
+            index: index_handle,
+        }
+        .encode();
+        self.out.write_all(&footer)?;
+        self.offset += footer.len() as u64;
+        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok(TableSummary {
+            file_size: self.offset,
+            smallest: self.smallest,
+            largest: self.last_key,
+        })
+    }
+}
+
+/// Writes `raw` (snappy-compressed when asked and worth it) and its trailer; returns its handle.
+fn write_block(
+    out: &mut BufWriter<File>,
+    offset: &mut u64,
+    raw: &[u8],
+    compress: bool,
+    scratch: &mut Vec<u8>,
+) -> Result<BlockHandle> {
+    let mut contents = raw;
+    let mut kind = COMPRESSION_NONE;
+    if compress {
+        scratch.resize(snap::raw::max_compress_len(raw.len()), 0);
+        if let Ok(n) = snap::raw::Encoder::new().compress(raw, scratch) {
+            // Keep snappy only when it saves at least an eighth.
+            if n < raw.len() - raw.len() / 8 {
+                contents = &scratch[..n];
+                kind = COMPRESSION_SNAPPY;
+            }
+        }
+    }
+    out.write_all(contents)?;
+    out.write_all(&block_trailer(contents, kind))?;
+    let handle = BlockHandle {
+        offset: *offset,
+        size: contents.len() as u64,
+    };
+    *offset += (contents.len() + crate::sst::format::BLOCK_TRAILER_LEN) as u64;
+    Ok(handle)
+}

@@ -1,0 +1,416 @@
+//! Reads a table: pins its index and filter at open, answers point lookups filter-first, and
+//! iterates its entries in order.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::cache::ShardedLruCache;
+use crate::error::{Error, Result};
+use crate::filter::block_based::BlockBasedFilterReader;
+use crate::filter::full::FullFilterReader;
+use crate::filter::layout::{FilterBlockReader, TableFilter};
+use crate::filter::partitioned::{PartitionLookup, PartitionedFilterReader};
+use crate::filter::{FilterLayout, PolicyRegistry};
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, user_key, ValueKind};
+use crate::memtable::Lookup;
+use crate::sst::block::{Block, BlockIter, KeyOrder};
+use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
+use crate::sst::properties::TableProperties;
+use crate::stats::{FilterVerdict, Stats, Ticker};
+
+/// A block as the block cache holds it.
+#[derive(Clone)]
+pub(crate) enum CachedBlock {
+    /// A data block, parsed.
+    Data(Arc<Block>),
+    /// A filter partition: raw policy bytes.
+    Filter(Arc<Vec<u8>>),
+}
+
+/// The block cache shared by every table of a store, keyed by (file number, block offset).
+pub(crate) type BlockCache = ShardedLruCache<(u64, u64), CachedBlock>;
+
+/// An open table.
+pub(crate) struct TableReader {
+    file: File,
+    path: PathBuf,
+    number: u64,
+    file_len: u64,
+    index: Arc<Block>,
+    filter: Option<TableFilter>,
+    properties: TableProperties,
+    cache: Arc<BlockCache>,
+    stats: Arc<Stats>,
+}
+
+impl TableReader {
+    /// Opens table `number` at `path`, reading and verifying its footer, metaindex, properties,
+    /// index and (if its policy is known) filter.
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming the file if any of those is damaged; `Error::Io` if it cannot be read.
+    pub(crate) fn open(
+        path: &Path,
+        number: u64,
+        cache: Arc<BlockCache>,
+        stats: Arc<Stats>,
+        policies: &PolicyRegistry,
+    ) -> Result<TableReader> {
+        let file = File::open(path)?;
+        let file_len = file.metadata()?.len();
+        let bad = |what: &str| Error::corruption(path, what);
+        if file_len < FOOTER_LEN as u64 {
+            return Err(bad("file too short to be a table"));
+        }
+        let mut footer = [0u8; FOOTER_LEN];
+        std::os::unix::fs::FileExt::read_exact_at(
+            &file,
+            &mut footer,
+            file_len - FOOTER_LEN as u64,
+        )?;
+        let footer = Footer::decode(&footer, path)?;
+        let metaindex = read_block(&file, path, footer.metaindex, file_len)?;
+        let metaindex =
+            Arc::new(Block::new(metaindex).ok_or_else(|| bad("malformed metaindex block"))?);
+        let mut properties = None;
+        let mut filter = None;
+        let mut it = metaindex.iter(KeyOrder::Bytewise);
+        it.seek_to_first();
+        while it.valid() {
+            let handle = BlockHandle::decode_exact(it.value())
+                .ok_or_else(|| bad("bad handle in metaindex"))?;
+            let name = it.key();
+            if name == b"properties" {
+                let block = read_block(&file, path, handle, file_len)?;
+                properties = Some(
+                    TableProperties::decode(block)
+                        .ok_or_else(|| bad("malformed properties block"))?,
+                );
+            } else if filter.is_none() {
+                filter = open_filter(&file, path, file_len, name, handle, policies)?;
+            }
+            it.next();
+        }
+        if it.is_corrupt() {
+            return Err(bad("malformed metaindex entry"));
+        }
+        let properties = properties.ok_or_else(|| bad("no properties block"))?;
+        let index = read_block(&file, path, footer.index, file_len)?;
+        let index = Arc::new(Block::new(index).ok_or_else(|| bad("malformed index block"))?);
+        if let Some(f) = &filter {
+            stats.filter_memory_added(f.pinned_bytes());
+        }
+        Ok(TableReader {
+            file,
+            path: path.to_path_buf(),
+            number,
+            file_len,
+            index,
+            filter,
+            properties,
+            cache,
+            stats,
+        })
+    }
+
+    pub(crate) fn properties(&self) -> &TableProperties {
+        &self.properties
+    }
+
+    pub(crate) fn filter(&self) -> Option<&TableFilter> {
+        self.filter.as_ref()
+    }
+
+    fn corrupt(&self, what: impl Into<String>) -> Error {
+        Error::corruption(&self.path, what)
+    }
+
+    /// Reads a block through the block cache.
+    fn cached_block(
+        &self,
+        handle: BlockHandle,
+        parse: impl FnOnce(Vec<u8>) -> Option<CachedBlock>,
+    ) -> Result<CachedBlock> {
+        let key = (self.number, handle.offset);
+        if let Some(b) = self.cache.get(&key) {
+            self.stats.inc(Ticker::BlockCacheHit);
+            return Ok(b);
+        }
+        self.stats.inc(Ticker::BlockCacheMiss);
+        let raw = read_block(&self.file, &self.path, handle, self.file_len)?;
+        let charge = raw.len();
+        let block = parse(raw)
+            .ok_or_else(|| self.corrupt(format!("malformed block at offset {}", handle.offset)))?;
+        self.cache.insert(key, block.clone(), charge);
+        Ok(block)
+    }
+
+    /// A data block, from the cache if it is there (and put there if `fill_cache`).
+    pub(crate) fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        if !fill_cache {
+            let raw = read_block(&self.file, &self.path, handle, self.file_len)?;
+            return Block::new(raw).map(Arc::new).ok_or_else(|| {
+                self.corrupt(format!("malformed data block at offset {}", handle.offset))
+            });
+        }
+        self.stats.inc(Ticker::DataBlocksRead);
+        match self.cached_block(handle, |raw| {
+            Block::new(raw).map(|b| CachedBlock::Data(Arc::new(b)))
+        })? {
+            CachedBlock::Data(b) => Ok(b),
+            CachedBlock::Filter(_) => Err(self.corrupt(format!(
+                "offset {} is a filter, not a data block",
+                handle.offset
+            ))),
+        }
+    }
+
+    /// A filter partition, through the cache.
+    pub(crate) fn filter_partition(&self, handle: BlockHandle) -> Result<Arc<Vec<u8>>> {
+        self.stats.inc(Ticker::FilterPartitionsRead);
+        match self.cached_block(handle, |raw| Some(CachedBlock::Filter(Arc::new(raw))))? {
+            CachedBlock::Filter(f) => Ok(f),
+            CachedBlock::Data(_) => Err(self.corrupt(format!(
+                "offset {} is a data block, not a filter",
+                handle.offset
+            ))),
+        }
+    }
+
+    /// The newest entry for the user key of `lookup` (an internal lookup key), asking the filter
+    /// first, and counting the filter's verdict against `level`.
+    pub(crate) fn get(&self, lookup: &[u8], level: usize) -> Result<Option<Lookup>> {
+        let ukey = user_key(lookup);
+        // Full and partitioned filters are asked before the index is touched.
+        let mut asked = None;
+        if let Some(f) = &self.filter {
+            let maybe = match &f.reader {
+                FilterBlockReader::Full(r) => Some(r.may_match(f.policy.as_ref(), ukey)),
+                FilterBlockReader::Partitioned(r) => Some(match r.partition_for(ukey) {
+                    PartitionLookup::PastLastKey => false,
+                    PartitionLookup::Corrupt => {
+                        return Err(self.corrupt("malformed filter partition index"))
+                    }
+                    PartitionLookup::Partition(h) => {
+                        f.policy.may_match(&self.filter_partition(h)?, ukey)
+                    }
+                }),
+                FilterBlockReader::BlockBased(_) => None,
+            };
+            if maybe == Some(false) {
+                self.stats
+                    .record_filter(level, f.layout(), FilterVerdict::Useful);
+                return Ok(None);
+            }
+            asked = maybe.map(|_| f.layout());
+        }
+        let mut index = self.index.iter(KeyOrder::Internal);
+        index.seek(lookup);
+        if index.is_corrupt() {
+            return Err(self.corrupt("malformed index block entry"));
+        }
+        let result = if index.valid() {
+            let handle = BlockHandle::decode_exact(index.value())
+                .ok_or_else(|| self.corrupt("bad handle in index block"))?;
+            // The block-based filter is asked for the block the index chose.
+            if let Some(f) = &self.filter {
+                if let FilterBlockReader::BlockBased(r) = &f.reader {
+                    if !r.may_match(f.policy.as_ref(), handle.offset, ukey) {
+                        self.stats.record_filter(
+                            level,
+                            FilterLayout::BlockBased,
+                            FilterVerdict::Useful,
+                        );
+                        return Ok(None);
+                    }
+                    asked = Some(FilterLayout::BlockBased);
+                }
+            }
+            self.search_block(handle, lookup, ukey)?
+        } else {
+            None
+        };
+        if let Some(layout) = asked {
+            let verdict = if result.is_some() {
+                FilterVerdict::TruePositive
+            } else {
+                FilterVerdict::FalsePositive
+            };
+            self.stats.record_filter(level, layout, verdict);
+        }
+        Ok(result)
+    }
+
+    fn search_block(
+        &self,
+        handle: BlockHandle,
+        lookup: &[u8],
+        ukey: &[u8],
+    ) -> Result<Option<Lookup>> {
+        let block = self.data_block(handle, true)?;
+        let mut it = block.iter(KeyOrder::Internal);
+        it.seek(lookup);
+        if it.is_corrupt() {
+            return Err(self.corrupt(format!(
+                "malformed entry in data block at offset {}",
+                handle.offset
+            )));
+        }
+        if !it.valid() {
+            return Ok(None);
+        }
+        let parsed = parse_internal_key(it.key())
+            .ok_or_else(|| self.corrupt("bad internal key in data block"))?;
+        if parsed.user_key != ukey {
+            return Ok(None);
+        }
+        Ok(Some(match parsed.kind {
+            ValueKind::Value => Lookup::Value(it.value().to_vec()),
+            ValueKind::Deletion => Lookup::Deleted,
+        }))
+    }
+
+    /// An iterator over every entry. `fill_cache` is false for compactions, which read each block
+    /// once and should not push user reads out of the cache.
+    pub(crate) fn iter(self: &Arc<Self>, fill_cache: bool) -> TableIter {
+        TableIter {
+            index: self.index.iter(KeyOrder::Internal),
+            table: Arc::clone(self),
+            data: None,
+            fill_cache,
+        }
+    }
+}
+
+impl Drop for TableReader {
+    fn drop(&mut self) {
+        if let Some(f) = &self.filter {
+            self.stats.filter_memory_released(f.pinned_bytes());
+        }
+    }
+}
+
+/// Reads the filter a metaindex entry names, if its layout and policy are known.
+fn open_filter(
+    file: &File,
+    path: &Path,
+    file_len: u64,
+    name: &[u8],
+    handle: BlockHandle,
+    policies: &PolicyRegistry,
+) -> Result<Option<TableFilter>> {
+    let Ok(name) = std::str::from_utf8(name) else {
+        return Ok(None);
+    };
+    for layout in FilterLayout::ALL {
+        let Some(policy_name) = name.strip_prefix(layout.meta_prefix()) else {
+            continue;
+        };
+        // A policy this store does not know: read the table without its filter.
+        let Some(policy) = policies.find(policy_name) else {
+            return Ok(None);
+        };
+        let block = read_block(file, path, handle, file_len)?;
+        let bad = || Error::corruption(path, format!("malformed {layout} filter block"));
+        let reader = match layout {
+            FilterLayout::BlockBased => {
+                FilterBlockReader::BlockBased(BlockBasedFilterReader::new(block).ok_or_else(bad)?)
+            }
+            FilterLayout::Full => FilterBlockReader::Full(FullFilterReader::new(block)),
+            FilterLayout::Partitioned => {
+                FilterBlockReader::Partitioned(PartitionedFilterReader::new(block).ok_or_else(bad)?)
+            }
+        };
+        return Ok(Some(TableFilter {
+            policy: Arc::clone(policy),
+            reader,
+        }));
+    }
+    Ok(None)
+}
+
+/// Walks a table in order: the index block picks data blocks, a block iterator walks each.
+pub(crate) struct TableIter {
+    table: Arc<TableReader>,
+    index: BlockIter,
+    data: Option<BlockIter>,
+    fill_cache: bool,
+}
+
+impl TableIter {
+    fn load_data_block(&mut self) -> Result<()> {
+        self.data = None;
+        if self.index.is_corrupt() {
+            return Err(self.table.corrupt("malformed index block entry"));
+        }
+        if !self.index.valid() {
+            return Ok(());
+        }
+        let handle = BlockHandle::decode_exact(self.index.value())
+            .ok_or_else(|| self.table.corrupt("bad handle in index block"))?;
+        let block = self.table.data_block(handle, self.fill_cache)?;
+        self.data = Some(block.iter(KeyOrder::Internal));
+        Ok(())
+    }
+
+    /// Moves on past exhausted blocks until an entry or the end.
+    fn skip_exhausted_blocks(&mut self) -> Result<()> {
+        loop {
+            match &self.data {
+                None => return Ok(()),
+                Some(d) if d.is_corrupt() => {
+                    self.data = None;
+                    return Err(self.table.corrupt("malformed entry in data block"));
+                }
+                Some(d) if d.valid() => return Ok(()),
+                Some(_) => {}
+            }
+            self.index.next();
+            self.load_data_block()?;
+            if let Some(d) = self.data.as_mut() {
+                d.seek_to_first();
+            }
+        }
+    }
+}
+
+impl InternalIterator for TableIter {
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.index.seek_to_first();
+        self.load_data_block()?;
+        if let Some(d) = self.data.as_mut() {
+            d.seek_to_first();
+        }
+        self.skip_exhausted_blocks()
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.index.seek(target);
+        self.load_data_block()?;
+        if let Some(d) = self.data.as_mut() {
+            d.seek(target);
+        }
+        self.skip_exhausted_blocks()
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if let Some(d) = self.data.as_mut() {
+            d.next();
+        }
+        self.skip_exhausted_blocks()
+    }
+
+    fn valid(&self) -> bool {
+        self.data.as_ref().is_some_and(BlockIter::valid)
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map(BlockIter::key).unwrap_or_default()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map(BlockIter::value).unwrap_or_default()
+    }
+}

@@ -1,0 +1,373 @@
+//! Statistics: cheap sharded counters while the store runs, a [`Statistics`] snapshot to read them.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use crate::filter::FilterLayout;
+use crate::options::NUM_LEVELS;
+
+macro_rules! tickers {
+    ($( $(#[$doc:meta])* $variant:ident => $name:literal, )*) => {
+        /// A monotonically increasing counter of the store.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Ticker {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Ticker {
+            /// Every ticker, in display order.
+            pub const ALL: &'static [Ticker] = &[$(Ticker::$variant,)*];
+
+            /// The ticker's stable name, for example `bloom.filter.useful`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( Ticker::$variant => $name, )*
+                }
+            }
+        }
+    };
+}
+
+tickers! {
+    /// Filter checks that answered "no", so the table's data blocks were not read.
+    BloomFilterUseful => "bloom.filter.useful",
+    /// Filter checks that answered "maybe".
+    BloomFilterFullPositive => "bloom.filter.full.positive",
+    /// "Maybe" answers from tables that did hold an entry (value or tombstone) for the key.
+    BloomFilterFullTruePositive => "bloom.filter.full.true.positive",
+    /// Point lookups (`Db::get`).
+    NumberKeysRead => "number.keys.read",
+    /// Point lookups that found a value.
+    NumberKeysFound => "number.keys.found",
+    /// Point lookups answered by a memtable.
+    MemtableHit => "memtable.hit",
+    /// Tables consulted by point lookups (after the key-range check, before the filter).
+    TablesConsulted => "get.tables.consulted",
+    /// Data blocks a point lookup or scan read (from the cache or the disk).
+    DataBlocksRead => "block.data.read",
+    /// Filter partitions read by point lookups (from the cache or the disk).
+    FilterPartitionsRead => "block.filter.partition.read",
+    /// Block cache lookups that hit.
+    BlockCacheHit => "block.cache.hit",
+    /// Block cache lookups that missed (and read the disk).
+    BlockCacheMiss => "block.cache.miss",
+    /// Keys written (puts and deletes).
+    NumberKeysWritten => "number.keys.written",
+    /// Bytes appended to the WAL.
+    WalBytes => "wal.bytes",
+    /// WAL fsyncs.
+    WalSyncs => "wal.syncs",
+    /// Memtables flushed to L0 tables.
+    Flushes => "flush.count",
+    /// Compactions run.
+    Compactions => "compaction.count",
+    /// Bytes of tables written by flushes and compactions.
+    TableBytesWritten => "table.bytes.written",
+    /// Bytes of tables read by compactions.
+    CompactionBytesRead => "compaction.bytes.read",
+    /// Microseconds writers waited for flushes or compactions to catch up.
+    WriteStallMicros => "write.stall.micros",
+}
+
+const NUM_TICKERS: usize = Ticker::ALL.len();
+const NUM_LAYOUTS: usize = 3;
+/// Counters per (level, layout): useful, positive, true positive.
+const FILTER_SLOTS: usize = NUM_LEVELS * NUM_LAYOUTS * 3;
+const SLOTS: usize = NUM_TICKERS + FILTER_SLOTS;
+const SHARDS: usize = 16;
+
+/// One shard of counters on its own cache lines, so threads on different cores do not fight.
+#[repr(align(128))]
+struct Shard([AtomicU64; SLOTS]);
+
+/// The live counters of one store.
+pub(crate) struct Stats {
+    shards: Box<[Shard]>,
+    filter_bytes_in_memory: AtomicUsize,
+}
+
+thread_local! {
+    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+fn my_shard() -> usize {
+    SHARD.with(|s| {
+        let mut i = s.get();
+        if i == usize::MAX {
+            i = NEXT_SHARD.fetch_add(1, Relaxed) % SHARDS;
+            s.set(i);
+        }
+        i
+    })
+}
+
+/// What a filter said to one point lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FilterVerdict {
+    /// "No": the table was skipped.
+    Useful,
+    /// "Maybe", and the table held no entry for the key.
+    FalsePositive,
+    /// "Maybe", and the table held an entry for the key.
+    TruePositive,
+}
+
+impl Stats {
+    pub(crate) fn new() -> Stats {
+        Stats {
+            shards: (0..SHARDS)
+                .map(|_| Shard(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+            filter_bytes_in_memory: AtomicUsize::new(0),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn add(&self, t: Ticker, n: u64) {
+        self.shards[my_shard()].0[t as usize].fetch_add(n, Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn inc(&self, t: Ticker) {
+        self.add(t, 1);
+    }
+
+    /// Records one filter check of a table at `level` with `layout`.
+    pub(crate) fn record_filter(&self, level: usize, layout: FilterLayout, verdict: FilterVerdict) {
+        let shard = &self.shards[my_shard()].0;
+        let base = NUM_TICKERS + (level.min(NUM_LEVELS - 1) * NUM_LAYOUTS + layout.index()) * 3;
+        let bump = |slot: usize| shard[slot].fetch_add(1, Relaxed);
+        match verdict {
+            FilterVerdict::Useful => {
+                bump(Ticker::BloomFilterUseful as usize);
+                bump(base);
+            }
+            FilterVerdict::FalsePositive => {
+                bump(Ticker::BloomFilterFullPositive as usize);
+                bump(base + 1);
+            }
+            FilterVerdict::TruePositive => {
+                bump(Ticker::BloomFilterFullPositive as usize);
+                bump(Ticker::BloomFilterFullTruePositive as usize);
+                bump(base + 1);
+                bump(base + 2);
+            }
+        }
+    }
+
+    pub(crate) fn filter_memory_added(&self, bytes: usize) {
+        self.filter_bytes_in_memory.fetch_add(bytes, Relaxed);
+    }
+
+    pub(crate) fn filter_memory_released(&self, bytes: usize) {
+        self.filter_bytes_in_memory.fetch_sub(bytes, Relaxed);
+    }
+
+    /// A snapshot of every counter. Counts taken while other threads run may be mid-update relative
+    /// to each other by a few events; each counter on its own is exact.
+    pub(crate) fn snapshot(&self) -> Statistics {
+        let mut slots = [0u64; SLOTS];
+        for shard in self.shards.iter() {
+            for (sum, c) in slots.iter_mut().zip(shard.0.iter()) {
+                *sum += c.load(Relaxed);
+            }
+        }
+        let mut filters = [[FilterCounts::default(); NUM_LAYOUTS]; NUM_LEVELS];
+        for (level, row) in filters.iter_mut().enumerate() {
+            for (layout, cell) in row.iter_mut().enumerate() {
+                let base = NUM_TICKERS + (level * NUM_LAYOUTS + layout) * 3;
+                *cell = FilterCounts {
+                    useful: slots[base],
+                    positive: slots[base + 1],
+                    true_positive: slots[base + 2],
+                };
+            }
+        }
+        let mut tickers = [0u64; NUM_TICKERS];
+        tickers.copy_from_slice(&slots[..NUM_TICKERS]);
+        Statistics {
+            tickers,
+            filters,
+            filter_bytes_in_memory: self.filter_bytes_in_memory.load(Relaxed) as u64,
+        }
+    }
+}
+
+/// The three filter counters for one slice of the store (a level, a layout, or all of it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FilterCounts {
+    /// Checks that answered "no".
+    pub useful: u64,
+    /// Checks that answered "maybe".
+    pub positive: u64,
+    /// "Maybe" answers from tables that held the key.
+    pub true_positive: u64,
+}
+
+impl FilterCounts {
+    /// Every filter check: useful + positive.
+    pub fn checks(&self) -> u64 {
+        self.useful + self.positive
+    }
+
+    /// The measured false positive rate, `(positive − true positive) / (positive − true positive +
+    /// useful)`, or `None` before any check of an absent key.
+    pub fn fp_rate(&self) -> Option<f64> {
+        let fp = self.positive.saturating_sub(self.true_positive);
+        let negatives = fp + self.useful;
+        (negatives > 0).then(|| fp as f64 / negatives as f64)
+    }
+
+    fn add(&mut self, o: &FilterCounts) {
+        self.useful += o.useful;
+        self.positive += o.positive;
+        self.true_positive += o.true_positive;
+    }
+}
+
+/// A snapshot of a store's counters, from [`Db::statistics`](crate::Db::statistics).
+#[derive(Debug, Clone)]
+pub struct Statistics {
+    tickers: [u64; NUM_TICKERS],
+    filters: [[FilterCounts; NUM_LAYOUTS]; NUM_LEVELS],
+    filter_bytes_in_memory: u64,
+}
+
+impl Statistics {
+    /// The value of one ticker.
+    pub fn ticker(&self, t: Ticker) -> u64 {
+        self.tickers[t as usize]
+    }
+
+    /// The filter counters of tables at `level` built with `layout`.
+    pub fn filter_counts(&self, level: usize, layout: FilterLayout) -> FilterCounts {
+        self.filters
+            .get(level)
+            .map(|row| row[layout.index()])
+            .unwrap_or_default()
+    }
+
+    /// The filter counters of every layout at `level`.
+    pub fn level_filter_counts(&self, level: usize) -> FilterCounts {
+        let mut sum = FilterCounts::default();
+        for layout in FilterLayout::ALL {
+            sum.add(&self.filter_counts(level, layout));
+        }
+        sum
+    }
+
+    /// The filter counters of every level for `layout`.
+    pub fn layout_filter_counts(&self, layout: FilterLayout) -> FilterCounts {
+        let mut sum = FilterCounts::default();
+        for level in 0..NUM_LEVELS {
+            sum.add(&self.filter_counts(level, layout));
+        }
+        sum
+    }
+
+    /// The three store-wide filter tickers as [`FilterCounts`].
+    pub fn filter_totals(&self) -> FilterCounts {
+        FilterCounts {
+            useful: self.ticker(Ticker::BloomFilterUseful),
+            positive: self.ticker(Ticker::BloomFilterFullPositive),
+            true_positive: self.ticker(Ticker::BloomFilterFullTruePositive),
+        }
+    }
+
+    /// Bytes of filters (full filters, block-based filter blocks, partition indexes) held in memory
+    /// by open tables now.
+    pub fn filter_bytes_in_memory(&self) -> u64 {
+        self.filter_bytes_in_memory
+    }
+
+    /// The counters accrued between `earlier` and this snapshot.
+    pub fn since(&self, earlier: &Statistics) -> Statistics {
+        let mut out = self.clone();
+        for (a, b) in out.tickers.iter_mut().zip(earlier.tickers.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        for (row, erow) in out.filters.iter_mut().zip(earlier.filters.iter()) {
+            for (c, e) in row.iter_mut().zip(erow.iter()) {
+                c.useful = c.useful.saturating_sub(e.useful);
+                c.positive = c.positive.saturating_sub(e.positive);
+                c.true_positive = c.true_positive.saturating_sub(e.true_positive);
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for Statistics {
+    /// Every ticker, one `name: value` a line, then the filter gauge and the per-level breakdown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for &t in Ticker::ALL {
+            writeln!(f, "{}: {}", t.name(), self.ticker(t))?;
+        }
+        writeln!(f, "filter.bytes.in.memory: {}", self.filter_bytes_in_memory)?;
+        if let Some(rate) = self.filter_totals().fp_rate() {
+            writeln!(f, "bloom.filter.measured.fp.rate: {:.4}%", rate * 100.0)?;
+        }
+        for level in 0..NUM_LEVELS {
+            for layout in FilterLayout::ALL {
+                let c = self.filter_counts(level, layout);
+                if c.checks() > 0 {
+                    writeln!(
+                        f,
+                        "bloom.filter.L{level}.{layout}: useful {} positive {} true.positive {}",
+                        c.useful, c.positive, c.true_positive
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_from_many_threads_sum_exactly() {
+        let stats = std::sync::Arc::new(Stats::new());
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let s = std::sync::Arc::clone(&stats);
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        s.inc(Ticker::NumberKeysRead);
+                        s.record_filter(i % 2, FilterLayout::Full, FilterVerdict::Useful);
+                        s.record_filter(3, FilterLayout::Partitioned, FilterVerdict::TruePositive);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let snap = stats.snapshot();
+        assert_eq!(snap.ticker(Ticker::NumberKeysRead), 40_000);
+        assert_eq!(snap.ticker(Ticker::BloomFilterUseful), 40_000);
+        assert_eq!(snap.filter_counts(0, FilterLayout::Full).useful, 20_000);
+        assert_eq!(snap.level_filter_counts(3).true_positive, 40_000);
+        assert_eq!(snap.ticker(Ticker::BloomFilterFullPositive), 40_000);
+        assert_eq!(snap.filter_totals().fp_rate(), Some(0.0));
+        let text = snap.to_string();
+        assert!(text.contains("bloom.filter.useful: 40000\n"));
+        assert!(text.contains("bloom.filter.full.true.positive: 40000\n"));
+    }
+
+    #[test]
+    fn fp_rate_follows_the_formula() {
+        let c = FilterCounts {
+            useful: 990,
+            positive: 110,
+            true_positive: 100,
+        };
+        assert_eq!(c.fp_rate(), Some(0.01));
+        assert_eq!(FilterCounts::default().fp_rate(), None);
+    }
+}

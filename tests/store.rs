@@ -1,0 +1,170 @@
+//! Whole-store behaviour on real files: put/get/delete/overwrite across flush, compaction and
+//! reopen; locking; bad input.
+
+use siftdb::{Db, Error, Filter, Options, WriteBatch, WriteOptions};
+
+fn small_options() -> Options {
+    // Small buffers and tables so a few thousand keys exercise flushes and several levels.
+    Options::default()
+        .write_buffer_size(64 << 10)
+        .target_file_size(32 << 10)
+        .max_bytes_for_level_base(128 << 10)
+        .block_cache_bytes(1 << 20)
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    format!("value-{i}-{round}-{}", "x".repeat((i % 50) as usize)).into_bytes()
+}
+
+#[test]
+fn put_get_delete_overwrite_across_flush_compaction_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 5000;
+    {
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        for i in 0..n {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        for i in (0..n).step_by(3) {
+            db.put(key(i), value(i, 1)).unwrap();
+        }
+        for i in (0..n).step_by(5) {
+            db.delete(key(i)).unwrap();
+        }
+        let check = |db: &Db| {
+            for i in 0..n {
+                let want = if i % 5 == 0 {
+                    None
+                } else if i % 3 == 0 {
+                    Some(value(i, 1))
+                } else {
+                    Some(value(i, 0))
+                };
+                assert_eq!(db.get(key(i)).unwrap(), want, "key {i}");
+            }
+        };
+        check(&db);
+        db.compact().unwrap();
+        check(&db);
+        let levels: Vec<String> = (0..7)
+            .map(|l| {
+                db.property(&format!("siftdb.num-files-at-level{l}"))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(levels[0], "0", "after compact L0 is empty: {levels:?}");
+    }
+    // Reopen: everything is in tables now.
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    for i in 0..n {
+        let got = db.get(key(i)).unwrap();
+        assert_eq!(got.is_some(), i % 5 != 0, "key {i}");
+    }
+    // A scan sees exactly the live keys, in order.
+    let keys: Vec<Vec<u8>> = db.scan::<Vec<u8>, _>(..).map(|r| r.unwrap().0).collect();
+    let want: Vec<Vec<u8>> = (0..n).filter(|i| i % 5 != 0).map(key).collect();
+    assert_eq!(keys, want);
+}
+
+#[test]
+fn reopen_without_flush_recovers_from_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1").put(b"b", b"2").delete(b"a");
+        db.write_opt(b, &WriteOptions { sync: true }).unwrap();
+        db.put(b"", b"empty key").unwrap();
+        db.put(b"empty value", b"").unwrap();
+    }
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    assert_eq!(db.get(b"b").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(db.get(b"").unwrap(), Some(b"empty key".to_vec()));
+    assert_eq!(db.get(b"empty value").unwrap(), Some(Vec::new()));
+    // Writes after recovery get fresh sequence numbers: newer than what was recovered.
+    db.put(b"b", b"3").unwrap();
+    drop(db);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get(b"b").unwrap(), Some(b"3".to_vec()));
+}
+
+#[test]
+fn a_second_open_of_a_locked_directory_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    match Db::open(dir.path(), Options::default()) {
+        Err(Error::Locked(p)) => assert_eq!(p, dir.path()),
+        other => panic!("expected Locked, got {:?}", other.err()),
+    }
+    drop(db);
+    Db::open(dir.path(), Options::default()).unwrap();
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"not a database").unwrap();
+    assert!(matches!(
+        Db::open(&file, Options::default()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Db::open(
+            dir.path().join("missing"),
+            Options::default().create_if_missing(false)
+        ),
+        Err(Error::InvalidArgument(_))
+    ));
+    let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
+    assert!(matches!(
+        db.put(vec![0u8; siftdb::MAX_KEY_BYTES + 1], b"v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    db.put(vec![7u8; siftdb::MAX_KEY_BYTES], b"v").unwrap();
+    assert_eq!(
+        db.get(vec![7u8; siftdb::MAX_KEY_BYTES]).unwrap(),
+        Some(b"v".to_vec())
+    );
+    // Nothing of the refused write went in.
+    assert_eq!(db.get(vec![0u8; siftdb::MAX_KEY_BYTES + 1]).unwrap(), None);
+}
+
+#[test]
+fn every_filter_layout_reads_back_after_flush_and_compaction() {
+    for filter in [
+        Filter::none(),
+        Filter::block_based(10.0),
+        Filter::full(10.0),
+        Filter::partitioned(10.0).partition_bytes(256),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), small_options().filter(filter.clone())).unwrap();
+        for i in 0..3000 {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        for i in 0..3000 {
+            assert_eq!(
+                db.get(key(i)).unwrap(),
+                Some(value(i, 0)),
+                "{filter:?} key {i}"
+            );
+        }
+        db.compact().unwrap();
+        for i in 0..3000 {
+            assert_eq!(
+                db.get(key(i)).unwrap(),
+                Some(value(i, 0)),
+                "{filter:?} key {i}"
+            );
+        }
+        assert_eq!(db.get(b"absent").unwrap(), None);
+    }
+}
