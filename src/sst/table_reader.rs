@@ -32,6 +32,17 @@ pub(crate) enum CachedBlock {
 /// The block cache shared by every table of a store, keyed by (file number, block offset).
 pub(crate) type BlockCache = ShardedLruCache<(u64, u64), CachedBlock>;
 
+/// What one table's point lookup did.
+#[derive(Debug, Default)]
+pub(crate) struct TableLookup {
+    /// The filter's layout and answer ("maybe" = true), if the table has a filter it could read.
+    pub(crate) filter: Option<(FilterLayout, bool)>,
+    /// The data block read, if any.
+    pub(crate) data_block: Option<BlockHandle>,
+    /// What the table holds for the key.
+    pub(crate) found: Option<Lookup>,
+}
+
 /// An open table.
 pub(crate) struct TableReader {
     file: File,
@@ -182,9 +193,23 @@ impl TableReader {
     /// The newest entry for the user key of `lookup` (an internal lookup key), asking the filter
     /// first, and counting the filter's verdict against `level`.
     pub(crate) fn get(&self, lookup: &[u8], level: usize) -> Result<Option<Lookup>> {
+        let outcome = self.lookup(lookup)?;
+        if let Some((layout, maybe)) = outcome.filter {
+            let verdict = match (maybe, outcome.found.is_some()) {
+                (false, _) => FilterVerdict::Useful,
+                (true, false) => FilterVerdict::FalsePositive,
+                (true, true) => FilterVerdict::TruePositive,
+            };
+            self.stats.record_filter(level, layout, verdict);
+        }
+        Ok(outcome.found)
+    }
+
+    /// A point lookup, saying what it did: what the filter answered and which data block it read.
+    pub(crate) fn lookup(&self, lookup: &[u8]) -> Result<TableLookup> {
         let ukey = user_key(lookup);
+        let mut outcome = TableLookup::default();
         // Full and partitioned filters are asked before the index is touched.
-        let mut asked = None;
         if let Some(f) = &self.filter {
             let maybe = match &f.reader {
                 FilterBlockReader::Full(r) => Some(r.may_match(f.policy.as_ref(), ukey)),
@@ -199,48 +224,34 @@ impl TableReader {
                 }),
                 FilterBlockReader::BlockBased(_) => None,
             };
+            outcome.filter = maybe.map(|m| (f.layout(), m));
             if maybe == Some(false) {
-                self.stats
-                    .record_filter(level, f.layout(), FilterVerdict::Useful);
-                return Ok(None);
+                return Ok(outcome);
             }
-            asked = maybe.map(|_| f.layout());
         }
         let mut index = self.index.iter(KeyOrder::Internal);
         index.seek(lookup);
         if index.is_corrupt() {
             return Err(self.corrupt("malformed index block entry"));
         }
-        let result = if index.valid() {
-            let handle = BlockHandle::decode_exact(index.value())
-                .ok_or_else(|| self.corrupt("bad handle in index block"))?;
-            // The block-based filter is asked for the block the index chose.
-            if let Some(f) = &self.filter {
-                if let FilterBlockReader::BlockBased(r) = &f.reader {
-                    if !r.may_match(f.policy.as_ref(), handle.offset, ukey) {
-                        self.stats.record_filter(
-                            level,
-                            FilterLayout::BlockBased,
-                            FilterVerdict::Useful,
-                        );
-                        return Ok(None);
-                    }
-                    asked = Some(FilterLayout::BlockBased);
+        if !index.valid() {
+            return Ok(outcome);
+        }
+        let handle = BlockHandle::decode_exact(index.value())
+            .ok_or_else(|| self.corrupt("bad handle in index block"))?;
+        // The block-based filter is asked for the block the index chose.
+        if let Some(f) = &self.filter {
+            if let FilterBlockReader::BlockBased(r) = &f.reader {
+                let maybe = r.may_match(f.policy.as_ref(), handle.offset, ukey);
+                outcome.filter = Some((FilterLayout::BlockBased, maybe));
+                if !maybe {
+                    return Ok(outcome);
                 }
             }
-            self.search_block(handle, lookup, ukey)?
-        } else {
-            None
-        };
-        if let Some(layout) = asked {
-            let verdict = if result.is_some() {
-                FilterVerdict::TruePositive
-            } else {
-                FilterVerdict::FalsePositive
-            };
-            self.stats.record_filter(level, layout, verdict);
         }
-        Ok(result)
+        outcome.data_block = Some(handle);
+        outcome.found = self.search_block(handle, lookup, ukey)?;
+        Ok(outcome)
     }
 
     fn search_block(
