@@ -45,6 +45,7 @@ mod cache;
 mod coding;
 mod db;
 mod error;
+pub mod inspect;
 pub mod filter;
 mod iter;
 mod key;

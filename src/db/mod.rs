@@ -4,6 +4,7 @@
 
 mod background;
 mod compaction;
+mod explain;
 pub(crate) mod filename;
 mod flush;
 mod level_iter;

@@ -1,0 +1,1 @@
+//! `Db::explain_get`: what a point lookup would consult and read.
