@@ -51,6 +51,7 @@ mod iter;
 mod key;
 mod memtable;
 mod options;
+mod prefix;
 mod sst;
 mod stats;
 mod wal;
@@ -63,6 +64,7 @@ pub use filter::{
     LevelDbBloom,
 };
 pub use options::{Compression, Options, WriteOptions, NUM_LEVELS};
+pub use prefix::{PrefixExtractor, SliceTransform};
 pub use stats::{FilterCounts, Statistics, Ticker};
 pub use write_batch::WriteBatch;
 

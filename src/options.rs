@@ -1,6 +1,7 @@
 //! Options for opening a store and for individual writes.
 
 use crate::filter::{Filter, FilterAllocation};
+use crate::prefix::PrefixExtractor;
 
 /// How data blocks are compressed on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub struct Options {
     pub(crate) filter: Filter,
     pub(crate) filter_allocation: FilterAllocation,
     pub(crate) no_filter_on_last_level: bool,
+    pub(crate) prefix_extractor: Option<PrefixExtractor>,
+    pub(crate) whole_key_filtering: bool,
     pub(crate) max_open_files: usize,
     pub(crate) target_file_size: u64,
     pub(crate) level0_compaction_trigger: usize,
@@ -50,6 +53,8 @@ impl Default for Options {
             filter: Filter::full(10.0),
             filter_allocation: FilterAllocation::Uniform,
             no_filter_on_last_level: false,
+            prefix_extractor: None,
+            whole_key_filtering: true,
             max_open_files: 1000,
             target_file_size: 2 << 20,
             level0_compaction_trigger: 4,
@@ -125,6 +130,22 @@ impl Options {
     /// then read one data block of the last level. Default false.
     pub fn no_filter_on_last_level(mut self, yes: bool) -> Self {
         self.no_filter_on_last_level = yes;
+        self
+    }
+
+    /// Put the prefix of every in-domain key into each new table's filter too, so that
+    /// [`Db::scan_prefix`](crate::Db::scan_prefix) (and any scan whose bounds share one prefix)
+    /// skips tables that cannot hold the prefix. Default: none.
+    pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
+        self.prefix_extractor = Some(extractor);
+        self
+    }
+
+    /// Put whole keys into new tables' filters (default true). With it off and a prefix extractor
+    /// set, point Gets ask the filter for the key's prefix instead: smaller filters, weaker
+    /// filtering of point lookups.
+    pub fn whole_key_filtering(mut self, yes: bool) -> Self {
+        self.whole_key_filtering = yes;
         self
     }
 

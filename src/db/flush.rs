@@ -23,6 +23,8 @@ pub(crate) fn table_options(options: &Options, filter: Filter) -> TableOptions {
         restart_interval: options.block_restart_interval,
         compression: options.compression,
         filter,
+        prefix: options.prefix_extractor.clone(),
+        whole_key_filtering: options.whole_key_filtering,
     }
 }
 

@@ -100,7 +100,7 @@ impl Db {
         )?;
         remove_obsolete_files(dir, manifest.current(), log_number, manifest_number);
         let _ = old_manifest;
-        let policies = PolicyRegistry::new(&options.filter);
+        let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
         let blocks = Arc::new(ShardedLruCache::new(options.block_cache_bytes, 16));
         let tables = Arc::new(TableCache::new(
             dir.to_path_buf(),

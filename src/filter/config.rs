@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{CacheLocalBloom, FilterPolicy, LevelDbBloom};
+use crate::prefix::PrefixExtractor;
 
 /// Where a table keeps its filter bits and which keys each filter covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,14 +167,16 @@ impl fmt::Debug for Filter {
     }
 }
 
-/// The policies a store can read tables with: the built-ins plus the configured one.
+/// What a store can read tables' filters with: the built-in policies plus the configured one, and
+/// the configured prefix extractor.
 #[derive(Clone)]
 pub(crate) struct PolicyRegistry {
     policies: Vec<Arc<dyn FilterPolicy>>,
+    prefix: Option<PrefixExtractor>,
 }
 
 impl PolicyRegistry {
-    pub(crate) fn new(configured: &Filter) -> PolicyRegistry {
+    pub(crate) fn new(configured: &Filter, prefix: Option<PrefixExtractor>) -> PolicyRegistry {
         // Built-in policies read their parameters from the filter bytes, so any bits/key will do.
         let mut policies: Vec<Arc<dyn FilterPolicy>> = vec![
             Arc::new(LevelDbBloom::new(10.0)),
@@ -183,7 +186,14 @@ impl PolicyRegistry {
             policies.retain(|b| b.name() != p.name());
             policies.insert(0, Arc::clone(p));
         }
-        PolicyRegistry { policies }
+        PolicyRegistry { policies, prefix }
+    }
+
+    /// The store's prefix extractor, if a table built with one of the name `name` may use it.
+    pub(crate) fn prefix_named(&self, name: &str) -> Option<&PrefixExtractor> {
+        self.prefix
+            .as_ref()
+            .filter(|p| !name.is_empty() && p.name() == name)
     }
 
     pub(crate) fn find(&self, name: &str) -> Option<&Arc<dyn FilterPolicy>> {
