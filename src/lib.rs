@@ -45,8 +45,8 @@ mod cache;
 mod coding;
 mod db;
 mod error;
-pub mod inspect;
 pub mod filter;
+pub mod inspect;
 mod iter;
 mod key;
 mod memtable;
@@ -60,6 +60,9 @@ pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use filter::{
     CacheLocalBloom, Filter, FilterBitsBuilder, FilterLayout, FilterPolicy, LevelDbBloom,
+};
+pub use inspect::{
+    FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
 };
 pub use options::{Compression, Options, WriteOptions, NUM_LEVELS};
 pub use stats::{FilterCounts, Statistics, Ticker};
