@@ -187,9 +187,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         ),
     );
 
-    // Random but incompressible values, sliced from one buffer so making them costs nothing.
+    // Random (incompressible) values, sliced from one 1 MiB buffer so making them costs nothing.
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let mut value_pool = vec![0u8; (args.value_size as usize) * 2 + 4096];
+    let mut value_pool = vec![0u8; args.value_size as usize + (1 << 20)];
     rng.fill_bytes(&mut value_pool);
     let mut dirty = false;
 
@@ -228,6 +228,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         report(args, &result, is_read && phase != Phase::Scan);
     }
 
+    if dirty {
+        // Leave tables behind for `sst_dump --dir`, not just a WAL.
+        db.flush()?;
+    }
     let stats = db
         .property("siftdb.stats")
         .unwrap_or_else(|| "(no siftdb.stats)".into());
@@ -297,7 +301,7 @@ fn write_phase(
     let start = Instant::now();
     for (i, &idx) in order.iter().enumerate() {
         key(idx * 2, key_size, &mut k);
-        let at = (idx as usize * 7919) % (values.len() - value_size);
+        let at = (idx as usize).wrapping_mul(7919) % (values.len() - value_size);
         let value = &values[at..at + value_size];
         let t = Instant::now();
         if args.sync {
