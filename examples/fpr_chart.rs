@@ -6,14 +6,21 @@
 //!
 //! For each bits/key from 2 to 20 a filter is built over `--keys` present keys and asked about
 //! `--probes` absent keys; every "maybe" for an absent key is a false positive.
+//!
+//! Keys are 16 random bytes by default, as theory assumes. `--key-kind decimal` uses 16-byte
+//! zero-padded decimals instead (even numbers present, odd absent, as in the other examples):
+//! LevelDB's 32-bit hash maps many such keys onto one value, and its false positive rate stops
+//! falling with more bits per key.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use plotters::prelude::*;
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
 use siftdb::{CacheLocalBloom, FilterPolicy, LevelDbBloom};
 
 #[derive(Parser, Debug)]
@@ -28,6 +35,17 @@ struct Args {
     /// Absent keys each filter is asked about.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     probes: u64,
+    /// What the keys look like.
+    #[arg(long, value_enum, default_value_t = KeyKind::Random)]
+    key_kind: KeyKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum KeyKind {
+    /// 16 random bytes.
+    Random,
+    /// 16-byte zero-padded decimal numbers.
+    Decimal,
 }
 
 /// One measured point.
@@ -53,28 +71,72 @@ fn main() -> ExitCode {
     }
 }
 
-/// Present keys are even numbers, absent keys odd ones, as 16-byte zero-padded decimals.
-fn key(n: u64, buf: &mut String) -> &[u8] {
-    buf.clear();
-    let _ = write!(buf, "{n:016}");
-    buf.as_bytes()
+/// The `n`-th present (or absent) key, written into `buf`. Present and absent keys never coincide:
+/// decimal ones are even and odd numbers; random ones come from two streams (a 128-bit clash is
+/// not going to happen).
+struct Keys {
+    kind: KeyKind,
+    present: bool,
+    rng: StdRng,
+    n: u64,
+    buf: Vec<u8>,
+}
+
+impl Keys {
+    fn new(kind: KeyKind, present: bool) -> Keys {
+        Keys {
+            kind,
+            present,
+            rng: StdRng::seed_from_u64(if present { 1 } else { 2 }),
+            n: 0,
+            buf: Vec::with_capacity(16),
+        }
+    }
+
+    fn next_key(&mut self) -> &[u8] {
+        self.buf.clear();
+        match self.kind {
+            KeyKind::Random => {
+                self.buf.resize(16, 0);
+                self.rng.fill_bytes(&mut self.buf);
+            }
+            KeyKind::Decimal => {
+                let v = 2 * self.n + u64::from(!self.present);
+                let _ = write!(DecimalWriter(&mut self.buf), "{v:016}");
+            }
+        }
+        self.n += 1;
+        &self.buf
+    }
+}
+
+/// `fmt::Write` into a byte buffer, so decimal keys need no allocation.
+struct DecimalWriter<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for DecimalWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
 }
 
 /// Builds one filter of `policy` over `keys` present keys and counts the false positives among
 /// `probes` absent keys.
-fn measure(policy: &dyn FilterPolicy, keys: u64, probes: u64) -> u64 {
-    let mut buf = String::new();
+fn measure(policy: &dyn FilterPolicy, args: &Args) -> u64 {
     let mut builder = policy.builder();
-    for i in 0..keys {
-        builder.add_key(key(2 * i, &mut buf));
+    let mut present = Keys::new(args.key_kind, true);
+    for _ in 0..args.keys {
+        builder.add_key(present.next_key());
     }
     let filter = builder.finish();
-    // No false negatives, ever: spot-check while we are here.
-    for i in (0..keys).step_by(997) {
-        assert!(policy.may_match(&filter, key(2 * i, &mut buf)));
+    // No false negatives, ever: check while we are here.
+    let mut present = Keys::new(args.key_kind, true);
+    for _ in 0..args.keys {
+        assert!(policy.may_match(&filter, present.next_key()));
     }
-    (0..probes)
-        .filter(|&i| policy.may_match(&filter, key(2 * i + 1, &mut buf)))
+    let mut absent = Keys::new(args.key_kind, false);
+    (0..args.probes)
+        .filter(|_| policy.may_match(&filter, absent.next_key()))
         .count() as u64
 }
 
@@ -86,7 +148,7 @@ fn sweep(
 ) -> Vec<Point> {
     BITS.map(|bits| {
         let (policy, k) = make(f64::from(bits));
-        let fp = measure(policy.as_ref(), args.keys, args.probes);
+        let fp = measure(policy.as_ref(), args);
         Point {
             policy: name.to_string(),
             bits_per_key: bits,
@@ -133,15 +195,15 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 
     let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.4}%", r * 100.0));
     println!(
-        "{} present keys, {} absent keys per filter\n",
-        args.keys, args.probes
+        "{} present keys, {} absent keys per filter, {:?} keys\n",
+        args.keys, args.probes, args.key_kind
     );
     println!(
         "{:<16} {:>8} {:>3} {:>10} {:>10} {:>10}",
         "policy", "bits/key", "k", "FPs", "measured", "theory"
     );
     let mut csv = String::from(
-        "policy,bits_per_key,k,keys,absent_keys,false_positives,measured_fp_rate,theoretical_fp_rate\n",
+        "policy,key_kind,bits_per_key,k,keys,absent_keys,false_positives,measured_fp_rate,theoretical_fp_rate\n",
     );
     for p in series.iter().flatten() {
         println!(
@@ -155,8 +217,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         );
         let _ = writeln!(
             csv,
-            "{},{},{},{},{},{},{:.8},{}",
+            "{},{:?},{},{},{},{},{},{:.8},{}",
             p.policy,
+            args.key_kind,
             p.bits_per_key,
             p.k,
             args.keys,
@@ -188,8 +251,8 @@ fn draw(
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
-                "siftdb filter policies: false positive rate ({} keys, {} absent probes)",
-                args.keys, args.probes
+                "siftdb filter policies: false positive rate ({} {:?} keys, {} absent)",
+                args.keys, args.key_kind, args.probes
             ),
             ("sans-serif", 20),
         )
