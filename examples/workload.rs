@@ -248,13 +248,23 @@ fn note(args: &Args, text: &str) {
     }
 }
 
-fn progress(len: u64, name: &str) -> ProgressBar {
+/// A progress bar on stderr when it is a terminal, hidden otherwise. `len: None` for an unknown
+/// length (a scan).
+fn progress(len: Option<u64>, name: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
-    let pb = ProgressBar::new(len);
-    if let Ok(style) = ProgressStyle::with_template("{prefix:12} [{bar:40}] {pos}/{len} {per_sec}")
-    {
+    let (pb, template) = match len {
+        Some(n) => (
+            ProgressBar::new(n),
+            "{prefix:12} [{bar:40}] {human_pos}/{human_len} {elapsed}",
+        ),
+        None => (
+            ProgressBar::new_spinner(),
+            "{prefix:12} {spinner} {human_pos} {elapsed}",
+        ),
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
         pb.set_style(style.progress_chars("=> "));
     }
     pb.set_prefix(name.to_string());
@@ -292,7 +302,7 @@ fn write_phase(
         _ => (0..n).map(|_| rng.gen_range(0..n)).collect(),
     };
     let name = phase_name(phase);
-    let pb = progress(n, name);
+    let pb = progress(Some(n), name);
     let before = db.statistics();
     let sync = WriteOptions { sync: true };
     let (key_size, value_size) = (args.key_size as usize, args.value_size as usize);
@@ -330,7 +340,7 @@ fn write_phase(
 
 fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, siftdb::Error> {
     let name = phase_name(phase);
-    let pb = progress(args.reads, name);
+    let pb = progress(Some(args.reads), name);
     let before = db.statistics();
     let threads = u64::from(args.threads);
     let start = Instant::now();
@@ -391,7 +401,7 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
 /// Reads the whole store in key order.
 fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
     let before = db.statistics();
-    let pb = progress(0, "scan");
+    let pb = progress(None, "scan");
     let mut latencies = Vec::new();
     let mut ops = 0u64;
     let start = Instant::now();
