@@ -59,7 +59,8 @@ mod write_batch;
 pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use filter::{
-    CacheLocalBloom, Filter, FilterBitsBuilder, FilterLayout, FilterPolicy, LevelDbBloom,
+    CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout, FilterPolicy,
+    LevelDbBloom,
 };
 pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,

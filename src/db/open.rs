@@ -10,7 +10,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::background::spawn_workers;
 use super::filename::{lock_path, log_path, parse_file_name, table_path, FileKind};
-use super::flush::write_level0_table;
+use super::flush::{table_options, write_level0_table};
 use super::manifest::{sync_dir, Manifest, ManifestCounters};
 use super::table_cache::TableCache;
 use super::version::{Retire, Version};
@@ -171,7 +171,8 @@ fn replay_logs(
     let flush = |mem: &Arc<MemTable>, next_file: &mut u64, edit: &mut VersionEdit| -> Result<()> {
         let number = *next_file;
         *next_file += 1;
-        if let Some(f) = write_level0_table(dir, number, options, stats, &mut mem.iter())? {
+        let table = table_options(options, options.filter.clone());
+        if let Some(f) = write_level0_table(dir, number, table, stats, &mut mem.iter())? {
             edit.added.push(f);
         }
         Ok(())

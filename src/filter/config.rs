@@ -121,6 +121,15 @@ impl Filter {
         }
     }
 
+    /// The same layout and partition size with another policy.
+    pub(crate) fn with_policy(&self, policy: Arc<dyn FilterPolicy>) -> Filter {
+        Filter {
+            layout: self.layout,
+            policy: Some(policy),
+            partition_bytes: self.partition_bytes,
+        }
+    }
+
     /// Target bytes of one partition (partitioned layout only; default 4 KiB).
     pub fn partition_bytes(mut self, bytes: usize) -> Filter {
         self.partition_bytes = bytes.max(64);

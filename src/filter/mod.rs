@@ -3,6 +3,7 @@
 //! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], or your own [`FilterPolicy`].
 //! Layouts: block-based (`block_based.rs`), full (`full.rs`), partitioned (`partitioned.rs`).
 
+mod allocation;
 pub(crate) mod block_based;
 mod cache_local_bloom;
 mod config;
@@ -13,6 +14,8 @@ pub(crate) mod partitioned;
 mod policy;
 pub(crate) mod theory;
 
+pub(crate) use allocation::monkey_bits_per_key;
+pub use allocation::FilterAllocation;
 pub use cache_local_bloom::CacheLocalBloom;
 pub(crate) use config::PolicyRegistry;
 pub use config::{Filter, FilterLayout, DEFAULT_PARTITION_BYTES};
