@@ -26,7 +26,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore, SeedableRng};
-use siftdb::{Db, Filter, Options, Statistics, Ticker, WriteBatch, WriteOptions};
+use siftdb::{Db, Filter, FilterAllocation, Options, Statistics, Ticker, WriteBatch, WriteOptions};
 
 #[derive(Parser, Debug)]
 #[command(about = "A db_bench-like workload for siftdb, with filter statistics per phase")]
@@ -57,6 +57,13 @@ struct Args {
     /// Filter bits per key.
     #[arg(long, default_value_t = 10.0, value_parser = parse_bits_per_key)]
     bits_per_key: f64,
+    /// How filter bits are spread over the levels.
+    #[arg(long, value_enum, default_value_t = AllocationArg::Uniform)]
+    allocation: AllocationArg,
+    /// Build last-level tables without a filter (saves most filter memory; missing keys then
+    /// read a last-level data block).
+    #[arg(long)]
+    no_filter_on_last_level: bool,
     /// Fraction of `readmixed` Gets that ask for a present key.
     #[arg(long, default_value_t = 0.5, value_parser = parse_ratio)]
     hit_ratio: f64,
@@ -97,6 +104,12 @@ enum FilterArg {
     BlockBased,
     Full,
     Partitioned,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum AllocationArg {
+    Uniform,
+    Monkey,
 }
 
 fn parse_bits_per_key(s: &str) -> Result<f64, String> {
@@ -173,15 +186,25 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             (Some(t), p)
         }
     };
-    let db = Arc::new(Db::open(&dir, Options::default().filter(filter.clone()))?);
+    let allocation = match args.allocation {
+        AllocationArg::Uniform => FilterAllocation::Uniform,
+        AllocationArg::Monkey => FilterAllocation::Monkey,
+    };
+    let options = Options::default()
+        .filter(filter.clone())
+        .filter_allocation(allocation)
+        .no_filter_on_last_level(args.no_filter_on_last_level);
+    let db = Arc::new(Db::open(&dir, options)?);
     note(
         args,
         &format!(
-            "siftdb workload: {} keys of {} B, values of {} B, filter {:?}, {} read thread(s), dir {}",
+            "siftdb workload: {} keys of {} B, values of {} B, filter {:?} ({:?}{}), {} read thread(s), dir {}",
             args.keys,
             args.key_size,
             args.value_size,
             filter,
+            allocation,
+            if args.no_filter_on_last_level { ", none on the last level" } else { "" },
             args.threads,
             dir.display()
         ),
