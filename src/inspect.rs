@@ -134,9 +134,9 @@ pub struct TableInfo {
     pub raw_key_bytes: u64,
     /// Bytes of values as written.
     pub raw_value_bytes: u64,
-    /// Bytes of data blocks as stored, trailers included.
+    /// Bytes of data blocks as stored (after compression, trailers excluded).
     pub data_bytes: u64,
-    /// Bytes of the index block.
+    /// Bytes of the index block before compression, as the table builder recorded them.
     pub index_bytes: u64,
     /// Every data block in key order, from the index block. Each was read and its checksum
     /// verified.
@@ -168,8 +168,8 @@ impl TableInfo {
         let p = reader.properties().clone();
         let policy_known = reader.filter().is_some();
 
-        // What the reader does not expose (handles, per-block trailers) is read again here; every
-        // block below was already verified once by `TableReader::open`.
+        // What the reader does not expose (handles, per-block trailers) is read again here; the
+        // footer, metaindex and index were verified once already by `TableReader::open`.
         let file = File::open(path)?;
         let file_size = file.metadata()?.len();
         let mut footer = [0u8; FOOTER_LEN];
