@@ -63,6 +63,9 @@ pub use filter::{
     CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout, FilterPolicy,
     LevelDbBloom,
 };
+pub use inspect::{
+    FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
+};
 pub use options::{Compression, Options, WriteOptions, NUM_LEVELS};
 pub use prefix::{PrefixExtractor, SliceTransform};
 pub use stats::{FilterCounts, Statistics, Ticker};
