@@ -163,7 +163,7 @@ impl TableInfo {
         // The store's own reader verifies footer, metaindex, properties, index and filter. Private
         // cache and counters: inspecting a file must not disturb any open store.
         let cache = Arc::new(ShardedLruCache::new(1 << 20, 1));
-        let registry = PolicyRegistry::new(&Filter::none());
+        let registry = PolicyRegistry::new(&Filter::none(), None);
         let reader = TableReader::open(path, 0, cache, Arc::new(Stats::new()), &registry)?;
         let p = reader.properties().clone();
         let policy_known = reader.filter().is_some();
