@@ -29,21 +29,18 @@ fn run(options: Options) -> Outcome {
     let mut order: Vec<u32> = (0..n).collect();
     order.shuffle(&mut StdRng::seed_from_u64(7));
     let mut rng = StdRng::seed_from_u64(11);
-    for &i in &order {
-        let mut value = [0u8; 40];
-        rng.fill(&mut value[..]);
-        db.put(key(i), value).unwrap();
+    // Flush every 1,000 keys (less than a memtable holds) and wait for compactions to settle before writing on: the tree then
+    // goes through the same sequence of shapes in every run, however loaded the machine is, so
+    // the two allocations are compared on the same tree.
+    for chunk in order.chunks(1000) {
+        for &i in chunk {
+            let mut value = [0u8; 40];
+            rng.fill(&mut value[..]);
+            db.put(key(i), value).unwrap();
+        }
+        db.flush().unwrap();
+        wait_until_settled(&db);
     }
-    db.flush().unwrap();
-    // Both runs probe the same shape: L0 drained into L1 (trigger 1), deeper levels by size.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while db.property("siftdb.num-files-at-level0").unwrap() != "0"
-        || db.property("siftdb.compaction-pending").unwrap() != "0"
-    {
-        assert!(std::time::Instant::now() < deadline, "L0 never drained");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(200));
     let levels = (0..7)
         .map(|l| {
             db.property(&format!("siftdb.num-files-at-level{l}"))
@@ -72,9 +69,22 @@ fn run(options: Options) -> Outcome {
     }
 }
 
+fn wait_until_settled(db: &Db) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while db.property("siftdb.num-files-at-level0").unwrap() != "0"
+        || db.property("siftdb.compaction-pending").unwrap() != "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "compactions never settled"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 fn options(bits_per_key: f64) -> Options {
     Options::default()
-        .write_buffer_size(64 << 10)
+        .write_buffer_size(256 << 10)
         .target_file_size(64 << 10)
         .max_bytes_for_level_base(64 << 10)
         .level_size_multiplier(4)
