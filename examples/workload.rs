@@ -26,7 +26,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore, SeedableRng};
-use siftdb::{Db, Filter, FilterAllocation, Options, Statistics, Ticker, WriteBatch, WriteOptions};
+use siftdb::{
+    Db, Filter, FilterAllocation, Options, PrefixExtractor, Statistics, Ticker, WriteBatch,
+    WriteOptions,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "A db_bench-like workload for siftdb, with filter statistics per phase")]
@@ -82,6 +85,10 @@ struct Args {
     /// fsync the WAL on every write.
     #[arg(long)]
     sync: bool,
+    /// Bytes of each key that form its prefix (a fixed-length prefix extractor), for the
+    /// `seekprefix` phase; default: the whole key, so a missing key is a missing prefix.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    prefix_len: Option<u16>,
     /// Seed for key order and read choices.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -96,6 +103,9 @@ enum Phase {
     Readmixed,
     Scan,
     Overwrite,
+    /// `scan_prefix` of present (`--hit-ratio`) and missing prefixes; tables whose filter rules
+    /// the prefix out are skipped.
+    Seekprefix,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -194,6 +204,14 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .filter(filter.clone())
         .filter_allocation(allocation)
         .no_filter_on_last_level(args.no_filter_on_last_level);
+    // A prefix extractor only where prefixes are asked for: it adds entries to every filter.
+    let wants_prefixes = args.prefix_len.is_some() || args.phases.contains(&Phase::Seekprefix);
+    let options = if wants_prefixes {
+        let prefix_len = args.prefix_len.unwrap_or(args.key_size).min(args.key_size);
+        options.prefix_extractor(PrefixExtractor::fixed(usize::from(prefix_len)))
+    } else {
+        options
+    };
     let db = Arc::new(Db::open(&dir, options)?);
     note(
         args,
@@ -219,7 +237,11 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     for &phase in &args.phases {
         let is_read = matches!(
             phase,
-            Phase::Readrandom | Phase::Readmissing | Phase::Readmixed | Phase::Scan
+            Phase::Readrandom
+                | Phase::Readmissing
+                | Phase::Readmixed
+                | Phase::Scan
+                | Phase::Seekprefix
         );
         if is_read && dirty {
             // Reads are meant to meet tables (and their filters), not the memtable.
@@ -243,12 +265,19 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 dirty = true;
                 write_phase(args, &db, phase, &value_pool)?
             }
-            Phase::Readrandom | Phase::Readmissing | Phase::Readmixed => {
+            Phase::Readrandom | Phase::Readmissing | Phase::Readmixed | Phase::Seekprefix => {
                 read_phase(args, &db, phase)?
             }
             Phase::Scan => scan_phase(&db)?,
         };
-        report(args, &result, is_read && phase != Phase::Scan);
+        report(
+            args,
+            &result,
+            is_read && phase != Phase::Scan && phase != Phase::Seekprefix,
+        );
+        if phase == Phase::Seekprefix {
+            report_prefix(args, &result);
+        }
     }
 
     if dirty {
@@ -303,6 +332,7 @@ fn phase_name(phase: Phase) -> &'static str {
         Phase::Readmixed => "readmixed",
         Phase::Scan => "scan",
         Phase::Overwrite => "overwrite",
+        Phase::Seekprefix => "seekprefix",
     }
 }
 
@@ -374,6 +404,7 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
             let db = Arc::clone(db);
             let pb = pb.clone();
             let (keys, key_size, hit_ratio) = (args.keys, args.key_size as usize, args.hit_ratio);
+            let prefix_len = usize::from(args.prefix_len.unwrap_or(args.key_size)).min(key_size);
             let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(1000 + t));
             std::thread::spawn(move || -> Result<(Vec<u32>, u64), siftdb::Error> {
                 let mut latencies = Vec::with_capacity(share as usize);
@@ -389,9 +420,18 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
                     // Present keys are even, missing ones odd: between two present keys.
                     key(idx * 2 + u64::from(!present), key_size, &mut k);
                     let t = Instant::now();
-                    let v = db.get(&k)?;
+                    let hit = if phase == Phase::Seekprefix {
+                        let mut rows = 0u64;
+                        for row in db.scan_prefix(&k.as_bytes()[..prefix_len]) {
+                            row?;
+                            rows += 1;
+                        }
+                        rows > 0
+                    } else {
+                        db.get(&k)?.is_some()
+                    };
                     latencies.push(t.elapsed().as_nanos() as u32);
-                    found += u64::from(v.is_some());
+                    found += u64::from(hit);
                     if i % 1024 == 1023 {
                         pb.inc(1024);
                     }
@@ -452,6 +492,28 @@ fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
         found: None,
         stats: db.statistics().since(&before),
     })
+}
+
+/// The prefix counters of a `seekprefix` phase: tables checked, skipped, and scanned per seek.
+fn report_prefix(args: &Args, r: &PhaseResult) {
+    let checked = r.stats.ticker(Ticker::BloomFilterPrefixChecked);
+    let useful = r.stats.ticker(Ticker::BloomFilterPrefixUseful);
+    let seeks = r.ops.max(1) as f64;
+    let blocks = r.stats.ticker(Ticker::DataBlocksRead) as f64 / seeks;
+    if args.json {
+        println!(
+            "{{\"phase\":\"{}\",\"prefix_checked\":{checked},\"prefix_useful\":{useful},\"tables_scanned_per_seek\":{:.4},\"data_blocks_per_seek\":{blocks:.4}}}",
+            r.name,
+            (checked - useful) as f64 / seeks
+        );
+        return;
+    }
+    println!(
+        "{:<12} prefix filter: checked {checked}  useful {useful}  tables skipped/seek {:.3}  tables scanned/seek {:.3}  data blocks/seek {blocks:.3}",
+        "",
+        useful as f64 / seeks,
+        (checked - useful) as f64 / seeks
+    );
 }
 
 /// The `q`-quantile of sorted latencies, in microseconds.

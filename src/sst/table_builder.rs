@@ -98,7 +98,11 @@ impl TableBuilder {
             // Versions of one key share a filter entry; a key that spans two blocks is in both.
             // Likewise one entry per prefix per block.
             let last = user_key(&self.last_key);
-            if let Some(prefix) = self.options.prefix.as_ref().and_then(|p| p.prefix(ukey)) {
+            let prefix = self.options.prefix.as_ref().and_then(|p| p.prefix(ukey));
+            // A prefix that is the whole key is already there when whole keys are.
+            let prefix =
+                prefix.filter(|p| !(self.options.whole_key_filtering && p.len() == ukey.len()));
+            if let Some(prefix) = prefix {
                 let last_prefix = self.options.prefix.as_ref().and_then(|p| p.prefix(last));
                 if block_starts || last_prefix != Some(prefix) {
                     f.add_prefix(prefix);
