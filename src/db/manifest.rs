@@ -13,7 +13,7 @@ use super::filename::{current_path, current_temp_path, manifest_name, parse_file
 use super::version::Version;
 use super::version_edit::{NewFile, VersionEdit};
 use crate::error::{Error, Result};
-use crate::wal::reader::read_log;
+use crate::wal::reader::{read_log, LogTail};
 use crate::wal::writer::LogWriter;
 
 /// What the MANIFEST says besides the tables.
@@ -58,8 +58,22 @@ impl Manifest {
                 format!("names {name}, which does not exist"),
             ));
         }
-        // A torn last record is an edit that was never acknowledged: the version before it stands.
+        // A last record cut short by the end of the file is an edit that was never acknowledged
+        // (its append was interrupted): the version before it stands. A complete last record with
+        // a bad checksum may be a synced edit that later went bad; dropping it would silently lose
+        // the tables it added (their WAL is already gone), so that is corruption.
         let log = read_log(&path)?;
+        if let LogTail::Torn {
+            what,
+            interrupted: false,
+            ..
+        } = &log.tail
+        {
+            return Err(Error::corruption(
+                &path,
+                format!("last edit damaged: {what}"),
+            ));
+        }
         let mut version = Version::default();
         let mut counters = ManifestCounters::default();
         let (mut have_log, mut have_next, mut have_seq) = (false, false, false);

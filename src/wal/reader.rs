@@ -45,6 +45,12 @@ pub(crate) enum LogTail {
         valid_len: u64,
         /// What the damage looked like and where, for logging.
         what: String,
+        /// Whether the damage has the shape only an interrupted append leaves: the file ends
+        /// inside a header, a payload or a multi-fragment record, or in zero-filled space. A
+        /// complete fragment with a bad checksum or type is not that shape: it may be a bit flip
+        /// in a record that was synced, which a reader that must not lose synced data (the
+        /// MANIFEST) reports as corruption.
+        interrupted: bool,
     },
 }
 
@@ -252,6 +258,13 @@ fn damaged(
 ) -> Result<LogContents> {
     let what = defect.describe(pos, bytes.len());
     let cut_short = matches!(defect, Defect::CutShort { .. });
+    // A cut-short header whose checksum matches a shorter payload had its length field damaged:
+    // the record was complete, so that is not an interrupted append.
+    let interrupted = match defect {
+        Defect::PartialHeader | Defect::Zeros => true,
+        Defect::CutShort { .. } => !crc_matches_shorter_payload(bytes, pos),
+        _ => false,
+    };
     // If a cut-short header is genuine, everything from `pos` to the end of the file is its
     // payload, and payload bytes may by chance (or because a user stored a log inside a value)
     // look like an intact fragment. Counting those would turn an ordinary crash into an
@@ -273,6 +286,7 @@ fn damaged(
             tail: LogTail::Torn {
                 valid_len: valid_len as u64,
                 what,
+                interrupted,
             },
         }),
     }
@@ -346,6 +360,7 @@ fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogContents> {
         Some((start, _)) => LogTail::Torn {
             valid_len: valid_len as u64,
             what: format!("the record begun at offset {start} has no LAST fragment"),
+            interrupted: true,
         },
     };
     Ok(LogContents { records, tail })
@@ -563,7 +578,11 @@ mod tests {
                     what: match &got.tail {
                         LogTail::Torn { what, .. } => what.clone(),
                         LogTail::Clean => String::new(),
-                    }
+                    },
+                    interrupted: match &got.tail {
+                        LogTail::Torn { interrupted, .. } => *interrupted,
+                        LogTail::Clean => false,
+                    },
                 }
             );
         }
