@@ -152,7 +152,11 @@ impl DbInner {
         let mut last_key: Option<Vec<u8>> = None;
         let finish = |b: (u64, TableBuilder), outputs: &mut Vec<NewFile>| -> Result<()> {
             let (number, builder) = b;
-            let summary = builder.finish()?;
+            // The builder is consumed here, so the cleanup below cannot see it: a table that
+            // fails to finish must remove its own partial file.
+            let summary = builder.finish().inspect_err(|_| {
+                let _ = std::fs::remove_file(table_path(&self.dir, number));
+            })?;
             self.stats.add(Ticker::TableBytesWritten, summary.file_size);
             outputs.push(NewFile {
                 level: out_level,
