@@ -590,3 +590,18 @@ fn current_damage_is_corruption() {
         );
     }
 }
+
+#[test]
+fn missing_table_is_corruption_naming_it() {
+    let root = scratch();
+    let dir = root.path().join("db");
+    build_tables(&dir, Filter::full(10.0));
+    let table = files_with_ext(&dir, "sst")[1].clone();
+    std::fs::remove_file(&table).unwrap();
+    match Db::open(&dir, table_options(Filter::full(10.0))) {
+        Err(e) => assert!(is_corruption_of(&e, &table), "{e}"),
+        Ok(_) => panic!("a store missing a table opened"),
+    }
+    // Refusing to open also kept the other tables: nothing was cleaned up on a bad version.
+    assert_eq!(files_with_ext(&dir, "sst").len(), TABLES - 1);
+}

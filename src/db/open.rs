@@ -80,6 +80,18 @@ impl Db {
                 None,
             ),
         };
+        // A table the MANIFEST names but the directory lacks is lost data: say so now, naming it,
+        // rather than fail later reads with a bare "file not found" (and before the clean-up
+        // below deletes files on the word of that MANIFEST).
+        for f in version.levels.iter().flatten() {
+            let path = table_path(dir, f.number);
+            if !path.try_exists()? {
+                return Err(Error::corruption(
+                    &path,
+                    "table named by the MANIFEST is missing",
+                ));
+            }
+        }
         let mut next_file = counters.next_file_number;
         let (recovered, last_sequence) =
             replay_logs(dir, &options, &stats, counters, &mut next_file)?;
