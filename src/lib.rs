@@ -57,6 +57,11 @@ mod stats;
 mod wal;
 mod write_batch;
 
+// Decoder entry points for the fuzz targets in fuzz/; not an API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use filter::{

@@ -302,7 +302,7 @@ fn out_of_sequence(path: &Path, pos: usize, what: &str) -> Error {
 }
 
 /// Parses a whole log held in memory; `path` is only used in error messages.
-fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogContents> {
+pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogContents> {
     let mut records = Vec::new();
     // The record being assembled from FIRST/MIDDLE fragments, with its start offset.
     let mut partial: Option<(usize, Vec<u8>)> = None;

@@ -1,0 +1,111 @@
+//! Entry points for the fuzz targets in `fuzz/`: each feeds arbitrary bytes to one of the crate's
+//! decoders. Compiled only with the `fuzzing` feature and hidden from the docs; it is not part of
+//! the API. Every function must return normally for every input: a panic is a finding.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::cache::ShardedLruCache;
+use crate::db::version_edit::VersionEdit;
+use crate::filter::block_based::BlockBasedFilterReader;
+use crate::filter::full::FullFilterReader;
+use crate::filter::partitioned::PartitionedFilterReader;
+use crate::filter::{CacheLocalBloom, Filter, FilterPolicy, LevelDbBloom, PolicyRegistry};
+use crate::iter::InternalIterator;
+use crate::key::{lookup_key, MAX_SEQUENCE};
+use crate::sst::block::{Block, KeyOrder};
+use crate::sst::table_reader::TableReader;
+use crate::stats::Stats;
+use crate::write_batch::decode_batch;
+
+/// Decodes `data` as a block: walks it in both key orders and seeks to `target`.
+pub fn block(data: &[u8], target: &[u8]) {
+    let Some(block) = Block::new(data.to_vec()) else {
+        return;
+    };
+    let block = Arc::new(block);
+    for order in [KeyOrder::Bytewise, KeyOrder::Internal] {
+        let mut it = block.iter(order);
+        it.seek_to_first();
+        let mut n = 0usize;
+        while it.valid() {
+            std::hint::black_box((it.key(), it.value()));
+            it.next();
+            n += 1;
+        }
+        it.seek(target);
+        if it.valid() {
+            std::hint::black_box(it.key());
+        }
+        std::hint::black_box(n);
+    }
+}
+
+/// Writes `data` to `path` and opens it as a table: a point lookup of `key`, then a full scan.
+pub fn table(path: &Path, data: &[u8], key: &[u8]) {
+    if std::fs::write(path, data).is_err() {
+        return;
+    }
+    let cache = Arc::new(ShardedLruCache::new(1 << 20, 4));
+    let stats = Arc::new(Stats::new());
+    let registry = PolicyRegistry::new(&Filter::full(10.0));
+    let Ok(table) = TableReader::open(path, 1, cache, stats, &registry) else {
+        return;
+    };
+    let table = Arc::new(table);
+    let _ = table.lookup(&lookup_key(key, MAX_SEQUENCE));
+    let mut it = table.iter(true);
+    if it.seek_to_first().is_ok() {
+        while it.valid() {
+            std::hint::black_box((it.key(), it.value()));
+            if it.next().is_err() {
+                break;
+            }
+        }
+    }
+    if it.seek(&lookup_key(key, MAX_SEQUENCE)).is_ok() && it.valid() {
+        std::hint::black_box(it.key());
+    }
+}
+
+/// Parses `data` as a record log, then each record as a write batch and as a version edit (the
+/// WAL's and the MANIFEST's record formats).
+pub fn log(data: &[u8]) {
+    let path = Path::new("fuzz.log");
+    let Ok(contents) = crate::wal::reader::parse_log(path, data) else {
+        return;
+    };
+    for r in &contents.records {
+        std::hint::black_box(decode_batch(r));
+        let _ = VersionEdit::decode(r, path);
+    }
+}
+
+/// A write batch record on its own.
+pub fn write_batch(data: &[u8]) {
+    std::hint::black_box(decode_batch(data));
+}
+
+/// A version edit record on its own.
+pub fn version_edit(data: &[u8]) {
+    let _ = VersionEdit::decode(data, Path::new("MANIFEST-000001"));
+}
+
+/// Asks every filter reader about `key` over the filter bytes `data`.
+pub fn filters(data: &[u8], key: &[u8], block_offset: u64) {
+    let policies: [Arc<dyn FilterPolicy>; 2] = [
+        Arc::new(LevelDbBloom::new(10.0)),
+        Arc::new(CacheLocalBloom::new(10.0)),
+    ];
+    for p in &policies {
+        std::hint::black_box(p.may_match(data, key));
+        std::hint::black_box(FullFilterReader::new(data.to_vec()).may_match(p.as_ref(), key));
+        if let Some(r) = BlockBasedFilterReader::new(data.to_vec()) {
+            std::hint::black_box(r.may_match(p.as_ref(), block_offset, key));
+            std::hint::black_box(r.may_match(p.as_ref(), 0, key));
+        }
+    }
+    if let Some(r) = PartitionedFilterReader::new(data.to_vec()) {
+        std::hint::black_box(r.partition_for(key));
+    }
+}

@@ -1,0 +1,466 @@
+//! The bounded, stable counterpart of the fuzz targets in `fuzz/` (which need nightly): seeded
+//! loops that put damaged files into a real database directory and open, get and scan through the
+//! public API, so a decoder panic fails CI.
+//!
+//! Random damage is almost always caught by a checksum before any decoder sees it, so most inputs
+//! here are *re-checksummed*: a block's contents (data, filter, filter partition, properties,
+//! metaindex, index), the footer, a WAL record or a MANIFEST edit is mutated and then given a
+//! correct checksum again, which hands the garbage to the block, filter, properties, write-batch
+//! and version-edit decoders. For those the store cannot know the bytes are wrong, so the only
+//! requirements are: no panic, and every error is `Error::Corruption` (or `InvalidArgument` for a
+//! MANIFEST naming impossible things). Inputs whose checksums are left wrong must never yield a
+//! wrong value.
+//!
+//! `SIFTDB_LONG=1` runs 20 times as many inputs.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use siftdb::{
+    CacheLocalBloom, Compression, Db, Error, Filter, FilterPolicy, LevelDbBloom, Options,
+};
+
+fn iterations(short: usize) -> usize {
+    if std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1") {
+        short * 20
+    } else {
+        short
+    }
+}
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap())
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn find(dir: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| pred(p.file_name().unwrap().to_str().unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+fn value(i: usize) -> Vec<u8> {
+    format!("value{i}-{}", "z".repeat(i % 30)).into_bytes()
+}
+
+const KEYS: usize = 400;
+
+/// Reads everything through the public API; panics on anything but success or corruption.
+fn exercise(dir: &Path, options: Options, rng: &mut StdRng, what: &str) {
+    let db = match Db::open(dir, options) {
+        Ok(db) => db,
+        Err(Error::Corruption { .. } | Error::InvalidArgument(_)) => return,
+        Err(e) => panic!("{what}: open failed with {e}"),
+    };
+    let ok = |r: Option<&Error>, op: &str| {
+        if let Some(e) = r {
+            assert!(
+                matches!(e, Error::Corruption { .. }),
+                "{what}: {op} failed with {e}"
+            );
+        }
+    };
+    for _ in 0..40 {
+        let i = rng.gen_range(0..KEYS + 20);
+        ok(db.get(key(i)).as_ref().err(), "get");
+    }
+    for item in db.scan::<Vec<u8>, _>(..) {
+        ok(item.as_ref().err(), "scan");
+        if item.is_err() {
+            break;
+        }
+    }
+    ok(db.compact().as_ref().err(), "compact");
+}
+
+/// A block of a table: its name and where its contents (trailer excluded) are.
+struct BlockAt {
+    name: &'static str,
+    offset: usize,
+    size: usize,
+}
+
+fn varint(b: &[u8], pos: &mut usize) -> u64 {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = b[*pos];
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return v;
+        }
+    }
+    panic!("bad varint in a pristine table");
+}
+
+fn handle(b: &[u8]) -> (usize, usize) {
+    let mut p = 0;
+    let o = varint(b, &mut p);
+    let s = varint(b, &mut p);
+    (o as usize, s as usize)
+}
+
+fn block_values(block: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let n = block.len();
+    let restarts = u32::from_le_bytes(block[n - 4..].try_into().unwrap()) as usize;
+    let end = n - 4 - 4 * restarts;
+    let (mut p, mut key, mut out) = (0, Vec::new(), Vec::new());
+    while p < end {
+        let shared = varint(block, &mut p) as usize;
+        let unshared = varint(block, &mut p) as usize;
+        let vlen = varint(block, &mut p) as usize;
+        key.truncate(shared);
+        key.extend_from_slice(&block[p..p + unshared]);
+        p += unshared;
+        out.push((key.clone(), block[p..p + vlen].to_vec()));
+        p += vlen;
+    }
+    out
+}
+
+/// Every block of an uncompressed table, parsed from its footer down.
+fn table_blocks(bytes: &[u8]) -> Vec<BlockAt> {
+    let footer = &bytes[bytes.len() - 56..];
+    let mut p = 0;
+    let meta = (
+        varint(footer, &mut p) as usize,
+        varint(footer, &mut p) as usize,
+    );
+    let index = (
+        varint(footer, &mut p) as usize,
+        varint(footer, &mut p) as usize,
+    );
+    let contents = |(o, s): (usize, usize)| &bytes[o..o + s];
+    let at = |name, (offset, size): (usize, usize)| BlockAt { name, offset, size };
+    let mut out = vec![at("metaindex", meta), at("index", index)];
+    for (_, h) in block_values(contents(index)) {
+        out.push(at("data", handle(&h)));
+    }
+    for (name, h) in block_values(contents(meta)) {
+        let h = handle(&h);
+        if name == b"properties" {
+            out.push(at("properties", h));
+        } else if name.starts_with(b"partitionedfilter.") {
+            out.push(at("filter index", h));
+            for (_, p) in block_values(contents(h)) {
+                out.push(at("filter partition", handle(&p)));
+            }
+        } else {
+            out.push(at("filter", h));
+        }
+    }
+    out
+}
+
+/// Gives the block at `offset` (contents of `size` bytes) a correct trailer again.
+fn fix_block_crc(bytes: &mut [u8], offset: usize, size: usize) {
+    let kind = bytes[offset + size];
+    let mut h = crc32fast::Hasher::new();
+    h.update(&bytes[offset..offset + size]);
+    h.update(&[kind]);
+    bytes[offset + size + 1..offset + size + 5].copy_from_slice(&h.finalize().to_le_bytes());
+}
+
+fn fix_footer_crc(bytes: &mut [u8]) {
+    let f = bytes.len() - 56;
+    let crc = crc32fast::hash(&bytes[f..f + 44]);
+    bytes[f + 44..f + 48].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Overwrites a few bytes of `region` in one of several ways.
+fn mutate(rng: &mut StdRng, region: &mut [u8]) {
+    if region.is_empty() {
+        return;
+    }
+    for _ in 0..rng.gen_range(1..=4) {
+        let i = rng.gen_range(0..region.len());
+        region[i] = match rng.gen_range(0..5) {
+            0 => region[i] ^ (1 << rng.gen_range(0..8)),
+            1 => 0,
+            2 => 0xff,
+            3 => 0x80, // a varint continuation byte
+            _ => rng.gen(),
+        };
+    }
+}
+
+fn table_options(filter: Filter) -> Options {
+    Options::default()
+        .compression(Compression::None)
+        .block_size(256)
+        .filter(filter)
+}
+
+#[test]
+fn rechecksummed_table_blocks_never_panic() {
+    let filters = [
+        Filter::full(10.0),
+        Filter::partitioned(5.0),
+        Filter::block_based(10.0),
+        Filter::new(
+            siftdb::FilterLayout::Full,
+            std::sync::Arc::new(LevelDbBloom::new(8.0)),
+        ),
+        Filter::partitioned(10.0).partition_bytes(64),
+    ];
+    let mut rng = StdRng::seed_from_u64(31);
+    let mut inputs = 0;
+    for (n, filter) in filters.iter().enumerate() {
+        let root = scratch();
+        let pristine = root.path().join("pristine");
+        let db = Db::open(&pristine, table_options(filter.clone())).unwrap();
+        for i in 0..KEYS {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        drop(db);
+        let table = find(&pristine, |n| n.ends_with(".sst")).pop().unwrap();
+        let bytes = std::fs::read(&table).unwrap();
+        let blocks = table_blocks(&bytes);
+        let work = root.path().join("work");
+        for _ in 0..iterations(150) {
+            let mut damaged = bytes.clone();
+            let what = if rng.gen_bool(0.1) {
+                let f = damaged.len() - 56;
+                mutate(&mut rng, &mut damaged[f..f + 40]);
+                fix_footer_crc(&mut damaged);
+                format!("filter {n}: footer")
+            } else {
+                let b = &blocks[rng.gen_range(0..blocks.len())];
+                mutate(&mut rng, &mut damaged[b.offset..b.offset + b.size]);
+                fix_block_crc(&mut damaged, b.offset, b.size);
+                format!("filter {n}: {} block at {}", b.name, b.offset)
+            };
+            copy_dir(&pristine, &work);
+            std::fs::write(work.join(table.file_name().unwrap()), &damaged).unwrap();
+            exercise(&work, table_options(filter.clone()), &mut rng, &what);
+            inputs += 1;
+        }
+    }
+    eprintln!("{inputs} re-checksummed table mutations");
+}
+
+#[test]
+fn random_and_mutated_table_files_never_panic_or_lie() {
+    let root = scratch();
+    let pristine = root.path().join("pristine");
+    let options = || Options::default().block_size(512);
+    let db = Db::open(&pristine, options()).unwrap();
+    for i in 0..KEYS {
+        db.put(key(i), value(i)).unwrap();
+    }
+    db.flush().unwrap();
+    drop(db);
+    let table = find(&pristine, |n| n.ends_with(".sst")).pop().unwrap();
+    let bytes = std::fs::read(&table).unwrap();
+    let work = root.path().join("work");
+    let mut rng = StdRng::seed_from_u64(32);
+    for round in 0..iterations(150) {
+        let damaged: Vec<u8> = match round % 4 {
+            // Pure garbage of assorted lengths.
+            0 => (0..rng.gen_range(0..3000)).map(|_| rng.gen()).collect(),
+            // A real footer on garbage: the reader follows handles into random bytes.
+            1 => {
+                let mut d: Vec<u8> = (0..bytes.len() - 56).map(|_| rng.gen()).collect();
+                d.extend_from_slice(&bytes[bytes.len() - 56..]);
+                d
+            }
+            // A cut or a spliced copy.
+            2 => {
+                let cut = rng.gen_range(0..bytes.len());
+                let mut d = bytes[..cut].to_vec();
+                if rng.gen_bool(0.5) {
+                    d.extend_from_slice(&bytes[rng.gen_range(0..bytes.len())..]);
+                }
+                d
+            }
+            _ => {
+                let mut d = bytes.clone();
+                mutate(&mut rng, &mut d);
+                d
+            }
+        };
+        copy_dir(&pristine, &work);
+        std::fs::write(work.join(table.file_name().unwrap()), &damaged).unwrap();
+        // Checksums are left as they are, so any value returned must be the true one.
+        let db = Db::open(&work, options()).unwrap();
+        for _ in 0..20 {
+            let i = rng.gen_range(0..KEYS);
+            match db.get(key(i)) {
+                Ok(v) => assert_eq!(v, Some(value(i)), "round {round}: wrong value"),
+                Err(e) => assert!(matches!(e, Error::Corruption { .. }), "{e}"),
+            }
+        }
+        for item in db.scan::<Vec<u8>, _>(..) {
+            match item {
+                Ok((k, v)) => {
+                    let i: usize = std::str::from_utf8(&k[3..]).unwrap().parse().unwrap();
+                    assert_eq!(v, value(i), "round {round}: scan returned a wrong value");
+                }
+                Err(e) => {
+                    assert!(matches!(e, Error::Corruption { .. }), "{e}");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Splits a log of small records (all FULL fragments in one 32 KiB block) into payloads.
+fn log_records(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p + 7 <= bytes.len() {
+        let len = u16::from_le_bytes([bytes[p + 4], bytes[p + 5]]) as usize;
+        assert_eq!(bytes[p + 6], 1, "test logs hold only FULL fragments");
+        out.push(bytes[p + 7..p + 7 + len].to_vec());
+        p += 7 + len;
+    }
+    assert!(p <= 32768);
+    out
+}
+
+/// Frames `records` as FULL fragments with correct checksums.
+fn frame_log(records: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in records {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&[1]);
+        h.update(r);
+        out.extend_from_slice(&h.finalize().to_le_bytes());
+        out.extend_from_slice(&(r.len() as u16).to_le_bytes());
+        out.push(1);
+        out.extend_from_slice(r);
+    }
+    assert!(out.len() <= 32768 - 7, "keep test logs to one block");
+    out
+}
+
+/// Mutates one record (or truncates or extends it), keeping the framing valid.
+fn mutate_records(rng: &mut StdRng, records: &mut [Vec<u8>]) {
+    let r = &mut records[rng.gen_range(0..records.len())];
+    match rng.gen_range(0..4) {
+        0 => r.truncate(rng.gen_range(0..=r.len())),
+        1 => r.extend((0..rng.gen_range(1..20)).map(|_| rng.gen::<u8>())),
+        _ => mutate(rng, r),
+    }
+}
+
+#[test]
+fn rechecksummed_wal_records_never_panic() {
+    let root = scratch();
+    let pristine = root.path().join("pristine");
+    let db = Db::open(&pristine, Options::default()).unwrap();
+    for i in 0..60 {
+        if i % 7 == 3 {
+            db.delete(key(i - 1)).unwrap();
+        } else {
+            let mut b = siftdb::WriteBatch::new();
+            b.put(key(i), value(i)).put(key(i + 1000), b"b");
+            db.write(b).unwrap();
+        }
+    }
+    drop(db);
+    let log = find(&pristine, |n| n.ends_with(".log")).pop().unwrap();
+    let records = log_records(&std::fs::read(&log).unwrap());
+    assert_eq!(records.len(), 60);
+    let work = root.path().join("work");
+    let mut rng = StdRng::seed_from_u64(33);
+    for round in 0..iterations(200) {
+        let mut recs = records.clone();
+        for _ in 0..rng.gen_range(1..3) {
+            mutate_records(&mut rng, &mut recs);
+        }
+        copy_dir(&pristine, &work);
+        std::fs::write(work.join(log.file_name().unwrap()), frame_log(&recs)).unwrap();
+        exercise(
+            &work,
+            Options::default(),
+            &mut rng,
+            &format!("WAL round {round}"),
+        );
+    }
+}
+
+#[test]
+fn rechecksummed_manifest_edits_never_panic() {
+    let root = scratch();
+    let pristine = root.path().join("pristine");
+    let options = || Options::default().write_buffer_size(4096);
+    let db = Db::open(&pristine, options()).unwrap();
+    for i in 0..KEYS {
+        db.put(key(i), value(i)).unwrap();
+        if i % 100 == 99 {
+            db.flush().unwrap();
+        }
+    }
+    db.compact().unwrap();
+    drop(db);
+    let manifest = find(&pristine, |n| n.starts_with("MANIFEST-"))
+        .pop()
+        .unwrap();
+    let records = log_records(&std::fs::read(&manifest).unwrap());
+    assert!(records.len() > 3);
+    let work = root.path().join("work");
+    let mut rng = StdRng::seed_from_u64(34);
+    for round in 0..iterations(300) {
+        let mut recs = records.clone();
+        mutate_records(&mut rng, &mut recs);
+        copy_dir(&pristine, &work);
+        std::fs::write(work.join(manifest.file_name().unwrap()), frame_log(&recs)).unwrap();
+        exercise(
+            &work,
+            options(),
+            &mut rng,
+            &format!("MANIFEST round {round}"),
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Both built-in policies answer on any bytes without panicking.
+    #[test]
+    fn bloom_readers_accept_any_bytes(filter in proptest::collection::vec(any::<u8>(), 0..300),
+                                      key in proptest::collection::vec(any::<u8>(), 0..40)) {
+        let _ = LevelDbBloom::new(10.0).may_match(&filter, &key);
+        let _ = CacheLocalBloom::new(10.0).may_match(&filter, &key);
+    }
+
+    /// A built filter never says "no" to a key it was built from, whatever the bits per key.
+    #[test]
+    fn bloom_filters_have_no_false_negatives(keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 1..200),
+                                             bits in 1.0f64..30.0) {
+        let policies: [Box<dyn FilterPolicy>; 2] = [Box::new(LevelDbBloom::new(bits)), Box::new(CacheLocalBloom::new(bits))];
+        for p in &policies {
+            let mut b = p.builder();
+            for k in &keys {
+                b.add_key(k);
+            }
+            let f = b.finish();
+            for k in &keys {
+                prop_assert!(p.may_match(&f, k), "{} denied a key it holds", p.name());
+            }
+        }
+    }
+}
