@@ -99,3 +99,178 @@ fn readers_see_only_written_values_while_a_writer_flushes_and_compacts() {
         stats.ticker(siftdb::Ticker::Flushes) > 0 && stats.ticker(siftdb::Ticker::Compactions) > 0
     );
 }
+
+/// Whether round `r` deletes key `i` rather than writing it (a fixed pseudo-random quarter).
+fn deleted_in(i: u64, r: u64) -> bool {
+    (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ r.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)) >> 61 < 2
+}
+
+/// Whether `got` is a state key `i` had after some round in `floor..=ceil` (round 0 = never
+/// written).
+fn allowed(i: u64, got: Option<&[u8]>, floor: u64, ceil: u64) -> bool {
+    match got {
+        None => floor == 0 || (floor..=ceil).any(|r| r > 0 && deleted_in(i, r)),
+        Some(v) => {
+            let Some((prefix, round)) =
+                std::str::from_utf8(v).ok().and_then(|s| s.rsplit_once('-'))
+            else {
+                return false;
+            };
+            let Ok(r) = round.parse::<u64>() else {
+                return false;
+            };
+            prefix == format!("v{i}") && (floor.max(1)..=ceil).contains(&r) && !deleted_in(i, r)
+        }
+    }
+}
+
+/// Four readers (gets and scans), one writer (puts and deletes), one thread forcing flushes and
+/// manual compactions, and the background flush and compaction workers, for a bounded time. Every
+/// read must return a state the key had in a round between the last round completed before the
+/// read and the round under way after it. A watchdog fails the test if the threads do not all
+/// finish by a deadline (a deadlock), instead of hanging CI.
+#[test]
+fn readers_writer_deletes_and_compactions_stay_consistent_and_finish() {
+    let long = std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1");
+    let run_for = Duration::from_secs(if long { 120 } else { 6 });
+    let keys: u64 = 2000;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(
+        Db::open(
+            dir.path(),
+            Options::default()
+                .write_buffer_size(32 << 10)
+                .target_file_size(16 << 10)
+                .max_bytes_for_level_base(64 << 10)
+                .level0_compaction_trigger(2)
+                .filter(siftdb::Filter::partitioned(10.0)),
+        )
+        .unwrap(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let round_done = Arc::new(AtomicU64::new(0));
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(&'static str, u64)>();
+
+    let mut handles = Vec::new();
+    {
+        let (db, stop, round_done, tx) = (
+            Arc::clone(&db),
+            Arc::clone(&stop),
+            Arc::clone(&round_done),
+            done_tx.clone(),
+        );
+        handles.push(std::thread::spawn(move || {
+            let mut round = 1;
+            while !stop.load(Ordering::Relaxed) {
+                for i in 0..keys {
+                    if deleted_in(i, round) {
+                        db.delete(key(i)).unwrap();
+                    } else {
+                        db.put(key(i), format!("v{i}-{round}")).unwrap();
+                    }
+                }
+                round_done.store(round, Ordering::SeqCst);
+                round += 1;
+            }
+            tx.send(("writer", round - 1)).unwrap();
+        }));
+    }
+    for r in 0..4u64 {
+        let (db, stop, round_done, tx) = (
+            Arc::clone(&db),
+            Arc::clone(&stop),
+            Arc::clone(&round_done),
+            done_tx.clone(),
+        );
+        handles.push(std::thread::spawn(move || {
+            let mut reads = 0u64;
+            let mut i = r;
+            while !stop.load(Ordering::Relaxed) {
+                i = (i * 7919 + 13) % keys;
+                let floor = round_done.load(Ordering::SeqCst);
+                let got = db.get(key(i)).unwrap();
+                let ceil = round_done.load(Ordering::SeqCst) + 1;
+                assert!(
+                    allowed(i, got.as_deref(), floor, ceil),
+                    "key {i}: {:?} is no state of rounds {floor}..={ceil}",
+                    got.map(String::from_utf8)
+                );
+                if reads % 300 == 0 {
+                    let lo = (i * 31) % keys;
+                    let floor = round_done.load(Ordering::SeqCst);
+                    let entries: Vec<(Vec<u8>, Vec<u8>)> = db
+                        .scan(key(lo)..key(lo + 150))
+                        .map(|r| r.unwrap())
+                        .collect();
+                    let ceil = round_done.load(Ordering::SeqCst) + 1;
+                    assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+                    let present: std::collections::HashSet<u64> = entries
+                        .iter()
+                        .map(|(k, _)| std::str::from_utf8(&k[1..]).unwrap().parse().unwrap())
+                        .collect();
+                    for (k, v) in &entries {
+                        let j: u64 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+                        assert!(allowed(j, Some(v), floor, ceil), "scan: key {j}");
+                    }
+                    for j in (lo..lo + 150).filter(|j| *j < keys && !present.contains(j)) {
+                        assert!(allowed(j, None, floor, ceil), "scan lost key {j}");
+                    }
+                }
+                reads += 1;
+            }
+            tx.send(("reader", reads)).unwrap();
+        }));
+    }
+    {
+        let (db, stop, tx) = (Arc::clone(&db), Arc::clone(&stop), done_tx.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(300));
+                if n % 3 == 2 {
+                    db.compact().unwrap();
+                } else {
+                    db.flush().unwrap();
+                }
+                n += 1;
+            }
+            tx.send(("maintenance", n)).unwrap();
+        }));
+    }
+    drop(done_tx);
+
+    std::thread::sleep(run_for);
+    stop.store(true, Ordering::Relaxed);
+    // Watchdog: every thread must report within the grace period after being told to stop.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut finished = Vec::new();
+    while finished.len() < handles.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match done_rx.recv_timeout(left) {
+            Ok(report) => finished.push(report),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!(
+                "deadlock: only {:?} finished within 30 s of the stop signal",
+                finished
+            ),
+            // A thread panicked (its sender is gone): join reports its assertion.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = db.statistics();
+    eprintln!("{finished:?}\n{stats}");
+    let reads: u64 = finished
+        .iter()
+        .filter(|(who, _)| *who == "reader")
+        .map(|(_, n)| n)
+        .sum();
+    let rounds = finished.iter().find(|(w, _)| *w == "writer").unwrap().1;
+    assert!(
+        rounds >= 2 && reads > 1000,
+        "{rounds} rounds, {reads} reads"
+    );
+    assert!(stats.ticker(siftdb::Ticker::Flushes) > 0);
+    assert!(stats.ticker(siftdb::Ticker::Compactions) > 0);
+}
