@@ -195,7 +195,7 @@ fn readers_writer_deletes_and_compactions_stay_consistent_and_finish() {
                     "key {i}: {:?} is no state of rounds {floor}..={ceil}",
                     got.map(String::from_utf8)
                 );
-                if reads % 300 == 0 {
+                if reads.is_multiple_of(300) {
                     let lo = (i * 31) % keys;
                     let floor = round_done.load(Ordering::SeqCst);
                     let entries: Vec<(Vec<u8>, Vec<u8>)> = db

@@ -44,7 +44,7 @@ fn parse_key(k: &[u8]) -> u64 {
 /// Values of varying length, some long enough to cross WAL blocks, so memtables fill quickly.
 fn value(i: u64) -> Vec<u8> {
     let pad = (i.wrapping_mul(2_654_435_761) % 200) as usize;
-    let pad = if i % 97 == 0 { pad * 100 } else { pad };
+    let pad = if i.is_multiple_of(97) { pad * 100 } else { pad };
     let mut v = format!("value-{i}-").into_bytes();
     v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, pad));
     v
