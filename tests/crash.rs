@@ -33,6 +33,17 @@ use siftdb::{Db, Filter, Options, Ticker, WriteBatch, WriteOptions};
 
 const CHILD_ENV: &str = "SIFTDB_CRASH_CHILD";
 
+/// Held while spawning a child and while the parent has a store open. The two crash loops run in
+/// parallel threads of one process, and a fork briefly holds copies of all its descriptors: a
+/// spawn during the other loop's check would hand that loop's LOCK (a `flock`, owned by the open
+/// file description) to the forked child for a moment, and the next open of that store could
+/// fail with `Error::Locked`.
+static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+    SPAWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:09}").into_bytes()
 }
@@ -106,6 +117,7 @@ fn crash_child() {
 
 /// Runs the child until killed after `delay`; returns the last acknowledged operation, if any.
 fn run_child(dir: &Path, start: u64, epoch: u64, sync: bool, delay: Duration) -> Option<u64> {
+    let guard = spawn_lock();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir)
@@ -116,6 +128,7 @@ fn run_child(dir: &Path, start: u64, epoch: u64, sync: bool, delay: Duration) ->
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    drop(guard);
     let stdout = child.stdout.take().unwrap();
     // Read acks concurrently so the pipe never fills and blocks the child.
     let reader = std::thread::spawn(move || {
@@ -155,6 +168,7 @@ fn run_child(dir: &Path, start: u64, epoch: u64, sync: bool, delay: Duration) ->
 
 /// Reopens the store and checks it against the model; returns the recovered prefix length.
 fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
+    let _guard = spawn_lock();
     let db = Db::open(dir, options(epoch))
         .unwrap_or_else(|e| panic!("kill {kill}: open after SIGKILL failed: {e}"));
     let entries: Vec<(Vec<u8>, Vec<u8>)> = db

@@ -20,13 +20,21 @@ use std::process::Command;
 use rand::{rngs::StdRng, RngCore, SeedableRng};
 use siftdb::{Compression, Db, Error, Options};
 
-/// A tmpfs of a fixed size, unmounted on drop.
+/// A tmpfs of a fixed size, unmounted on drop. Holds `SERIAL` for its lifetime.
 struct TinyFs {
     dir: tempfile::TempDir,
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
+
+/// These tests run one at a time. `mount` and `umount` are child processes, and a fork from one
+/// test thread briefly holds copies of every open descriptor of the process, including another
+/// test's LOCK file (a `flock` belongs to the open file description): that test's drop-and-reopen
+/// then fails with `Error::Locked`. Seen here before this lock existed.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl TinyFs {
     fn mount(kib: u64) -> Option<TinyFs> {
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().ok()?;
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
@@ -40,7 +48,10 @@ impl TinyFs {
             );
             return None;
         }
-        Some(TinyFs { dir })
+        Some(TinyFs {
+            dir,
+            _serial: serial,
+        })
     }
 
     fn path(&self) -> &Path {
