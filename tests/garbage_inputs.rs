@@ -464,3 +464,75 @@ proptest! {
         }
     }
 }
+
+/// Not a check: with `SIFTDB_FUZZ_SEEDS=<dir>` it writes real tables, logs and MANIFESTs into
+/// `<dir>/<target>/` as starting corpora for the fuzz targets (see design-fragments/reliability.md).
+#[test]
+fn write_fuzz_seeds() {
+    let Ok(out) = std::env::var("SIFTDB_FUZZ_SEEDS") else {
+        return;
+    };
+    let out = Path::new(&out);
+    for t in ["table", "log", "block", "filters"] {
+        std::fs::create_dir_all(out.join(t)).unwrap();
+    }
+    let filters = [
+        Filter::full(10.0),
+        Filter::partitioned(5.0).partition_bytes(64),
+        Filter::block_based(10.0),
+        Filter::new(
+            siftdb::FilterLayout::Full,
+            std::sync::Arc::new(LevelDbBloom::new(8.0)),
+        ),
+    ];
+    for (n, filter) in filters.iter().enumerate() {
+        let root = scratch();
+        let dir = root.path().join("db");
+        let db = Db::open(&dir, table_options(filter.clone()).write_buffer_size(4096)).unwrap();
+        for i in 0..60 {
+            db.put(key(i), value(i)).unwrap();
+            if i % 20 == 7 {
+                db.delete(key(i - 3)).unwrap();
+            }
+        }
+        db.flush().unwrap();
+        db.compact().unwrap();
+        for i in 60..70 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        drop(db);
+        for p in find(&dir, |_| true) {
+            let name = p.file_name().unwrap().to_str().unwrap().to_string();
+            let bytes = std::fs::read(&p).unwrap();
+            if name.ends_with(".sst") {
+                // The table target takes a key-length byte, then the key, then the file.
+                let mut seed = vec![8u8];
+                seed.extend_from_slice(&key(5));
+                seed.extend_from_slice(&bytes);
+                std::fs::write(out.join("table").join(format!("{n}-{name}")), seed).unwrap();
+                for b in table_blocks(&bytes) {
+                    let mut seed = vec![8u8];
+                    seed.extend_from_slice(&key(5));
+                    seed.extend_from_slice(&bytes[b.offset..b.offset + b.size]);
+                    let dest = if b.name.contains("filter") && !b.name.contains("index") {
+                        let mut f = 0u64.to_le_bytes().to_vec();
+                        f.push(8);
+                        f.extend_from_slice(&key(5));
+                        f.extend_from_slice(&bytes[b.offset..b.offset + b.size]);
+                        std::fs::write(
+                            out.join("filters").join(format!("{n}-{name}-{}", b.offset)),
+                            f,
+                        )
+                        .unwrap();
+                        continue;
+                    } else {
+                        out.join("block").join(format!("{n}-{name}-{}", b.offset))
+                    };
+                    std::fs::write(dest, seed).unwrap();
+                }
+            } else if name.ends_with(".log") || name.starts_with("MANIFEST-") {
+                std::fs::write(out.join("log").join(format!("{n}-{name}")), bytes).unwrap();
+            }
+        }
+    }
+}
