@@ -228,6 +228,23 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
     m
 }
 
+/// How many kills left the traces of each kind of interrupted work.
+#[derive(Default)]
+struct Interrupted {
+    open: usize,
+    current_switch: usize,
+    table_work: usize,
+}
+
+fn list(dir: &Path) -> Vec<String> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 fn kills(short: usize) -> usize {
     if let Ok(n) = std::env::var("SIFTDB_CRASH_KILLS") {
         return n.parse().unwrap();
@@ -248,6 +265,7 @@ fn crash_loop(sync: bool, seed: u64) {
     let (mut acked_total, mut recovered_extra) = (0u64, 0u64);
     let mut dir = root.path().join("epoch0");
     let mut start = 0;
+    let mut seen = Interrupted::default();
     for kill in 0..kills {
         let epoch = (kill / per_epoch) as u64;
         if kill % per_epoch == 0 {
@@ -262,7 +280,25 @@ fn crash_loop(sync: bool, seed: u64) {
             Duration::from_millis(rng.gen_range(30..250))
         };
         let acked = run_child(&dir, start, epoch, sync, delay);
+        // What the kill interrupted, judged from what it left behind: a CURRENT.dbtmp (inside
+        // the CURRENT switch), two MANIFESTs (inside an open, after the new MANIFEST and before
+        // the clean-up), tables the reopen deletes (a flush or compaction that had not finished,
+        // or inputs not yet deleted after one had).
+        let before = list(&dir);
+        if before.iter().any(|n| n == "CURRENT.dbtmp") {
+            seen.current_switch += 1;
+        }
+        if before.iter().filter(|n| n.starts_with("MANIFEST-")).count() > 1 {
+            seen.open += 1;
+        }
         let m = check(&dir, epoch, acked, kill);
+        let after = list(&dir);
+        if before
+            .iter()
+            .any(|n| n.ends_with(".sst") && !after.contains(n))
+        {
+            seen.table_work += 1;
+        }
         if let Some(a) = acked {
             acked_total += a + 1 - start;
             recovered_extra += m - (a + 1);
@@ -271,8 +307,12 @@ fn crash_loop(sync: bool, seed: u64) {
     }
     eprintln!(
         "crash loop (sync: {sync}): {kills} SIGKILLs survived in {:.1?}, {acked_total} ops \
-         acknowledged, {recovered_extra} unacknowledged ops also recovered",
-        started.elapsed()
+         acknowledged, {recovered_extra} unacknowledged ops also recovered; kills that \
+         interrupted: an open {}, the CURRENT switch {}, a flush or compaction {}",
+        started.elapsed(),
+        seen.open,
+        seen.current_switch,
+        seen.table_work
     );
 }
 
