@@ -48,7 +48,7 @@ pub fn table(path: &Path, data: &[u8], key: &[u8]) {
     }
     let cache = Arc::new(ShardedLruCache::new(1 << 20, 4));
     let stats = Arc::new(Stats::new());
-    let registry = PolicyRegistry::new(&Filter::full(10.0));
+    let registry = PolicyRegistry::new(&Filter::full(10.0), None);
     let Ok(table) = TableReader::open(path, 1, cache, stats, &registry) else {
         return;
     };

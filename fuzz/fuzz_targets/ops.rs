@@ -81,8 +81,14 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
                 // Order the keys, not the bytes: `key` wraps at 64.
                 let (a, b) = (a % 64, b % 64);
                 let (lo, hi) = (key(a.min(b)), key(a.max(b)));
-                let got: Vec<_> = db.scan(lo.clone()..hi.clone()).map(|r| r.unwrap()).collect();
-                let want: Vec<_> = model.range(lo..hi).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let got: Vec<_> = db
+                    .scan(lo.clone()..hi.clone())
+                    .map(|r| r.unwrap())
+                    .collect();
+                let want: Vec<_> = model
+                    .range(lo..hi)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 assert_eq!(got, want);
             }
             Op::Flush => db.flush().unwrap(),
