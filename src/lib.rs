@@ -45,8 +45,8 @@ mod cache;
 mod coding;
 mod db;
 mod error;
-pub mod inspect;
 pub mod filter;
+pub mod inspect;
 mod iter;
 mod key;
 mod memtable;
@@ -59,7 +59,8 @@ mod write_batch;
 pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use filter::{
-    CacheLocalBloom, Filter, FilterBitsBuilder, FilterLayout, FilterPolicy, LevelDbBloom,
+    BinaryFuse, CacheLocalBloom, Filter, FilterBitsBuilder, FilterLayout, FilterPolicy,
+    LevelDbBloom,
 };
 pub use options::{Compression, Options, WriteOptions, NUM_LEVELS};
 pub use stats::{FilterCounts, Statistics, Ticker};

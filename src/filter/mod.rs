@@ -1,8 +1,9 @@
 //! Filters: the policy axis (which bits) and the layout axis (where the bits live in a table).
 //!
-//! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], or your own [`FilterPolicy`].
+//! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], [`BinaryFuse`], or your own [`FilterPolicy`].
 //! Layouts: block-based (`block_based.rs`), full (`full.rs`), partitioned (`partitioned.rs`).
 
+mod binary_fuse;
 pub(crate) mod block_based;
 mod cache_local_bloom;
 mod config;
@@ -13,6 +14,7 @@ pub(crate) mod partitioned;
 mod policy;
 pub(crate) mod theory;
 
+pub use binary_fuse::BinaryFuse;
 pub use cache_local_bloom::CacheLocalBloom;
 pub(crate) use config::PolicyRegistry;
 pub use config::{Filter, FilterLayout, DEFAULT_PARTITION_BYTES};
