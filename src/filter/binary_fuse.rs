@@ -7,7 +7,7 @@
 //! array is filled so that the XOR of a key's three slots equals the key's fingerprint. An absent
 //! key's three slots XOR to its fingerprint with probability 2^-w: 0.39 % at 8 bits, 0.0015 % at 16,
 //! for about 1.125 · w bits per key on large sets (9.04 bits/key at 1M keys for 8 bits, against
-//! ≈ 12.5 for a cache-local bloom with the same rate and 8 for the information-theoretic limit).
+//! ≈ 12.1 for a cache-local bloom with the same rate and 8 for the information-theoretic limit).
 //!
 //! Format (`A` = array length fingerprints of `w / 8` bytes each, then a 25-byte trailer):
 //!
@@ -452,57 +452,99 @@ struct Scratch {
     buckets: Vec<u32>,
 }
 
-/// Sorts and deduplicates uniformly distributed `values` (remixed hashes) in linear time: one
-/// counting pass and one scatter pass on the top bits into buckets of about two values, then an
-/// insertion sort of each bucket. Measured 3× faster than `sort_unstable` at 1M values.
+/// Sorts and deduplicates uniformly distributed `values` (remixed hashes) in linear time, as a
+/// two-level bucket sort: a counting sort on the top 8 bits (256 output streams, which the write
+/// buffers and caches handle well), then within each of those buckets a counting sort on the next
+/// bits into sub-buckets of about two values, each finished by insertion sort. Every second-level
+/// pass works on 1/256 of the data, which stays in cache. Up to 2^16 values (a partition's worth),
+/// where everything is in cache anyway, one level on the top bits does it; `sort_unstable` below
+/// 1024 values or from 2^32. Measured at 1M values: 20 ns/value against `sort_unstable`'s 40.
 fn sort_dedup(values: &mut Vec<u64>, spare: &mut Vec<u64>, buckets: &mut Vec<u32>) {
     let n = values.len();
-    if n < 1024 {
+    // u32 offsets below need n < 2^32.
+    if n < 1024 || u32::try_from(n).is_err() {
         values.sort_unstable();
         values.dedup();
         return;
     }
-    // About two values per bucket: n ≥ 1024 gives 9..=31 bits of bucket number.
-    let bucket_bits = (usize::BITS - 1 - n.leading_zeros()).min(31);
-    let shift = 64 - bucket_bits;
-    let num_buckets = 1usize << bucket_bits;
-    buckets.clear();
-    buckets.resize(num_buckets + 1, 0);
-    for &v in values.iter() {
-        buckets[(v >> shift) as usize + 1] += 1;
-    }
-    // Prefix sums: bucket b's values go to [buckets[b], buckets[b + 1]). n < 2^32 here (callers
-    // cap key counts far below), so u32 offsets do not wrap.
-    for b in 1..=num_buckets {
-        buckets[b] += buckets[b - 1];
-    }
     spare.clear();
     spare.resize(n, 0);
-    // Scatter, advancing each bucket's start as it fills: afterwards buckets[b] is where bucket b
-    // ends (and b + 1 begins).
-    for &v in values.iter() {
-        let b = (v >> shift) as usize;
-        let at = buckets[b] as usize;
-        spare[at] = v;
-        buckets[b] += 1;
+    if n <= 1 << 16 {
+        // Everything fits in cache: one level, values → spare → back by `copy_from_slice`.
+        let bits = usize::BITS - 1 - n.leading_zeros();
+        buckets.clear();
+        buckets.resize((1usize << bits) + 1, 0);
+        counting_pass(values, spare, buckets, 64 - bits, bits);
+        sort_buckets(spare, buckets);
+        values.copy_from_slice(spare);
+        values.dedup();
+        return;
     }
-    values.clear();
-    let mut start = 0usize;
-    for &end in &buckets[..num_buckets] {
-        let end = end as usize;
-        let bucket = &mut spare[start..end];
-        insertion_sort(bucket);
-        for &v in bucket.iter() {
-            if values.last() != Some(&v) {
-                values.push(v);
-            }
+    // Level 1: top 8 bits, values → spare. `top[b]..top[b + 1]` is bucket b afterwards.
+    let mut top = [0u32; 257];
+    counting_pass(values, spare, &mut top, 56, 8);
+    // Level 2: each top bucket, spare → values at the same offsets, on the next bits.
+    for b in 0..256 {
+        let (start, end) = (top[b] as usize, top[b + 1] as usize);
+        let len = end - start;
+        let (src, dst) = (&spare[start..end], &mut values[start..end]);
+        if len < 64 {
+            dst.copy_from_slice(src);
+            insertion_sort(dst);
+            continue;
         }
-        start = end;
+        // About two values per sub-bucket; len < 2^32 so at most 31 bits, taken below the 8.
+        let sub_bits = usize::BITS - 1 - len.leading_zeros();
+        buckets.clear();
+        buckets.resize((1usize << sub_bits) + 1, 0);
+        counting_pass(src, dst, buckets, 56 - sub_bits, sub_bits);
+        sort_buckets(dst, buckets);
+    }
+    values.dedup();
+}
+
+/// Stably distributes `src` into `dst` by the `bits` bits of each value starting at bit `shift`
+/// (masked, so higher bits may differ). On return
+/// `offsets[b]..offsets[b + 1]` is the range of bucket `b` in `dst`. `offsets` has
+/// `2^bits + 1` entries and `src.len() < 2^32`.
+fn counting_pass(src: &[u64], dst: &mut [u64], offsets: &mut [u32], shift: u32, bits: u32) {
+    let mask = (1u64 << bits) - 1;
+    offsets.fill(0);
+    for &v in src {
+        offsets[((v >> shift) & mask) as usize + 1] += 1;
+    }
+    for b in 1..offsets.len() {
+        offsets[b] += offsets[b - 1];
+    }
+    // Fill each bucket from its start, advancing `offsets[b]` as the write cursor: afterwards it
+    // is bucket b's end. Shifting the array one place up then makes `offsets[b]` bucket b's start
+    // again (b's start is b − 1's end), and the last entry stays `src.len()`.
+    let last = offsets.len() - 1;
+    for &v in src {
+        let b = ((v >> shift) & mask) as usize;
+        dst[offsets[b] as usize] = v;
+        offsets[b] += 1;
+    }
+    offsets.copy_within(0..last, 1);
+    offsets[0] = 0;
+}
+
+/// Sorts each bucket `offsets[b]..offsets[b + 1]` of `values`.
+fn sort_buckets(values: &mut [u64], offsets: &[u32]) {
+    let mut from = 0usize;
+    for &to in &offsets[1..] {
+        insertion_sort(&mut values[from..to as usize]);
+        from = to as usize;
     }
 }
 
-/// Sorts a short slice (a bucket of a few values).
+/// Sorts a short slice (a bucket of a few values). A long one (only when many copies of a few
+/// hashes were added) goes to `sort_unstable`, which keeps the worst case at O(n log n).
 fn insertion_sort(v: &mut [u64]) {
+    if v.len() > 32 {
+        v.sort_unstable();
+        return;
+    }
     for i in 1..v.len() {
         let x = v[i];
         let mut j = i;
@@ -893,6 +935,37 @@ mod tests {
             b.add_key(b"");
             let f = b.finish();
             assert!(p.may_match(&f, b""));
+        }
+    }
+
+    #[test]
+    fn bucket_sort_sorts_and_dedups_anything() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut spare, mut buckets) = (Vec::new(), Vec::new());
+        for n in [
+            0usize, 1, 2, 1023, 1024, 1025, 5000, 65_536, 65_537, 300_000,
+        ] {
+            let uniform: Vec<u64> = (0..n).map(|_| next()).collect();
+            // Many copies of few values, values sharing their top bits, and extremes.
+            let few: Vec<u64> = (0..n).map(|_| next() % 7).collect();
+            let narrow: Vec<u64> = (0..n).map(|_| (next() >> 40) | (0xAB << 56)).collect();
+            let mut dups = uniform.clone();
+            dups.extend(uniform.iter().step_by(3));
+            dups.extend([0, u64::MAX, 0, u64::MAX]);
+            for input in [uniform, few, narrow, dups] {
+                let mut expect = input.clone();
+                expect.sort_unstable();
+                expect.dedup();
+                let mut got = input;
+                sort_dedup(&mut got, &mut spare, &mut buckets);
+                assert_eq!(got, expect, "n = {n}");
+            }
         }
     }
 
