@@ -51,6 +51,7 @@ mod iter;
 mod key;
 mod memtable;
 mod options;
+mod prefix;
 mod sst;
 mod stats;
 mod wal;
@@ -59,10 +60,14 @@ mod write_batch;
 pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use filter::{
-    BinaryFuse, CacheLocalBloom, Filter, FilterBitsBuilder, FilterLayout, FilterPolicy,
-    LevelDbBloom,
+    BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,
+    FilterPolicy, LevelDbBloom,
+};
+pub use inspect::{
+    FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
 };
 pub use options::{Compression, Options, WriteOptions, NUM_LEVELS};
+pub use prefix::{PrefixExtractor, SliceTransform};
 pub use stats::{FilterCounts, Statistics, Ticker};
 pub use write_batch::WriteBatch;
 

@@ -1,6 +1,7 @@
 //! Options for opening a store and for individual writes.
 
-use crate::filter::Filter;
+use crate::filter::{Filter, FilterAllocation};
+use crate::prefix::PrefixExtractor;
 
 /// How data blocks are compressed on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,10 @@ pub struct Options {
     pub(crate) block_cache_bytes: usize,
     pub(crate) compression: Compression,
     pub(crate) filter: Filter,
+    pub(crate) filter_allocation: FilterAllocation,
+    pub(crate) no_filter_on_last_level: bool,
+    pub(crate) prefix_extractor: Option<PrefixExtractor>,
+    pub(crate) whole_key_filtering: bool,
     pub(crate) max_open_files: usize,
     pub(crate) target_file_size: u64,
     pub(crate) level0_compaction_trigger: usize,
@@ -46,6 +51,10 @@ impl Default for Options {
             block_cache_bytes: 32 << 20,
             compression: Compression::Snappy,
             filter: Filter::full(10.0),
+            filter_allocation: FilterAllocation::Uniform,
+            no_filter_on_last_level: false,
+            prefix_extractor: None,
+            whole_key_filtering: true,
             max_open_files: 1000,
             target_file_size: 2 << 20,
             level0_compaction_trigger: 4,
@@ -104,6 +113,39 @@ impl Options {
     /// keep, and are read with, their own filter.
     pub fn filter(mut self, f: Filter) -> Self {
         self.filter = f;
+        self
+    }
+
+    /// How filter memory is spread over the levels (default uniform: every table gets the policy's
+    /// bits per key). With [`FilterAllocation::Monkey`] the total stays what uniform would spend,
+    /// and each level's share follows Monkey's rule.
+    pub fn filter_allocation(mut self, allocation: FilterAllocation) -> Self {
+        self.filter_allocation = allocation;
+        self
+    }
+
+    /// Build tables of the last level without a filter (RocksDB's `optimize_filters_for_hits`):
+    /// the last level holds about 90 % of the keys, so this saves about 90 % of filter memory, and
+    /// Gets for keys that exist, which end in the last level, lose nothing. Gets for missing keys
+    /// then read one data block of the last level. Default false.
+    pub fn no_filter_on_last_level(mut self, yes: bool) -> Self {
+        self.no_filter_on_last_level = yes;
+        self
+    }
+
+    /// Put the prefix of every in-domain key into each new table's filter too, so that
+    /// [`Db::scan_prefix`](crate::Db::scan_prefix) (and any scan whose bounds share one prefix)
+    /// skips tables that cannot hold the prefix. Default: none.
+    pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
+        self.prefix_extractor = Some(extractor);
+        self
+    }
+
+    /// Put whole keys into new tables' filters (default true). With it off and a prefix extractor
+    /// set, point Gets ask the filter for the key's prefix instead: smaller filters, weaker
+    /// filtering of point lookups.
+    pub fn whole_key_filtering(mut self, yes: bool) -> Self {
+        self.whole_key_filtering = yes;
         self
     }
 

@@ -37,6 +37,10 @@ tickers! {
     BloomFilterFullPositive => "bloom.filter.full.positive",
     /// "Maybe" answers from tables that did hold an entry (value or tombstone) for the key.
     BloomFilterFullTruePositive => "bloom.filter.full.true.positive",
+    /// Tables whose filter a prefix scan asked for its prefix.
+    BloomFilterPrefixChecked => "bloom.filter.prefix.checked",
+    /// Prefix checks that answered "no", so the scan skipped the table.
+    BloomFilterPrefixUseful => "bloom.filter.prefix.useful",
     /// Point lookups (`Db::get`).
     NumberKeysRead => "number.keys.read",
     /// Point lookups that found a value.

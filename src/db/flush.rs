@@ -5,22 +5,26 @@ use std::sync::Arc;
 
 use super::filename::{log_path, table_path};
 use super::manifest::sync_dir;
+use super::table_filter::filter_for_new_table;
 use super::version_edit::{NewFile, VersionEdit};
 use super::{Db, DbInner, SuperVersion};
 use crate::error::{Error, Result};
+use crate::filter::Filter;
 use crate::iter::InternalIterator;
 use crate::key::user_key;
 use crate::options::Options;
 use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
 
-/// The settings new tables are built with.
-pub(crate) fn table_options(options: &Options) -> TableOptions {
+/// The settings new tables are built with, with `filter` as their filter.
+pub(crate) fn table_options(options: &Options, filter: Filter) -> TableOptions {
     TableOptions {
         block_size: options.block_size,
         restart_interval: options.block_restart_interval,
         compression: options.compression,
-        filter: options.filter.clone(),
+        filter,
+        prefix: options.prefix_extractor.clone(),
+        whole_key_filtering: options.whole_key_filtering,
     }
 }
 
@@ -30,12 +34,12 @@ pub(crate) fn table_options(options: &Options) -> TableOptions {
 pub(crate) fn write_level0_table(
     dir: &Path,
     number: u64,
-    options: &Options,
+    options: TableOptions,
     stats: &Stats,
     it: &mut dyn InternalIterator,
 ) -> Result<Option<NewFile>> {
     let path = table_path(dir, number);
-    let mut builder = TableBuilder::create(&path, table_options(options))?;
+    let mut builder = TableBuilder::create(&path, options)?;
     let written = (|| {
         it.seek_to_first()?;
         let mut last: Option<Vec<u8>> = None;
@@ -79,7 +83,7 @@ pub(crate) fn write_level0_table(
 impl DbInner {
     /// Flushes the oldest frozen memtable, if there is one.
     pub(crate) fn flush_oldest_memtable(&self) -> Result<()> {
-        let (mem, newer_log) = {
+        let (mem, newer_log, filter) = {
             let st = self.state.lock();
             let Some(mem) = st.sv.imm.last() else {
                 return Ok(());
@@ -91,16 +95,13 @@ impl DbInner {
                 .len()
                 .checked_sub(2)
                 .map_or(&st.sv.mem, |i| &st.sv.imm[i]);
-            (Arc::clone(mem), newer.log_number())
+            let incoming = mem.approximate_bytes() as u64;
+            let filter = filter_for_new_table(&self.options, &st.sv.version, 0, incoming);
+            (Arc::clone(mem), newer.log_number(), filter)
         };
         let number = self.new_file_number();
-        let file = write_level0_table(
-            &self.dir,
-            number,
-            &self.options,
-            &self.stats,
-            &mut mem.iter(),
-        )?;
+        let options = table_options(&self.options, filter);
+        let file = write_level0_table(&self.dir, number, options, &self.stats, &mut mem.iter())?;
         sync_dir(&self.dir)?;
         let edit = VersionEdit {
             log_number: Some(newer_log),

@@ -14,6 +14,7 @@ mod property;
 mod read;
 mod scan;
 mod table_cache;
+mod table_filter;
 pub(crate) mod version;
 pub(crate) mod version_edit;
 mod write;

@@ -10,7 +10,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::background::spawn_workers;
 use super::filename::{lock_path, log_path, parse_file_name, table_path, FileKind};
-use super::flush::write_level0_table;
+use super::flush::{table_options, write_level0_table};
 use super::manifest::{sync_dir, Manifest, ManifestCounters};
 use super::table_cache::TableCache;
 use super::version::{Retire, Version};
@@ -100,7 +100,7 @@ impl Db {
         )?;
         remove_obsolete_files(dir, manifest.current(), log_number, manifest_number);
         let _ = old_manifest;
-        let policies = PolicyRegistry::new(&options.filter);
+        let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
         let blocks = Arc::new(ShardedLruCache::new(options.block_cache_bytes, 16));
         let tables = Arc::new(TableCache::new(
             dir.to_path_buf(),
@@ -171,7 +171,8 @@ fn replay_logs(
     let flush = |mem: &Arc<MemTable>, next_file: &mut u64, edit: &mut VersionEdit| -> Result<()> {
         let number = *next_file;
         *next_file += 1;
-        if let Some(f) = write_level0_table(dir, number, options, stats, &mut mem.iter())? {
+        let table = table_options(options, options.filter.clone());
+        if let Some(f) = write_level0_table(dir, number, table, stats, &mut mem.iter())? {
             edit.added.push(f);
         }
         Ok(())

@@ -23,6 +23,7 @@ impl Db {
     ///   then every counter.
     /// - `siftdb.num-files-at-level<N>`: the number of tables in level N.
     /// - `siftdb.total-sst-bytes`: bytes of all live tables.
+    /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`.
     pub fn property(&self, name: &str) -> Option<String> {
         let version = self.inner.super_version().version.clone();
         if let Some(level) = name.strip_prefix("siftdb.num-files-at-level") {
@@ -37,6 +38,10 @@ impl Db {
                     .to_string(),
             ),
             "siftdb.stats" => Some(self.stats_report()),
+            "siftdb.compaction-pending" => {
+                let pending = version.compaction_level(&self.inner.options).is_some();
+                Some(u8::from(pending).to_string())
+            }
             _ => None,
         }
     }

@@ -203,6 +203,10 @@ impl FilterPolicy for CacheLocalBloom {
         "siftdb.CacheLocalBloom"
     }
 
+    fn with_bits_per_key(&self, bits_per_key: f64) -> Option<std::sync::Arc<dyn FilterPolicy>> {
+        Some(std::sync::Arc::new(CacheLocalBloom::new(bits_per_key)))
+    }
+
     fn bits_per_key(&self) -> f64 {
         self.bits_per_key
     }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{CacheLocalBloom, FilterPolicy, LevelDbBloom};
+use crate::prefix::PrefixExtractor;
 
 /// Where a table keeps its filter bits and which keys each filter covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -121,6 +122,15 @@ impl Filter {
         }
     }
 
+    /// The same layout and partition size with another policy.
+    pub(crate) fn with_policy(&self, policy: Arc<dyn FilterPolicy>) -> Filter {
+        Filter {
+            layout: self.layout,
+            policy: Some(policy),
+            partition_bytes: self.partition_bytes,
+        }
+    }
+
     /// Target bytes of one partition (partitioned layout only; default 4 KiB).
     pub fn partition_bytes(mut self, bytes: usize) -> Filter {
         self.partition_bytes = bytes.max(64);
@@ -157,14 +167,16 @@ impl fmt::Debug for Filter {
     }
 }
 
-/// The policies a store can read tables with: the built-ins plus the configured one.
+/// What a store can read tables' filters with: the built-in policies plus the configured one, and
+/// the configured prefix extractor.
 #[derive(Clone)]
 pub(crate) struct PolicyRegistry {
     policies: Vec<Arc<dyn FilterPolicy>>,
+    prefix: Option<PrefixExtractor>,
 }
 
 impl PolicyRegistry {
-    pub(crate) fn new(configured: &Filter) -> PolicyRegistry {
+    pub(crate) fn new(configured: &Filter, prefix: Option<PrefixExtractor>) -> PolicyRegistry {
         // Built-in policies read their parameters from the filter bytes, so any bits/key will do.
         let mut policies: Vec<Arc<dyn FilterPolicy>> = vec![
             Arc::new(LevelDbBloom::new(10.0)),
@@ -174,7 +186,14 @@ impl PolicyRegistry {
             policies.retain(|b| b.name() != p.name());
             policies.insert(0, Arc::clone(p));
         }
-        PolicyRegistry { policies }
+        PolicyRegistry { policies, prefix }
+    }
+
+    /// The store's prefix extractor, if a table built with one of the name `name` may use it.
+    pub(crate) fn prefix_named(&self, name: &str) -> Option<&PrefixExtractor> {
+        self.prefix
+            .as_ref()
+            .filter(|p| !name.is_empty() && p.name() == name)
     }
 
     pub(crate) fn find(&self, name: &str) -> Option<&Arc<dyn FilterPolicy>> {

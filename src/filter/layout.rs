@@ -18,6 +18,11 @@ pub(crate) trait FilterBlockBuilder: Send {
     fn start_block(&mut self, block_offset: u64);
     /// A user key of the current data block.
     fn add_key(&mut self, user_key: &[u8]);
+    /// The prefix of a key of the current data block, fed just before that key (if whole keys are
+    /// filtered too). Layouts that cut filters override it to keep prefixes that straddle a cut.
+    fn add_prefix(&mut self, prefix: &[u8]) {
+        self.add_key(prefix);
+    }
     /// The current data block is complete; `last_user_key` is its last key. Partitions are cut here.
     fn finish_block(&mut self, last_user_key: &[u8]);
     /// Writes the filter block(s) through `write` and returns the handle the metaindex points to.

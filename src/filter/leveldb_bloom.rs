@@ -121,6 +121,10 @@ impl FilterPolicy for LevelDbBloom {
         "leveldb.BuiltinBloomFilter2"
     }
 
+    fn with_bits_per_key(&self, bits_per_key: f64) -> Option<std::sync::Arc<dyn FilterPolicy>> {
+        Some(std::sync::Arc::new(LevelDbBloom::new(bits_per_key)))
+    }
+
     fn bits_per_key(&self) -> f64 {
         self.bits_per_key
     }

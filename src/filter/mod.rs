@@ -3,6 +3,7 @@
 //! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], [`BinaryFuse`], or your own [`FilterPolicy`].
 //! Layouts: block-based (`block_based.rs`), full (`full.rs`), partitioned (`partitioned.rs`).
 
+mod allocation;
 mod binary_fuse;
 pub(crate) mod block_based;
 mod cache_local_bloom;
@@ -14,6 +15,8 @@ pub(crate) mod partitioned;
 mod policy;
 pub(crate) mod theory;
 
+pub(crate) use allocation::monkey_bits_per_key;
+pub use allocation::FilterAllocation;
 pub use binary_fuse::BinaryFuse;
 pub use cache_local_bloom::CacheLocalBloom;
 pub(crate) use config::PolicyRegistry;

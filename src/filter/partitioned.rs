@@ -21,6 +21,9 @@ pub(crate) struct PartitionedFilterBuilder {
     /// Finished partitions: (last user key, filter bytes), written at `finish`.
     partitions: Vec<(Vec<u8>, Vec<u8>)>,
     last_key: Vec<u8>,
+    /// A partition is full but not closed yet: it waits for the next key's prefix, so that a
+    /// prefix whose keys straddle the cut is in both partitions (the bug class of rocksdb#4024).
+    cut_pending: bool,
     keys: u64,
     bytes: u64,
 }
@@ -32,12 +35,14 @@ impl PartitionedFilterBuilder {
             target_bytes,
             partitions: Vec::new(),
             last_key: Vec::new(),
+            cut_pending: false,
             keys: 0,
             bytes: 0,
         }
     }
 
     fn cut(&mut self) {
+        self.cut_pending = false;
         let filter = self.bits.finish();
         self.partitions.push((self.last_key.clone(), filter));
     }
@@ -47,16 +52,30 @@ impl FilterBlockBuilder for PartitionedFilterBuilder {
     fn start_block(&mut self, _block_offset: u64) {}
 
     fn add_key(&mut self, user_key: &[u8]) {
+        if self.cut_pending {
+            self.cut();
+        }
         self.bits.add_key(user_key);
         self.last_key.clear();
         self.last_key.extend_from_slice(user_key);
         self.keys += 1;
     }
 
-    fn finish_block(&mut self, last_user_key: &[u8]) {
-        debug_assert!(self.bits.num_keys() == 0 || self.last_key == last_user_key);
-        if self.bits.num_keys() > 0 && self.bits.estimated_len() >= self.target_bytes {
+    fn add_prefix(&mut self, prefix: &[u8]) {
+        if self.cut_pending {
+            self.bits.add_key(prefix);
             self.cut();
+        }
+        self.bits.add_key(prefix);
+        self.keys += 1;
+    }
+
+    fn finish_block(&mut self, last_user_key: &[u8]) {
+        // The separator is the block's last user key; with prefixes only, `last_key` follows it.
+        self.last_key.clear();
+        self.last_key.extend_from_slice(last_user_key);
+        if self.bits.num_keys() > 0 && self.bits.estimated_len() >= self.target_bytes {
+            self.cut_pending = true;
         }
     }
 

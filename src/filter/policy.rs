@@ -69,6 +69,14 @@ pub trait FilterPolicy: Send + Sync {
     /// must carry whatever the query needs.
     fn may_match(&self, filter: &[u8], key: &[u8]) -> bool;
 
+    /// This policy at another bits per key, for per-level allocation
+    /// ([`FilterAllocation::Monkey`](crate::FilterAllocation::Monkey)); `None` (the default) if the
+    /// policy has no such knob, and then every level gets it as it is.
+    fn with_bits_per_key(&self, bits_per_key: f64) -> Option<std::sync::Arc<dyn FilterPolicy>> {
+        let _ = bits_per_key;
+        None
+    }
+
     /// The false positive rate theory predicts for a filter of this policy at `bits_per_key`, if the
     /// policy knows it.
     fn theoretical_fp_rate(&self, bits_per_key: f64) -> Option<f64> {

@@ -8,7 +8,7 @@ use crate::sst::block::{Block, KeyOrder};
 use crate::sst::block_builder::BlockBuilder;
 
 /// What a table says about itself.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TableProperties {
     pub(crate) num_entries: u64,
     pub(crate) num_deletions: u64,
@@ -23,6 +23,31 @@ pub(crate) struct TableProperties {
     pub(crate) filter_bits_per_key: f64,
     pub(crate) filter_bytes: u64,
     pub(crate) filter_keys: u64,
+    /// Whether the filter holds whole keys (tables written before prefixes existed: yes).
+    pub(crate) filter_whole_keys: bool,
+    /// The name of the prefix extractor whose prefixes the filter holds, or empty.
+    pub(crate) prefix_extractor: String,
+}
+
+impl Default for TableProperties {
+    fn default() -> Self {
+        TableProperties {
+            num_entries: 0,
+            num_deletions: 0,
+            num_data_blocks: 0,
+            raw_key_bytes: 0,
+            raw_value_bytes: 0,
+            data_bytes: 0,
+            index_bytes: 0,
+            filter_layout: String::new(),
+            filter_policy: String::new(),
+            filter_bits_per_key: 0.0,
+            filter_bytes: 0,
+            filter_keys: 0,
+            filter_whole_keys: true,
+            prefix_extractor: String::new(),
+        }
+    }
 }
 
 impl TableProperties {
@@ -49,6 +74,14 @@ impl TableProperties {
         entries.insert(
             "siftdb.filter.policy",
             self.filter_policy.as_bytes().to_vec(),
+        );
+        entries.insert(
+            "siftdb.filter.whole_keys",
+            vec![u8::from(self.filter_whole_keys)],
+        );
+        entries.insert(
+            "siftdb.prefix.extractor",
+            self.prefix_extractor.as_bytes().to_vec(),
         );
         let mut bits = Vec::new();
         put_fixed64(&mut bits, self.filter_bits_per_key.to_bits());
@@ -82,6 +115,8 @@ impl TableProperties {
                 b"siftdb.filter.keys" => p.filter_keys = num()?,
                 b"siftdb.filter.layout" => p.filter_layout = text()?,
                 b"siftdb.filter.policy" => p.filter_policy = text()?,
+                b"siftdb.filter.whole_keys" => p.filter_whole_keys = v != [0],
+                b"siftdb.prefix.extractor" => p.prefix_extractor = text()?,
                 b"siftdb.filter.bits_per_key" => {
                     p.filter_bits_per_key = f64::from_bits(fixed64_at(v, 0)?)
                 }
@@ -112,6 +147,8 @@ mod tests {
             filter_bits_per_key: 10.25,
             filter_bytes: 1300,
             filter_keys: 997,
+            filter_whole_keys: false,
+            prefix_extractor: "siftdb.FixedPrefix.4".into(),
         };
         assert_eq!(TableProperties::decode(p.encode()), Some(p.clone()));
         assert!(TableProperties::decode(vec![1, 2, 3]).is_none());

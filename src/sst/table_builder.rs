@@ -19,6 +19,7 @@ use crate::filter::layout::{new_filter_block_builder, FilterBlockBuilder};
 use crate::filter::Filter;
 use crate::key::{parse_internal_key, user_key, ValueKind};
 use crate::options::Compression;
+use crate::prefix::PrefixExtractor;
 use crate::sst::block_builder::BlockBuilder;
 use crate::sst::format::{
     block_trailer, BlockHandle, Footer, COMPRESSION_NONE, COMPRESSION_SNAPPY,
@@ -32,6 +33,10 @@ pub(crate) struct TableOptions {
     pub(crate) restart_interval: usize,
     pub(crate) compression: Compression,
     pub(crate) filter: Filter,
+    /// Prefixes of in-domain keys go into the filter too.
+    pub(crate) prefix: Option<PrefixExtractor>,
+    /// Whole user keys go into the filter (else only prefixes).
+    pub(crate) whole_key_filtering: bool,
 }
 
 /// What a finished table is.
@@ -91,7 +96,19 @@ impl TableBuilder {
                 f.start_block(self.offset);
             }
             // Versions of one key share a filter entry; a key that spans two blocks is in both.
-            if block_starts || user_key(&self.last_key) != ukey {
+            // Likewise one entry per prefix per block.
+            let last = user_key(&self.last_key);
+            let prefix = self.options.prefix.as_ref().and_then(|p| p.prefix(ukey));
+            // A prefix that is the whole key is already there when whole keys are.
+            let prefix =
+                prefix.filter(|p| !(self.options.whole_key_filtering && p.len() == ukey.len()));
+            if let Some(prefix) = prefix {
+                let last_prefix = self.options.prefix.as_ref().and_then(|p| p.prefix(last));
+                if block_starts || last_prefix != Some(prefix) {
+                    f.add_prefix(prefix);
+                }
+            }
+            if self.options.whole_key_filtering && (block_starts || last != ukey) {
                 f.add_key(ukey);
             }
         }
@@ -151,6 +168,13 @@ impl TableBuilder {
                 self.props.filter_layout = layout.name().to_string();
                 self.props.filter_policy = policy.name().to_string();
                 self.props.filter_bits_per_key = policy.bits_per_key();
+                self.props.filter_whole_keys = self.options.whole_key_filtering;
+                self.props.prefix_extractor = self
+                    .options
+                    .prefix
+                    .as_ref()
+                    .map(|p| p.name().to_string())
+                    .unwrap_or_default();
             }
             self.props.filter_bytes = f.filter_bytes();
             self.props.filter_keys = f.num_keys();

@@ -13,8 +13,9 @@ use crate::filter::layout::{FilterBlockReader, TableFilter};
 use crate::filter::partitioned::{PartitionLookup, PartitionedFilterReader};
 use crate::filter::{FilterLayout, PolicyRegistry};
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, user_key, ValueKind};
+use crate::key::{lookup_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE};
 use crate::memtable::Lookup;
+use crate::prefix::PrefixExtractor;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::sst::properties::TableProperties;
@@ -51,6 +52,8 @@ pub(crate) struct TableReader {
     file_len: u64,
     index: Arc<Block>,
     filter: Option<TableFilter>,
+    /// The store's prefix extractor, if the filter holds its prefixes.
+    prefix: Option<PrefixExtractor>,
     properties: TableProperties,
     cache: Arc<BlockCache>,
     stats: Arc<Stats>,
@@ -113,6 +116,10 @@ impl TableReader {
         if let Some(f) = &filter {
             stats.filter_memory_added(f.pinned_bytes());
         }
+        let prefix = filter
+            .as_ref()
+            .and(policies.prefix_named(&properties.prefix_extractor))
+            .cloned();
         Ok(TableReader {
             file,
             path: path.to_path_buf(),
@@ -120,6 +127,7 @@ impl TableReader {
             file_len,
             index,
             filter,
+            prefix,
             properties,
             cache,
             stats,
@@ -209,17 +217,25 @@ impl TableReader {
     pub(crate) fn lookup(&self, lookup: &[u8]) -> Result<TableLookup> {
         let ukey = user_key(lookup);
         let mut outcome = TableLookup::default();
+        // What the filter holds for this key: the key itself, or (whole-key filtering off) its
+        // prefix; a key with neither cannot be filtered.
+        let probe = if self.properties.filter_whole_keys {
+            Some(ukey)
+        } else {
+            self.prefix.as_ref().and_then(|p| p.prefix(ukey))
+        };
+        let filter = self.filter.as_ref().zip(probe);
         // Full and partitioned filters are asked before the index is touched.
-        if let Some(f) = &self.filter {
+        if let Some((f, probe)) = filter {
             let maybe = match &f.reader {
-                FilterBlockReader::Full(r) => Some(r.may_match(f.policy.as_ref(), ukey)),
+                FilterBlockReader::Full(r) => Some(r.may_match(f.policy.as_ref(), probe)),
                 FilterBlockReader::Partitioned(r) => Some(match r.partition_for(ukey) {
                     PartitionLookup::PastLastKey => false,
                     PartitionLookup::Corrupt => {
                         return Err(self.corrupt("malformed filter partition index"))
                     }
                     PartitionLookup::Partition(h) => {
-                        f.policy.may_match(&self.filter_partition(h)?, ukey)
+                        f.policy.may_match(&self.filter_partition(h)?, probe)
                     }
                 }),
                 FilterBlockReader::BlockBased(_) => None,
@@ -240,9 +256,9 @@ impl TableReader {
         let handle = BlockHandle::decode_exact(index.value())
             .ok_or_else(|| self.corrupt("bad handle in index block"))?;
         // The block-based filter is asked for the block the index chose.
-        if let Some(f) = &self.filter {
+        if let Some((f, probe)) = filter {
             if let FilterBlockReader::BlockBased(r) = &f.reader {
-                let maybe = r.may_match(f.policy.as_ref(), handle.offset, ukey);
+                let maybe = r.may_match(f.policy.as_ref(), handle.offset, probe);
                 outcome.filter = Some((FilterLayout::BlockBased, maybe));
                 if !maybe {
                     return Ok(outcome);
@@ -252,6 +268,42 @@ impl TableReader {
         outcome.data_block = Some(handle);
         outcome.found = self.search_block(handle, lookup, ukey)?;
         Ok(outcome)
+    }
+
+    /// Whether the table may hold keys starting with `prefix` (an in-domain prefix of the store's
+    /// extractor); `None` if its filter holds no such prefixes.
+    pub(crate) fn prefix_may_match(&self, prefix: &[u8]) -> Result<Option<bool>> {
+        let (Some(f), Some(_)) = (&self.filter, &self.prefix) else {
+            return Ok(None);
+        };
+        let maybe = match &f.reader {
+            FilterBlockReader::Full(r) => r.may_match(f.policy.as_ref(), prefix),
+            FilterBlockReader::Partitioned(r) => match r.partition_for(prefix) {
+                PartitionLookup::PastLastKey => false,
+                PartitionLookup::Corrupt => {
+                    return Err(self.corrupt("malformed filter partition index"))
+                }
+                PartitionLookup::Partition(h) => {
+                    f.policy.may_match(&self.filter_partition(h)?, prefix)
+                }
+            },
+            FilterBlockReader::BlockBased(r) => {
+                // The first key with this prefix, if any, is in the block the index finds for it.
+                let mut index = self.index.iter(KeyOrder::Internal);
+                index.seek(&lookup_key(prefix, MAX_SEQUENCE));
+                if index.is_corrupt() {
+                    return Err(self.corrupt("malformed index block entry"));
+                }
+                if !index.valid() {
+                    false
+                } else {
+                    let handle = BlockHandle::decode_exact(index.value())
+                        .ok_or_else(|| self.corrupt("bad handle in index block"))?;
+                    r.may_match(f.policy.as_ref(), handle.offset, prefix)
+                }
+            }
+        };
+        Ok(Some(maybe))
     }
 
     fn search_block(

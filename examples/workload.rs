@@ -1,0 +1,576 @@
+//! A db_bench-like workload: fill a store, read it back, and watch the filters work.
+//!
+//! cargo run --release --example workload                      # 200k keys, the default phases
+//! cargo run --release --example workload -- --filter none     # the same without filters
+//! cargo run --release --example workload -- --keys 1000000 --reads 1000000 \
+//!     --phases fillrandom,readrandom,readmissing --threads 2 --json
+//!
+//! Present keys are the even numbers 0, 2, 4 … written as zero-padded decimals of `--key-size`
+//! bytes; `readmissing` asks for the odd numbers between them, so every missing key falls inside
+//! some table's key range and only the filter can spare the data block read.
+//!
+//! Each phase prints ops/s and per-op latency (p50, p99); read phases also print what the filters
+//! did during the phase: `useful` (said "no"), `positive` (said "maybe"), `true positive` (said
+//! "maybe" and the table held the key), the measured false positive rate and data blocks read per
+//! Get. `--json` prints one JSON object per phase on stdout instead (the rest goes to stderr).
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, RngCore, SeedableRng};
+use siftdb::{
+    Db, Filter, FilterAllocation, Options, PrefixExtractor, Statistics, Ticker, WriteBatch,
+    WriteOptions,
+};
+
+#[derive(Parser, Debug)]
+#[command(about = "A db_bench-like workload for siftdb, with filter statistics per phase")]
+struct Args {
+    /// Phases to run, in order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "fillrandom,readrandom,readmissing,readmixed,scan"
+    )]
+    phases: Vec<Phase>,
+    /// Keys written by fill and overwrite phases.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    keys: u64,
+    /// Gets per read phase.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    reads: u64,
+    /// Bytes per key (zero-padded decimal; must fit 2 · keys).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    key_size: u16,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    value_size: u32,
+    /// Filter layout for new tables.
+    #[arg(long, value_enum, default_value_t = FilterArg::Full)]
+    filter: FilterArg,
+    /// Filter bits per key.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_bits_per_key)]
+    bits_per_key: f64,
+    /// How filter bits are spread over the levels.
+    #[arg(long, value_enum, default_value_t = AllocationArg::Uniform)]
+    allocation: AllocationArg,
+    /// Build last-level tables without a filter (saves most filter memory; missing keys then
+    /// read a last-level data block).
+    #[arg(long)]
+    no_filter_on_last_level: bool,
+    /// Fraction of `readmixed` Gets that ask for a present key.
+    #[arg(long, default_value_t = 0.5, value_parser = parse_ratio)]
+    hit_ratio: f64,
+    /// Threads for read phases (they share one `Arc<Db>`); writes use one thread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: u16,
+    /// Database directory (kept); default: a fresh temporary directory, removed at the end.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Compact the whole store before the first read phase after writes.
+    #[arg(long)]
+    compact: bool,
+    /// Print one JSON object per phase on stdout.
+    #[arg(long)]
+    json: bool,
+    /// fsync the WAL on every write.
+    #[arg(long)]
+    sync: bool,
+    /// Bytes of each key that form its prefix (a fixed-length prefix extractor), for the
+    /// `seekprefix` phase; default: the whole key, so a missing key is a missing prefix.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    prefix_len: Option<u16>,
+    /// Seed for key order and read choices.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Phase {
+    Fillrandom,
+    Fillseq,
+    Readrandom,
+    Readmissing,
+    Readmixed,
+    Scan,
+    Overwrite,
+    /// `scan_prefix` of present (`--hit-ratio`) and missing prefixes; tables whose filter rules
+    /// the prefix out are skipped.
+    Seekprefix,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FilterArg {
+    None,
+    BlockBased,
+    Full,
+    Partitioned,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum AllocationArg {
+    Uniform,
+    Monkey,
+}
+
+fn parse_bits_per_key(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 && v <= 100.0 {
+        Ok(v)
+    } else {
+        Err("must be > 0 and ≤ 100".into())
+    }
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("must be between 0 and 1".into())
+    }
+}
+
+/// Key `n` as a zero-padded decimal of exactly `size` bytes.
+fn key(n: u64, size: usize, buf: &mut String) {
+    buf.clear();
+    let _ = write!(buf, "{n:0size$}");
+}
+
+/// What one phase measured.
+struct PhaseResult {
+    name: &'static str,
+    ops: u64,
+    elapsed: Duration,
+    /// Sampled per-op latencies, nanoseconds.
+    latencies: Vec<u32>,
+    /// Gets that found a value (read phases).
+    found: Option<u64>,
+    stats: Statistics,
+}
+
+/// A scan times one step in every `SCAN_SAMPLE_EVERY`; timing every op would cost as much as a scan step.
+const SCAN_SAMPLE_EVERY: u64 = 16;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let digits = (2 * args.keys + 1).to_string().len();
+    if usize::from(args.key_size) < digits {
+        eprintln!(
+            "error: --key-size {} is too small for --keys {} (need at least {digits} bytes)",
+            args.key_size, args.keys
+        );
+        return ExitCode::from(2);
+    }
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("workload: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let filter = match args.filter {
+        FilterArg::None => Filter::none(),
+        FilterArg::BlockBased => Filter::block_based(args.bits_per_key),
+        FilterArg::Full => Filter::full(args.bits_per_key),
+        FilterArg::Partitioned => Filter::partitioned(args.bits_per_key),
+    };
+    // A temporary directory lives as long as `_tmp` and is removed when it drops.
+    let (_tmp, dir) = match &args.dir {
+        Some(d) => (None, d.clone()),
+        None => {
+            let t = tempfile::tempdir()?;
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    };
+    let allocation = match args.allocation {
+        AllocationArg::Uniform => FilterAllocation::Uniform,
+        AllocationArg::Monkey => FilterAllocation::Monkey,
+    };
+    let options = Options::default()
+        .filter(filter.clone())
+        .filter_allocation(allocation)
+        .no_filter_on_last_level(args.no_filter_on_last_level);
+    // A prefix extractor only where prefixes are asked for: it adds entries to every filter.
+    let wants_prefixes = args.prefix_len.is_some() || args.phases.contains(&Phase::Seekprefix);
+    let options = if wants_prefixes {
+        let prefix_len = args.prefix_len.unwrap_or(args.key_size).min(args.key_size);
+        options.prefix_extractor(PrefixExtractor::fixed(usize::from(prefix_len)))
+    } else {
+        options
+    };
+    let db = Arc::new(Db::open(&dir, options)?);
+    note(
+        args,
+        &format!(
+            "siftdb workload: {} keys of {} B, values of {} B, filter {:?} ({:?}{}), {} read thread(s), dir {}",
+            args.keys,
+            args.key_size,
+            args.value_size,
+            filter,
+            allocation,
+            if args.no_filter_on_last_level { ", none on the last level" } else { "" },
+            args.threads,
+            dir.display()
+        ),
+    );
+
+    // Random (incompressible) values, sliced from one 1 MiB buffer so making them costs nothing.
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let mut value_pool = vec![0u8; args.value_size as usize + (1 << 20)];
+    rng.fill_bytes(&mut value_pool);
+    let mut dirty = false;
+
+    for &phase in &args.phases {
+        let is_read = matches!(
+            phase,
+            Phase::Readrandom
+                | Phase::Readmissing
+                | Phase::Readmixed
+                | Phase::Scan
+                | Phase::Seekprefix
+        );
+        if is_read && dirty {
+            // Reads are meant to meet tables (and their filters), not the memtable.
+            let t = Instant::now();
+            db.flush()?;
+            if args.compact {
+                db.compact()?;
+            }
+            note(
+                args,
+                &format!(
+                    "  (flushed{} before reading: {:.2} s)",
+                    if args.compact { " and compacted" } else { "" },
+                    t.elapsed().as_secs_f64()
+                ),
+            );
+            dirty = false;
+        }
+        let result = match phase {
+            Phase::Fillrandom | Phase::Fillseq | Phase::Overwrite => {
+                dirty = true;
+                write_phase(args, &db, phase, &value_pool)?
+            }
+            Phase::Readrandom | Phase::Readmissing | Phase::Readmixed | Phase::Seekprefix => {
+                read_phase(args, &db, phase)?
+            }
+            Phase::Scan => scan_phase(&db)?,
+        };
+        report(
+            args,
+            &result,
+            is_read && phase != Phase::Scan && phase != Phase::Seekprefix,
+        );
+        if phase == Phase::Seekprefix {
+            report_prefix(args, &result);
+        }
+    }
+
+    if dirty {
+        // Leave tables behind for `sst_dump --dir`, not just a WAL.
+        db.flush()?;
+    }
+    let stats = db
+        .property("siftdb.stats")
+        .unwrap_or_else(|| "(no siftdb.stats)".into());
+    note(args, &format!("\ndb.property(\"siftdb.stats\"):\n{stats}"));
+    Ok(())
+}
+
+/// Prints to stdout, or to stderr when stdout carries JSON.
+fn note(args: &Args, text: &str) {
+    if args.json {
+        eprintln!("{text}");
+    } else {
+        println!("{text}");
+    }
+}
+
+/// A progress bar on stderr when it is a terminal, hidden otherwise. `len: None` for an unknown
+/// length (a scan).
+fn progress(len: Option<u64>, name: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let (pb, template) = match len {
+        Some(n) => (
+            ProgressBar::new(n),
+            "{prefix:12} [{bar:40}] {human_pos}/{human_len} {elapsed}",
+        ),
+        None => (
+            ProgressBar::new_spinner(),
+            "{prefix:12} {spinner} {human_pos} {elapsed}",
+        ),
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_prefix(name.to_string());
+    pb
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Fillrandom => "fillrandom",
+        Phase::Fillseq => "fillseq",
+        Phase::Readrandom => "readrandom",
+        Phase::Readmissing => "readmissing",
+        Phase::Readmixed => "readmixed",
+        Phase::Scan => "scan",
+        Phase::Overwrite => "overwrite",
+        Phase::Seekprefix => "seekprefix",
+    }
+}
+
+fn write_phase(
+    args: &Args,
+    db: &Db,
+    phase: Phase,
+    values: &[u8],
+) -> Result<PhaseResult, siftdb::Error> {
+    let n = args.keys;
+    let mut rng = StdRng::seed_from_u64(args.seed ^ 0x5752_4954);
+    // Key numbers to write: every key once (in order or shuffled), or random keys for overwrite.
+    let order: Vec<u64> = match phase {
+        Phase::Fillseq => (0..n).collect(),
+        Phase::Fillrandom => {
+            let mut v: Vec<u64> = (0..n).collect();
+            v.shuffle(&mut rng);
+            v
+        }
+        _ => (0..n).map(|_| rng.gen_range(0..n)).collect(),
+    };
+    let name = phase_name(phase);
+    let pb = progress(Some(n), name);
+    let before = db.statistics();
+    let sync = WriteOptions { sync: true };
+    let (key_size, value_size) = (args.key_size as usize, args.value_size as usize);
+    let mut latencies = Vec::with_capacity(order.len());
+    let mut k = String::new();
+    let start = Instant::now();
+    for (i, &idx) in order.iter().enumerate() {
+        key(idx * 2, key_size, &mut k);
+        let at = (idx as usize).wrapping_mul(7919) % (values.len() - value_size);
+        let value = &values[at..at + value_size];
+        let t = Instant::now();
+        if args.sync {
+            let mut batch = WriteBatch::new();
+            batch.put(&k, value);
+            db.write_opt(batch, &sync)?;
+        } else {
+            db.put(&k, value)?;
+        }
+        latencies.push(t.elapsed().as_nanos() as u32);
+        if i % 1024 == 1023 {
+            pb.inc(1024);
+        }
+    }
+    let elapsed = start.elapsed();
+    pb.finish_and_clear();
+    Ok(PhaseResult {
+        name,
+        ops: n,
+        elapsed,
+        latencies,
+        found: None,
+        stats: db.statistics().since(&before),
+    })
+}
+
+fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, siftdb::Error> {
+    let name = phase_name(phase);
+    let pb = progress(Some(args.reads), name);
+    let before = db.statistics();
+    let threads = u64::from(args.threads);
+    let start = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            // Each thread gets its share of the reads and its own random stream.
+            let share = args.reads / threads + u64::from(t < args.reads % threads);
+            let db = Arc::clone(db);
+            let pb = pb.clone();
+            let (keys, key_size, hit_ratio) = (args.keys, args.key_size as usize, args.hit_ratio);
+            let prefix_len = usize::from(args.prefix_len.unwrap_or(args.key_size)).min(key_size);
+            let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(1000 + t));
+            std::thread::spawn(move || -> Result<(Vec<u32>, u64), siftdb::Error> {
+                let mut latencies = Vec::with_capacity(share as usize);
+                let mut found = 0u64;
+                let mut k = String::new();
+                for i in 0..share {
+                    let idx = rng.gen_range(0..keys);
+                    let present = match phase {
+                        Phase::Readrandom => true,
+                        Phase::Readmissing => false,
+                        _ => rng.gen_bool(hit_ratio),
+                    };
+                    // Present keys are even, missing ones odd: between two present keys.
+                    key(idx * 2 + u64::from(!present), key_size, &mut k);
+                    let t = Instant::now();
+                    let hit = if phase == Phase::Seekprefix {
+                        let mut rows = 0u64;
+                        for row in db.scan_prefix(&k.as_bytes()[..prefix_len]) {
+                            row?;
+                            rows += 1;
+                        }
+                        rows > 0
+                    } else {
+                        db.get(&k)?.is_some()
+                    };
+                    latencies.push(t.elapsed().as_nanos() as u32);
+                    found += u64::from(hit);
+                    if i % 1024 == 1023 {
+                        pb.inc(1024);
+                    }
+                }
+                Ok((latencies, found))
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    let mut found = 0;
+    for h in handles {
+        let (l, f) = h.join().map_err(|_| {
+            siftdb::Error::InvalidArgument("a reader thread panicked".to_string())
+        })??;
+        latencies.extend(l);
+        found += f;
+    }
+    let elapsed = start.elapsed();
+    pb.finish_and_clear();
+    Ok(PhaseResult {
+        name,
+        ops: args.reads,
+        elapsed,
+        latencies,
+        found: Some(found),
+        stats: db.statistics().since(&before),
+    })
+}
+
+/// Reads the whole store in key order.
+fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
+    let before = db.statistics();
+    let pb = progress(None, "scan");
+    let mut latencies = Vec::new();
+    let mut ops = 0u64;
+    let start = Instant::now();
+    let mut scan = db.scan::<Vec<u8>, _>(..);
+    loop {
+        let sampled = ops.is_multiple_of(SCAN_SAMPLE_EVERY);
+        let t = sampled.then(Instant::now);
+        let Some(item) = scan.next() else { break };
+        if let Some(t) = t {
+            latencies.push(t.elapsed().as_nanos() as u32);
+        }
+        item?;
+        ops += 1;
+        if ops.is_multiple_of(4096) {
+            pb.inc(4096);
+        }
+    }
+    let elapsed = start.elapsed();
+    pb.finish_and_clear();
+    Ok(PhaseResult {
+        name: "scan",
+        ops,
+        elapsed,
+        latencies,
+        found: None,
+        stats: db.statistics().since(&before),
+    })
+}
+
+/// The prefix counters of a `seekprefix` phase: tables checked, skipped, and scanned per seek.
+fn report_prefix(args: &Args, r: &PhaseResult) {
+    let checked = r.stats.ticker(Ticker::BloomFilterPrefixChecked);
+    let useful = r.stats.ticker(Ticker::BloomFilterPrefixUseful);
+    let seeks = r.ops.max(1) as f64;
+    let blocks = r.stats.ticker(Ticker::DataBlocksRead) as f64 / seeks;
+    if args.json {
+        println!(
+            "{{\"phase\":\"{}\",\"prefix_checked\":{checked},\"prefix_useful\":{useful},\"tables_scanned_per_seek\":{:.4},\"data_blocks_per_seek\":{blocks:.4}}}",
+            r.name,
+            (checked - useful) as f64 / seeks
+        );
+        return;
+    }
+    println!(
+        "{:<12} prefix filter: checked {checked}  useful {useful}  tables skipped/seek {:.3}  tables scanned/seek {:.3}  data blocks/seek {blocks:.3}",
+        "",
+        useful as f64 / seeks,
+        (checked - useful) as f64 / seeks
+    );
+}
+
+/// The `q`-quantile of sorted latencies, in microseconds.
+fn quantile_us(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+fn report(args: &Args, r: &PhaseResult, point_reads: bool) {
+    let mut lat = r.latencies.clone();
+    lat.sort_unstable();
+    let (p50, p99) = (quantile_us(&lat, 0.50), quantile_us(&lat, 0.99));
+    let secs = r.elapsed.as_secs_f64();
+    let ops_per_sec = r.ops as f64 / secs.max(1e-9);
+    let f = r.stats.filter_totals();
+    let gets = r.stats.ticker(Ticker::NumberKeysRead);
+    let blocks_per_get = r.stats.ticker(Ticker::DataBlocksRead) as f64 / gets.max(1) as f64;
+
+    if args.json {
+        let mut j = format!(
+            "{{\"phase\":\"{}\",\"ops\":{},\"seconds\":{:.4},\"ops_per_sec\":{:.1},\"p50_us\":{:.3},\"p99_us\":{:.3}",
+            r.name, r.ops, secs, ops_per_sec, p50, p99
+        );
+        if point_reads {
+            let fp = f
+                .fp_rate()
+                .map_or("null".to_string(), |x| format!("{x:.6}"));
+            let _ = write!(
+                j,
+                ",\"found\":{},\"filter_useful\":{},\"filter_positive\":{},\"filter_true_positive\":{},\"fp_rate\":{},\"data_blocks_per_get\":{:.4}",
+                r.found.unwrap_or(0), f.useful, f.positive, f.true_positive, fp, blocks_per_get
+            );
+        }
+        j.push('}');
+        println!("{j}");
+        return;
+    }
+    println!(
+        "{:<12} {:>9} ops {:>8.2} s {:>11.0} ops/s   p50 {:>7.2} µs   p99 {:>7.2} µs{}",
+        r.name,
+        r.ops,
+        secs,
+        ops_per_sec,
+        p50,
+        p99,
+        r.found.map_or(String::new(), |n| format!("   found {n}"))
+    );
+    if point_reads {
+        let fp = f
+            .fp_rate()
+            .map_or("-".to_string(), |x| format!("{:.3}%", x * 100.0));
+        println!(
+            "{:<12} filter: useful {}  positive {}  true positive {}  measured FP rate {}  data blocks/Get {:.3}",
+            "", f.useful, f.positive, f.true_positive, fp, blocks_per_get
+        );
+    }
+}
