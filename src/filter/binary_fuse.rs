@@ -69,7 +69,7 @@ const MAX_ATTEMPTS: u32 = 64;
 /// Start of the seed sequence (any constant: it makes builds reproducible).
 const SEED_START: u64 = 0x5eed_f0c5_1f7d_b000;
 /// A slot's counter byte is `keys << 2 | xor of the keys' slot numbers (0, 1, 2)`: six bits of
-/// count. A slot with 63 keys (the mean is about 2.7) fails the attempt instead of overflowing.
+/// count. A 64th key in one slot (the mean is about 2.65) fails the attempt instead of overflowing.
 const COUNT_LIMIT: u8 = 0xFC;
 
 /// A binary fuse filter policy with 8- or 16-bit fingerprints (names `"siftdb.BinaryFuse8"`,
