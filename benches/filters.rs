@@ -1,7 +1,9 @@
 //! Filter policy benchmarks: build cost per key, probe cost per query for present and absent keys,
 //! at 10 bits/key on a 10k-key and a 1M-key filter, for siftdb's two bloom policies and the
-//! `fastbloom` crate (fed the same xxh3 hash) as a reference. Each filter's measured false
-//! positive rate is printed to stderr once, at setup.
+//! `fastbloom` crate (fed the same xxh3 hash) as a reference, and for the binary fuse filters
+//! (8- and 16-bit fingerprints, whose size follows from the key count). Each filter's measured
+//! false positive rate and bits/key are printed to stderr once, at setup; at 1M keys so are the
+//! bits/key the cache-local bloom needs to match the 8-bit fuse filter's rate.
 //!
 //! Run with `cargo bench --bench filters`; probe figures are per query, build figures per filter
 //! (divide by the key count, or read the throughput line).
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fastbloom::BloomFilter;
-use siftdb::filter::{CacheLocalBloom, LevelDbBloom};
+use siftdb::filter::{BinaryFuse, CacheLocalBloom, LevelDbBloom};
 use siftdb::FilterPolicy;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -88,9 +90,53 @@ fn probe_loop<T, F: FnMut(&T) -> bool>(c: &mut criterion::Bencher<'_>, keys: &[T
     });
 }
 
+/// The `i`-th absent key, `miss` and 12 digits, as [`keys`] makes it, without allocating.
+fn absent_key(mut i: usize) -> Key {
+    let mut k = *b"miss000000000000";
+    for d in k[4..].iter_mut().rev() {
+        *d = b'0' + (i % 10) as u8;
+        i /= 10;
+    }
+    k
+}
+
+/// The measured FP rate and bits/key of `filter` over `probes` absent keys, printed, and the rate
+/// returned. 16-bit fingerprints need 16M probes (≈ 244 false positives) for a rate good to ±6 %.
+fn report_fuse(policy: &BinaryFuse, filter: &[u8], n: usize, probes: usize) -> f64 {
+    let hits = (0..probes)
+        .filter(|&i| policy.may_match(filter, &absent_key(i)))
+        .count();
+    let fp = hits as f64 / probes as f64;
+    let bits = filter.len() as f64 * 8.0 / n as f64;
+    let limit = -fp.log2();
+    eprintln!(
+        "FP rate, {n} keys, {}: {} ({hits} of {} absent probes), {bits:.3} bits/key, \
+         log2(1/FPR) = {limit:.3}, ratio to the limit {:.3}",
+        policy.name(),
+        rate(hits, probes),
+        probes,
+        bits / limit,
+    );
+    fp
+}
+
+/// The fewest bits/key (from 10, in steps of 0.1) at which the cache-local bloom's measured FP rate on
+/// `absent` is at most `target`, with that rate.
+fn bloom_bits_for(present: &[Key], absent: &[Key], target: f64) -> Option<(f64, f64)> {
+    (100..=200).map(|q| f64::from(q) / 10.0).find_map(|bpk| {
+        let p = CacheLocalBloom::new(bpk);
+        let f = policy_build(&p, present);
+        let hits = absent.iter().filter(|k| p.may_match(&f, &k[..])).count();
+        let fp = hits as f64 / absent.len() as f64;
+        (fp <= target).then_some((f.len() as f64 * 8.0 / present.len() as f64, fp))
+    })
+}
+
 fn bench_filters(c: &mut Criterion) {
     let leveldb = LevelDbBloom::new(BITS_PER_KEY);
     let local = CacheLocalBloom::new(BITS_PER_KEY);
+    let fuse8 = BinaryFuse::fuse8();
+    let fuse16 = BinaryFuse::fuse16();
 
     for n in SIZES {
         let present = keys("user", n);
@@ -126,6 +172,23 @@ fn bench_filters(c: &mut Criterion) {
             fast.num_hashes(),
             fast.num_bits() / 8,
         );
+        assert_eq!(absent_key(n - 1), absent[n - 1]);
+        let fuse8_filter = policy_build(&fuse8, &present);
+        let fuse16_filter = policy_build(&fuse16, &present);
+        let fuse8_fp = report_fuse(&fuse8, &fuse8_filter, n, absent.len());
+        report_fuse(&fuse16, &fuse16_filter, n, 16_000_000);
+        if n >= 1_000_000 {
+            match bloom_bits_for(&present, &absent, fuse8_fp) {
+                Some((bits, fp)) => eprintln!(
+                    "cache-local bloom at the fuse8 rate ({}): {bits:.3} bits/key ({:.3} %); \
+                     fuse8 uses {:.1} % of its bytes",
+                    rate((fuse8_fp * absent.len() as f64) as usize, absent.len()),
+                    fp * 100.0,
+                    100.0 * fuse8_filter.len() as f64 * 8.0 / n as f64 / bits,
+                ),
+                None => eprintln!("cache-local bloom: no bits/key up to 20 reaches {fuse8_fp}"),
+            }
+        }
         // Absent probes always cycle through 1M distinct keys: cycling through only 10k lets the
         // branch predictor learn where an early-exit probe stops (measured: fastbloom 4.7 ns
         // instead of 12.5), which flatters early-exit filters.
@@ -144,6 +207,12 @@ fn bench_filters(c: &mut Criterion) {
         });
         g.bench_function("fastbloom_xxh3", |b| {
             b.iter(|| fastbloom_build(black_box(&present)))
+        });
+        g.bench_function("binary_fuse8", |b| {
+            b.iter(|| policy_build(&fuse8, black_box(&present)))
+        });
+        g.bench_function("binary_fuse16", |b| {
+            b.iter(|| policy_build(&fuse16, black_box(&present)))
         });
         g.finish();
 
@@ -165,6 +234,15 @@ fn bench_filters(c: &mut Criterion) {
             });
             g.bench_function(BenchmarkId::from_parameter("fastbloom_xxh3"), |b| {
                 probe_loop(b, probe_keys, |k| fast.contains(&xxh3_64(k)))
+            });
+            g.bench_function(BenchmarkId::from_parameter("binary_fuse8"), |b| {
+                probe_loop(b, probe_keys, |k| fuse8.may_match(&fuse8_filter, k))
+            });
+            g.bench_function(BenchmarkId::from_parameter("binary_fuse8_prehashed"), |b| {
+                probe_loop(b, &hashes, |&h| fuse8.may_match_hash(&fuse8_filter, h))
+            });
+            g.bench_function(BenchmarkId::from_parameter("binary_fuse16"), |b| {
+                probe_loop(b, probe_keys, |k| fuse16.may_match(&fuse16_filter, k))
             });
             g.finish();
         }

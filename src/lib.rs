@@ -65,8 +65,8 @@ pub mod fuzzing;
 pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use filter::{
-    CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout, FilterPolicy,
-    LevelDbBloom,
+    BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,
+    FilterPolicy, LevelDbBloom,
 };
 pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,

@@ -1,4 +1,4 @@
-//! What theory predicts for bloom filters' false positive rates.
+//! What theory predicts for filters' false positive rates, and the space they cannot beat.
 //!
 //! These are the formulas behind [`FilterPolicy::theoretical_fp_rate`](super::FilterPolicy) and the
 //! tolerances of the policies' tests. They are estimates for random hashing and a large number of
@@ -47,6 +47,25 @@ pub(crate) fn fingerprint_fp_rate(num_keys: f64, fingerprint_bits: u32) -> f64 {
     -(-num_keys / space).exp_m1()
 }
 
+/// False positive rate of an XOR-family filter (xor, binary fuse) with `fingerprint_bits`-bit
+/// fingerprints: `2^-bits`.
+///
+/// An absent key's slots hold XORs of other keys' fingerprints, uniformly distributed and
+/// independent of the absent key's own fingerprint, so they match it with probability `2^-bits`
+/// whatever the bits per key: 0.390625 % at 8 bits, 0.0015259 % at 16.
+pub(crate) fn xor_filter_fp_rate(fingerprint_bits: u32) -> f64 {
+    2f64.powi(-(fingerprint_bits as i32))
+}
+
+/// The information-theoretic minimum bits per key of any filter with false positive rate
+/// `fp_rate`: `log2(1 / ε)` (6.64 at 1 %, 8 at 2^-8). Infinite for 0, 0 for rates of 1 or more.
+pub(crate) fn space_limit_bits_per_key(fp_rate: f64) -> f64 {
+    if fp_rate.is_nan() || fp_rate >= 1.0 {
+        return 0.0;
+    }
+    -fp_rate.log2()
+}
+
 /// Probability that either of two independent events happens: `a + b − ab`.
 pub(crate) fn independent_probability_sum(a: f64, b: f64) -> f64 {
     a + b - a * b
@@ -89,5 +108,20 @@ mod tests {
         assert!(fingerprint_fp_rate(1e7, 64) < 1e-12);
         let s = independent_probability_sum(0.01, 0.02);
         assert!((s - 0.0298).abs() < 1e-12);
+    }
+
+    #[test]
+    fn xor_family_and_space_limit() {
+        assert_eq!(xor_filter_fp_rate(8), 1.0 / 256.0);
+        assert_eq!(xor_filter_fp_rate(16), 1.0 / 65536.0);
+        assert_eq!(space_limit_bits_per_key(xor_filter_fp_rate(8)), 8.0);
+        assert!((space_limit_bits_per_key(0.01) - 6.6439).abs() < 1e-4);
+        assert_eq!(space_limit_bits_per_key(1.0), 0.0);
+        assert_eq!(space_limit_bits_per_key(0.0), f64::INFINITY);
+        // A cache-local bloom at 10 bits/key is 1.50× the limit for its rate; the binary fuse
+        // filter's 9.04 bits/key at 2^-8 is 1.13×.
+        let bloom = cache_local_fp_rate(10.0, 6, 512);
+        let ratio = 10.0 / space_limit_bits_per_key(bloom);
+        assert!((1.45..1.55).contains(&ratio), "{ratio}");
     }
 }

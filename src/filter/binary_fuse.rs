@@ -1,0 +1,1330 @@
+//! A binary fuse filter (`siftdb.BinaryFuse8`, `siftdb.BinaryFuse16`), after Graf & Lemire,
+//! "Binary Fuse Filters: Fast and Smaller Than Xor Filters" (2022).
+//!
+//! A table's key set never changes once the table is written, so the filter does not need a
+//! bloom filter's ability to take more keys: it can be solved for its keys once. Each key owns three
+//! slots of an array of `w`-bit fingerprints, one in each of three consecutive segments, and the
+//! array is filled so that the XOR of a key's three slots equals the key's fingerprint. An absent
+//! key's three slots XOR to its fingerprint with probability 2^-w: 0.39 % at 8 bits, 0.0015 % at 16,
+//! for about 1.125 · w bits per key on large sets (9.04 bits/key at 1M keys for 8 bits, against
+//! ≈ 12.1 for a cache-local bloom with the same rate and 8 for the information-theoretic limit).
+//!
+//! Format (`A` = array length fingerprints of `w / 8` bytes each, then a 25-byte trailer):
+//!
+//! ```text
+//! [0, F)       F = A · w / 8 bytes: slot i is byte i (w = 8) or u16 LE at 2i (w = 16)
+//! F + 0..8     seed, u64 LE
+//! F + 8..12    segment length L, u32 LE (a power of two; 0 when A = 0)
+//! F + 12..16   segment count length C = (number of segments) · L, u32 LE
+//! F + 16..20   array length A = C + 2L, u32 LE
+//! F + 20       0xFF   marker: not a LevelDB-style filter (same place as the cache-local bloom's)
+//! F + 21       0x01   sub-implementation: 3-wise binary fuse (the cache-local bloom is 0)
+//! F + 22       w: 8 or 16
+//! F + 23       kind: 0 = filter; 1 = construction gave up, matches everything
+//! F + 24       0x00   reserved
+//! ```
+//!
+//! A key's 64-bit xxh3 hash `h` (seed 0, as [`CacheLocalBloom::hash`](super::CacheLocalBloom::hash))
+//! is remixed with the seed, `m = fmix64(h + seed)` (MurmurHash3's finalizer, a bijection), and
+//! then
+//!
+//! ```text
+//! h0 = (m · C) >> 64               (128-bit product: a slot of the first C slots)
+//! h1 = (h0 + L)  ^ ((m >> 18) & (L − 1))
+//! h2 = (h0 + 2L) ^ (m & (L − 1))
+//! fingerprint = (m ^ (m >> 32)) truncated to w bits
+//! ```
+//!
+//! and the key may be present iff `slot[h0] ^ slot[h1] ^ slot[h2] == fingerprint`. `A = 0` with
+//! kind 0 is the empty key set (matches nothing). Anything else that is not exactly this format
+//! (too short, unknown marker, sub-implementation, width, kind or reserved byte, inconsistent
+//! lengths) answers "may match", which is always safe.
+//!
+//! Width comes from the bytes: a `BinaryFuse::fuse16()` object reads a filter built by
+//! `BinaryFuse::fuse8()` exactly as the 8-bit object does, and the other way round.
+
+use std::ops::BitXor;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::policy::{FilterBitsBuilder, FilterPolicy};
+use super::theory;
+
+/// Bytes of the trailer after the fingerprints.
+const TRAILER_LEN: usize = 25;
+/// Trailer byte 20: a "new" (non-LevelDB) filter, as in the cache-local bloom.
+const MARKER: u8 = 0xFF;
+/// Trailer byte 21: this implementation (3-wise binary fuse).
+const SUB_IMPL: u8 = 1;
+/// Trailer byte 23 of a real filter.
+const KIND_FILTER: u8 = 0;
+/// Trailer byte 23 of the filter written when construction gave up: it matches everything.
+const KIND_MATCH_ALL: u8 = 1;
+/// The paper caps the segment length at 2^18 (reached at ≈ 170M keys).
+const MAX_SEGMENT_LENGTH_LOG2: u32 = 18;
+/// Seeds tried before giving up. One attempt nearly always succeeds at the paper's sizes (a
+/// failure is a few percent likely for tiny sets, far less for large ones), so 64 failures in a
+/// row do not happen in practice; the bound exists so that `finish` always terminates.
+const MAX_ATTEMPTS: u32 = 64;
+/// Start of the seed sequence (any constant: it makes builds reproducible).
+const SEED_START: u64 = 0x5eed_f0c5_1f7d_b000;
+/// A slot's counter byte is `keys << 2 | xor of the keys' slot numbers (0, 1, 2)`: six bits of
+/// count. A 64th key in one slot (the mean is about 2.65) fails the attempt instead of overflowing.
+const COUNT_LIMIT: u8 = 0xFC;
+
+/// A binary fuse filter policy with 8- or 16-bit fingerprints (names `"siftdb.BinaryFuse8"`,
+/// `"siftdb.BinaryFuse16"`): about 9.04 or 18.1 bits per key at 1M keys for a false positive rate
+/// of 2^-8 (0.39 %) or 2^-16 (0.0015 %), within 13 % of the information-theoretic limit.
+///
+/// Suited to immutable key sets of thousands of keys or more (full and partitioned layouts); on
+/// the small per-block filters of the block-based layout the fixed 25-byte trailer and the paper's
+/// larger size factor for small sets cost more space (see [`bits_per_key_for`]).
+///
+/// The builder keeps one 64-bit hash per key and solves the filter in `finish`: sort and dedup the
+/// hashes, size the array for the distinct count, peel; if peeling fails, retry with the next seed
+/// (64 seeds at most, then write a filter that matches everything: never a false negative).
+/// The bytes depend only on the set of distinct keys, not on the order they were added in.
+///
+/// [`bits_per_key_for`]: BinaryFuse::bits_per_key_for
+///
+/// ```
+/// use siftdb::FilterPolicy;
+/// use siftdb::filter::BinaryFuse;
+///
+/// let policy = BinaryFuse::fuse8();
+/// let mut b = policy.builder();
+/// for i in 0..1000u32 {
+///     b.add_key(&i.to_le_bytes());
+/// }
+/// let filter = b.finish();
+/// assert!(policy.may_match(&filter, &7u32.to_le_bytes()));
+/// // Same hash as the cache-local bloom: the Get path hashes a key once for every table.
+/// let h = BinaryFuse::hash(&7u32.to_le_bytes());
+/// assert!(policy.may_match_hash(&filter, h));
+/// // The width is in the bytes: a 16-bit policy object reads an 8-bit filter.
+/// assert!(BinaryFuse::fuse16().may_match(&filter, &7u32.to_le_bytes()));
+/// ```
+#[derive(Debug, Clone)]
+pub struct BinaryFuse {
+    fingerprint_bits: u8,
+}
+
+impl BinaryFuse {
+    /// 8-bit fingerprints: false positive rate 2^-8 ≈ 0.39 %, ≈ 9.04 bits/key at 1M keys.
+    pub fn fuse8() -> Self {
+        BinaryFuse {
+            fingerprint_bits: 8,
+        }
+    }
+
+    /// 16-bit fingerprints: false positive rate 2^-16 ≈ 0.0015 %, ≈ 18.1 bits/key at 1M keys.
+    pub fn fuse16() -> Self {
+        BinaryFuse {
+            fingerprint_bits: 16,
+        }
+    }
+
+    /// `fingerprint_bits` (8 or 16) bit fingerprints, or `None` for any other width.
+    pub fn new(fingerprint_bits: u8) -> Option<Self> {
+        matches!(fingerprint_bits, 8 | 16).then_some(BinaryFuse { fingerprint_bits })
+    }
+
+    /// The fingerprint width this policy writes: 8 or 16.
+    pub fn fingerprint_bits(&self) -> u8 {
+        self.fingerprint_bits
+    }
+
+    /// The 64-bit hash of `key` this filter uses (xxh3, seed 0: the same as
+    /// [`CacheLocalBloom::hash`](super::CacheLocalBloom::hash)).
+    #[inline]
+    pub fn hash(key: &[u8]) -> u64 {
+        xxh3_64(key)
+    }
+
+    /// Bits per key of a filter this policy builds for `num_keys` distinct keys, trailer
+    /// included (for example 10.3 at 10k keys and 9.04 at 1M for 8-bit fingerprints).
+    /// `None` for no keys or a set too large for the format (over ≈ 3.8 billion keys).
+    pub fn bits_per_key_for(&self, num_keys: usize) -> Option<f64> {
+        if num_keys == 0 {
+            return None;
+        }
+        let shape = Shape::for_keys(num_keys)?;
+        let bytes = shape.array_length as usize * usize::from(self.fingerprint_bits / 8);
+        Some((bytes + TRAILER_LEN) as f64 * 8.0 / num_keys as f64)
+    }
+
+    /// How many times the information-theoretic minimum, `log2(1 / 2^-w) = w` bits/key, a filter of
+    /// `num_keys` keys spends (1.13 at 1M keys): [`bits_per_key_for`](BinaryFuse::bits_per_key_for)
+    /// over `w`.
+    pub fn space_overhead_for(&self, num_keys: usize) -> Option<f64> {
+        let limit = theory::space_limit_bits_per_key(theory::xor_filter_fp_rate(u32::from(
+            self.fingerprint_bits,
+        )));
+        Some(self.bits_per_key_for(num_keys)? / limit)
+    }
+
+    /// The false positive rate theory predicts for a filter of `num_keys` keys: 2^-w, plus the
+    /// (negligible) chance that an absent key's 64-bit hash equals a present key's.
+    pub fn theoretical_fp_rate_for(&self, num_keys: usize) -> f64 {
+        theory::independent_probability_sum(
+            theory::xor_filter_fp_rate(u32::from(self.fingerprint_bits)),
+            theory::fingerprint_fp_rate(num_keys as f64, 64),
+        )
+    }
+
+    /// Whether the key whose [`hash`](BinaryFuse::hash) is `hash` may be in `filter`:
+    /// [`may_match`](FilterPolicy::may_match) without hashing the key again.
+    ///
+    /// Bytes that are not a filter of this format answer `true`. Never allocates.
+    #[inline]
+    pub fn may_match_hash(&self, filter: &[u8], hash: u64) -> bool {
+        match parse(filter) {
+            Parsed::Filter(f) => f.contains(hash),
+            Parsed::Empty => false,
+            Parsed::Unknown => true,
+        }
+    }
+}
+
+impl FilterPolicy for BinaryFuse {
+    fn name(&self) -> &str {
+        match self.fingerprint_bits {
+            16 => "siftdb.BinaryFuse16",
+            _ => "siftdb.BinaryFuse8",
+        }
+    }
+
+    /// The nominal space: `1.125 · w` (9.0 or 18.0), the paper's size factor for large sets.
+    /// Real filters carry a little more (9.04 at 1M keys, 10.3 at 10k: see
+    /// [`BinaryFuse::bits_per_key_for`]).
+    fn bits_per_key(&self) -> f64 {
+        1.125 * f64::from(self.fingerprint_bits)
+    }
+
+    fn builder(&self) -> Box<dyn FilterBitsBuilder> {
+        Box::new(BinaryFuseBuilder {
+            fingerprint_bits: self.fingerprint_bits,
+            hashes: Vec::new(),
+            added: 0,
+            scratch: Scratch::default(),
+        })
+    }
+
+    #[inline]
+    fn may_match(&self, filter: &[u8], key: &[u8]) -> bool {
+        self.may_match_hash(filter, Self::hash(key))
+    }
+
+    /// 2^-w whatever `bits_per_key` is: the rate depends on the fingerprint width only (the 64-bit
+    /// hash collision term is below 1e-12 for any real table and left out).
+    fn theoretical_fp_rate(&self, bits_per_key: f64) -> Option<f64> {
+        let _ = bits_per_key;
+        Some(theory::xor_filter_fp_rate(u32::from(self.fingerprint_bits)))
+    }
+}
+
+/// The paper's array geometry for a number of distinct keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    /// L: slots per segment, a power of two.
+    segment_length: u32,
+    /// C: slots of the segments a key's first slot can fall in.
+    segment_count_length: u32,
+    /// A = C + 2L: the key's second and third slots are one and two segments further on.
+    array_length: u32,
+}
+
+impl Shape {
+    /// Graf & Lemire's sizing for 3-wise binary fuse filters, for `n ≥ 1` keys:
+    ///
+    /// ```text
+    /// L = 2^floor(ln n / ln 3.33 + 2.25), at most 2^18
+    /// size factor = max(1.125, 0.875 + 0.25 · ln 10^6 / ln n)        (n ≥ 2)
+    /// capacity = round(n · size factor)                              (0 for n = 1)
+    /// segments = max(1, ceil(capacity / L) − 2);  C = segments · L;  A = C + 2L
+    /// ```
+    ///
+    /// Small sets get relatively more room because peeling a small random hypergraph fails more
+    /// often. `None` if `A` would not fit a `u32`.
+    fn for_keys(n: usize) -> Option<Shape> {
+        let nf = n.max(1) as f64;
+        let exponent = (nf.ln() / 3.33f64.ln() + 2.25).floor();
+        // exponent ≥ 2.25 floors to ≥ 2; the cap keeps the shift in range.
+        let log2_len = (exponent as u32).min(MAX_SEGMENT_LENGTH_LOG2);
+        let segment_length = 1u64 << log2_len;
+        let capacity = if n <= 1 {
+            0.0
+        } else {
+            let factor = (0.875 + 0.25 * 1e6f64.ln() / nf.ln()).max(1.125);
+            (nf * factor).round()
+        };
+        // capacity ≤ 3 · n, so the float is exact enough and the cast saturates at worst.
+        let capacity = capacity as u64;
+        let segments = capacity.div_ceil(segment_length).saturating_sub(2).max(1);
+        let segment_count_length = segments.checked_mul(segment_length)?;
+        let array_length = segment_count_length.checked_add(2 * segment_length)?;
+        Some(Shape {
+            segment_length: u32::try_from(segment_length).ok()?,
+            segment_count_length: u32::try_from(segment_count_length).ok()?,
+            array_length: u32::try_from(array_length).ok()?,
+        })
+    }
+}
+
+/// MurmurHash3's 64-bit finalizer on `hash + seed`: a bijection of `u64` for a fixed seed (so
+/// distinct key hashes stay distinct), and a new seed moves every key's slots independently.
+#[inline]
+fn mix(hash: u64, seed: u64) -> u64 {
+    let mut z = hash.wrapping_add(seed);
+    z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    z = (z ^ (z >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    z ^ (z >> 33)
+}
+
+/// The three slots of the remixed hash `m`: one in each of three consecutive segments.
+///
+/// With `C = segments · L` and `A = C + 2L` (the parser and the builder both ensure it), `h0 < C`
+/// and XORing low bits stays inside a segment, so every slot is below `A`.
+#[inline]
+fn slots(m: u64, segment_length: u32, segment_count_length: u32) -> [u32; 3] {
+    let mask = segment_length.wrapping_sub(1);
+    let h0 = ((u128::from(m) * u128::from(segment_count_length)) >> 64) as u32;
+    let h1 = h0.wrapping_add(segment_length) ^ ((m >> 18) as u32 & mask);
+    let h2 = h0.wrapping_add(segment_length.wrapping_mul(2)) ^ (m as u32 & mask);
+    [h0, h1, h2]
+}
+
+/// A fingerprint type: `u8` or `u16`.
+trait Fingerprint: Copy + Default + Eq + BitXor<Output = Self> {
+    /// Width in bits (the trailer's byte 22).
+    const BITS: u8;
+    /// The fingerprint of the remixed hash `m`: its low `BITS` bits of `m ^ (m >> 32)`.
+    fn of(m: u64) -> Self;
+    /// Appends the little-endian bytes.
+    fn put(self, out: &mut Vec<u8>);
+}
+
+impl Fingerprint for u8 {
+    const BITS: u8 = 8;
+    #[inline]
+    fn of(m: u64) -> u8 {
+        (m ^ (m >> 32)) as u8
+    }
+    fn put(self, out: &mut Vec<u8>) {
+        out.push(self);
+    }
+}
+
+impl Fingerprint for u16 {
+    const BITS: u8 = 16;
+    #[inline]
+    fn of(m: u64) -> u16 {
+        (m ^ (m >> 32)) as u16
+    }
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+/// What a filter's bytes say.
+enum Parsed<'a> {
+    /// A filter to probe.
+    Filter(View<'a>),
+    /// Built from no keys: matches nothing.
+    Empty,
+    /// Not this format, damaged, or the give-up filter: "may match".
+    Unknown,
+}
+
+/// A parsed, consistent filter: the fingerprint bytes and the geometry.
+struct View<'a> {
+    data: &'a [u8],
+    seed: u64,
+    segment_length: u32,
+    segment_count_length: u32,
+    fingerprint_bits: u8,
+}
+
+fn u32_at(t: &[u8; TRAILER_LEN], at: usize) -> u32 {
+    u32::from_le_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]])
+}
+
+/// Reads and checks the trailer. Cheap enough to run on every probe (a few loads and compares,
+/// all predictable), which keeps the policy stateless like the blooms.
+#[inline]
+fn parse(filter: &[u8]) -> Parsed<'_> {
+    let Some(data_len) = filter.len().checked_sub(TRAILER_LEN) else {
+        return Parsed::Unknown;
+    };
+    let (data, trailer) = filter.split_at(data_len);
+    let Ok(t) = <&[u8; TRAILER_LEN]>::try_from(trailer) else {
+        return Parsed::Unknown;
+    };
+    let fingerprint_bits = match t[20..] {
+        [MARKER, SUB_IMPL, w @ (8 | 16), KIND_FILTER, 0] => w,
+        _ => return Parsed::Unknown,
+    };
+    let mut seed_bytes = [0u8; 8];
+    seed_bytes.copy_from_slice(&t[..8]);
+    let seed = u64::from_le_bytes(seed_bytes);
+    let segment_length = u32_at(t, 8);
+    let segment_count_length = u32_at(t, 12);
+    let array_length = u32_at(t, 16);
+    if array_length == 0 {
+        return if data.is_empty() && segment_count_length == 0 && segment_length == 0 {
+            Parsed::Empty
+        } else {
+            Parsed::Unknown
+        };
+    }
+    // The slot arithmetic needs: L a power of two, C a non-zero multiple of L, A = C + 2L, and
+    // exactly A fingerprints of bytes.
+    let consistent = segment_length.is_power_of_two()
+        && segment_count_length != 0
+        && segment_count_length & (segment_length - 1) == 0
+        && u64::from(segment_count_length) + 2 * u64::from(segment_length)
+            == u64::from(array_length)
+        && data.len() as u64 == u64::from(array_length) * u64::from(fingerprint_bits / 8);
+    if !consistent {
+        return Parsed::Unknown;
+    }
+    Parsed::Filter(View {
+        data,
+        seed,
+        segment_length,
+        segment_count_length,
+        fingerprint_bits,
+    })
+}
+
+impl View<'_> {
+    #[inline]
+    fn contains(&self, hash: u64) -> bool {
+        let m = mix(hash, self.seed);
+        let [a, b, c] = slots(m, self.segment_length, self.segment_count_length);
+        let (a, b, c) = (a as usize, b as usize, c as usize);
+        if self.fingerprint_bits == 8 {
+            // The three loads are independent, so their cache misses overlap. The indexes are in
+            // range by construction of the checked geometry; `get` keeps damaged bytes from ever
+            // reading out of bounds at the cost of three predictable branches.
+            match (self.data.get(a), self.data.get(b), self.data.get(c)) {
+                (Some(&x), Some(&y), Some(&z)) => x ^ y ^ z == u8::of(m),
+                _ => true,
+            }
+        } else {
+            match (
+                u16_at(self.data, a),
+                u16_at(self.data, b),
+                u16_at(self.data, c),
+            ) {
+                (Some(x), Some(y), Some(z)) => x ^ y ^ z == u16::of(m),
+                _ => true,
+            }
+        }
+    }
+}
+
+#[inline]
+fn u16_at(data: &[u8], slot: usize) -> Option<u16> {
+    let at = slot.checked_mul(2)?;
+    let bytes = data.get(at..at.checked_add(2)?)?;
+    Some(u16::from_le_bytes([bytes[0], bytes[1]]))
+}
+
+/// Working memory of one construction, kept by the builder so that a builder reused across
+/// partitions does not reallocate for each.
+#[derive(Default)]
+struct Scratch {
+    /// Remixed hashes, sorted and deduplicated.
+    mixed: Vec<u64>,
+    /// Per slot: `keys << 2 | xor of slot numbers`.
+    counts: Vec<u8>,
+    /// Per slot: XOR of the remixed hashes of its keys (the key itself once only one is left).
+    xors: Vec<u64>,
+    /// Slots with one key, waiting to be peeled.
+    queue: Vec<u32>,
+    /// Peeled keys' remixed hashes, in peel order.
+    peeled: Vec<u64>,
+    /// Which of their slots (0, 1, 2) they were peeled from (apart: 9 bytes a key, not 16).
+    peeled_slot: Vec<u8>,
+    /// The bucket sort's output buffer and bucket offsets.
+    spare: Vec<u64>,
+    buckets: Vec<u32>,
+}
+
+/// Sorts and deduplicates uniformly distributed `values` (remixed hashes) in linear time, as a
+/// two-level bucket sort: a counting sort on the top 8 bits (256 output streams, which the write
+/// buffers and caches handle well), then within each of those buckets a counting sort on the next
+/// bits into sub-buckets of about two values, each finished by insertion sort. Every second-level
+/// pass works on 1/256 of the data, which stays in cache. Up to 2^16 values (a partition's worth),
+/// where everything is in cache anyway, one level on the top bits does it; `sort_unstable` below
+/// 1024 values or from 2^32. Measured at 1M values: 20 ns/value against `sort_unstable`'s 40.
+fn sort_dedup(values: &mut Vec<u64>, spare: &mut Vec<u64>, buckets: &mut Vec<u32>) {
+    let n = values.len();
+    // u32 offsets below need n < 2^32.
+    if n < 1024 || u32::try_from(n).is_err() {
+        values.sort_unstable();
+        values.dedup();
+        return;
+    }
+    spare.clear();
+    spare.resize(n, 0);
+    if n <= 1 << 16 {
+        // Everything fits in cache: one level, values → spare → back by `copy_from_slice`.
+        let bits = usize::BITS - 1 - n.leading_zeros();
+        buckets.clear();
+        buckets.resize((1usize << bits) + 1, 0);
+        counting_pass(values, spare, buckets, 64 - bits, bits);
+        sort_buckets(spare, buckets);
+        values.copy_from_slice(spare);
+        values.dedup();
+        return;
+    }
+    // Level 1: top 8 bits, values → spare. `top[b]..top[b + 1]` is bucket b afterwards.
+    let mut top = [0u32; 257];
+    counting_pass(values, spare, &mut top, 56, 8);
+    // Level 2: each top bucket, spare → values at the same offsets, on the next bits.
+    for b in 0..256 {
+        let (start, end) = (top[b] as usize, top[b + 1] as usize);
+        let len = end - start;
+        let (src, dst) = (&spare[start..end], &mut values[start..end]);
+        if len < 64 {
+            dst.copy_from_slice(src);
+            insertion_sort(dst);
+            continue;
+        }
+        // About two values per sub-bucket; len < 2^32 so at most 31 bits, taken below the 8.
+        let sub_bits = usize::BITS - 1 - len.leading_zeros();
+        buckets.clear();
+        buckets.resize((1usize << sub_bits) + 1, 0);
+        counting_pass(src, dst, buckets, 56 - sub_bits, sub_bits);
+        sort_buckets(dst, buckets);
+    }
+    values.dedup();
+}
+
+/// Stably distributes `src` into `dst` by the `bits` bits of each value starting at bit `shift`
+/// (masked, so higher bits may differ). On return
+/// `offsets[b]..offsets[b + 1]` is the range of bucket `b` in `dst`. `offsets` has
+/// `2^bits + 1` entries and `src.len() < 2^32`.
+fn counting_pass(src: &[u64], dst: &mut [u64], offsets: &mut [u32], shift: u32, bits: u32) {
+    let mask = (1u64 << bits) - 1;
+    offsets.fill(0);
+    for &v in src {
+        offsets[((v >> shift) & mask) as usize + 1] += 1;
+    }
+    for b in 1..offsets.len() {
+        offsets[b] += offsets[b - 1];
+    }
+    // Fill each bucket from its start, advancing `offsets[b]` as the write cursor: afterwards it
+    // is bucket b's end. Shifting the array one place up then makes `offsets[b]` bucket b's start
+    // again (b's start is b − 1's end), and the last entry stays `src.len()`.
+    let last = offsets.len() - 1;
+    for &v in src {
+        let b = ((v >> shift) & mask) as usize;
+        dst[offsets[b] as usize] = v;
+        offsets[b] += 1;
+    }
+    offsets.copy_within(0..last, 1);
+    offsets[0] = 0;
+}
+
+/// Sorts each bucket `offsets[b]..offsets[b + 1]` of `values`.
+fn sort_buckets(values: &mut [u64], offsets: &[u32]) {
+    let mut from = 0usize;
+    for &to in &offsets[1..] {
+        insertion_sort(&mut values[from..to as usize]);
+        from = to as usize;
+    }
+}
+
+/// Sorts a short slice (a bucket of a few values). A long one (only when many copies of a few
+/// hashes were added) goes to `sort_unstable`, which keeps the worst case at O(n log n).
+fn insertion_sort(v: &mut [u64]) {
+    if v.len() > 32 {
+        v.sort_unstable();
+        return;
+    }
+    for i in 1..v.len() {
+        let x = v[i];
+        let mut j = i;
+        while j > 0 && v[j - 1] > x {
+            v[j] = v[j - 1];
+            j -= 1;
+        }
+        v[j] = x;
+    }
+}
+
+/// Collects the keys' 64-bit hashes; `finish` solves the filter.
+struct BinaryFuseBuilder {
+    fingerprint_bits: u8,
+    hashes: Vec<u64>,
+    added: usize,
+    scratch: Scratch,
+}
+
+impl FilterBitsBuilder for BinaryFuseBuilder {
+    #[inline]
+    fn add_key(&mut self, key: &[u8]) {
+        self.added += 1;
+        let h = BinaryFuse::hash(key);
+        // Several versions of one user key arrive together: drop them here, cheaply. Any other
+        // duplicates go in `finish` (peeling cannot succeed with two equal hashes).
+        if self.hashes.last() != Some(&h) {
+            self.hashes.push(h);
+        }
+    }
+
+    fn num_keys(&self) -> usize {
+        self.added
+    }
+
+    fn estimated_len(&self) -> usize {
+        // Exact unless non-consecutive duplicates were added.
+        if self.hashes.is_empty() {
+            return TRAILER_LEN;
+        }
+        let width = usize::from(self.fingerprint_bits / 8);
+        match Shape::for_keys(self.hashes.len()) {
+            Some(s) => s.array_length as usize * width + TRAILER_LEN,
+            None => TRAILER_LEN,
+        }
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        let out = if self.fingerprint_bits == 16 {
+            build::<u16>(&self.hashes, &mut self.scratch, MAX_ATTEMPTS).0
+        } else {
+            build::<u8>(&self.hashes, &mut self.scratch, MAX_ATTEMPTS).0
+        };
+        self.hashes.clear();
+        self.added = 0;
+        out
+    }
+}
+
+/// The seed of attempt `attempt` (splitmix64 of a counter: deterministic, well spread).
+fn seed_for(attempt: u32) -> u64 {
+    let mut z = SEED_START.wrapping_add(u64::from(attempt).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Builds the filter bytes for `hashes` (any order, duplicates allowed), trying at most
+/// `max_attempts` seeds. Returns the bytes and the attempts used (0 for an empty set; more than
+/// `max_attempts` means it gave up and wrote the match-everything filter).
+fn build<F: Fingerprint>(hashes: &[u64], s: &mut Scratch, max_attempts: u32) -> (Vec<u8>, u32) {
+    if hashes.is_empty() {
+        return (trailer_only(F::BITS, KIND_FILTER), 0);
+    }
+    let mut shape = None;
+    for attempt in 0..max_attempts {
+        let seed = seed_for(attempt);
+        // Sorting the remixed hashes does two jobs: it brings equal hashes together for dedup
+        // (the mix is a bijection, so equal after mixing means equal before), and it orders keys
+        // by their first slot (h0 grows with m), so the counting and peeling passes below walk
+        // the arrays nearly sequentially instead of at random.
+        s.mixed.clear();
+        s.mixed.extend(hashes.iter().map(|&h| mix(h, seed)));
+        sort_dedup(&mut s.mixed, &mut s.spare, &mut s.buckets);
+        let shape = match shape {
+            Some(shape) => shape,
+            None => match Shape::for_keys(s.mixed.len()) {
+                Some(found) => *shape.insert(found),
+                // Too many keys for 32-bit slot numbers.
+                None => break,
+            },
+        };
+        if peel(s, shape) {
+            return (assign::<F>(s, shape, seed), attempt + 1);
+        }
+    }
+    (
+        trailer_only(F::BITS, KIND_MATCH_ALL),
+        max_attempts.saturating_add(1),
+    )
+}
+
+/// A filter of the trailer alone: the empty set (`KIND_FILTER`) or the give-up filter.
+fn trailer_only(bits: u8, kind: u8) -> Vec<u8> {
+    let mut out = vec![0u8; TRAILER_LEN];
+    out[20..].copy_from_slice(&[MARKER, SUB_IMPL, bits, kind, 0]);
+    out
+}
+
+/// Peels the 3-uniform hypergraph of `s.mixed` (distinct keys) over `shape`'s slots: repeatedly
+/// takes a slot that only one remaining key uses and removes that key. Succeeds when every key
+/// was removed; `s.peeled` then holds them in peel order.
+fn peel(s: &mut Scratch, shape: Shape) -> bool {
+    let Shape {
+        segment_length: len,
+        segment_count_length: scl,
+        array_length,
+    } = shape;
+    let slots_n = array_length as usize;
+    s.counts.clear();
+    s.counts.resize(slots_n, 0);
+    s.xors.clear();
+    s.xors.resize(slots_n, 0);
+    s.peeled.clear();
+    s.peeled.reserve(s.mixed.len());
+    s.peeled_slot.clear();
+    s.peeled_slot.reserve(s.mixed.len());
+
+    let counts = &mut s.counts[..];
+    let xors = &mut s.xors[..];
+    let mut overflow = false;
+    for &m in &s.mixed {
+        for (j, slot) in slots(m, len, scl).into_iter().enumerate() {
+            let slot = slot as usize;
+            let c = counts[slot];
+            overflow |= c >= COUNT_LIMIT;
+            counts[slot] = c.wrapping_add(4) ^ j as u8;
+            xors[slot] ^= m;
+        }
+    }
+    if overflow {
+        return false;
+    }
+
+    // Queue every slot with one key, then peel last-in first-out: a key's removal queues its
+    // other slots as they drop to one key, and these are peeled next, while still in cache. The
+    // pushes are branchless (write, then advance only if the slot qualifies) because whether a
+    // slot holds one key is a coin toss the branch predictor cannot learn. Each slot is pushed at
+    // most once (in the scan if it starts with one key, else when it drops to one: counts only
+    // fall), so `slots_n + 1` entries hold every push and the unconditional write.
+    s.queue.clear();
+    s.queue.resize(slots_n + 1, 0);
+    let queue = &mut s.queue[..];
+    let mut queued = 0usize;
+    for (slot, &c) in counts.iter().enumerate() {
+        queue[queued] = slot as u32;
+        queued += usize::from(c >> 2 == 1);
+    }
+    while queued > 0 {
+        queued -= 1;
+        let slot = queue[queued] as usize;
+        let c = counts[slot];
+        if c >> 2 != 1 {
+            // Emptied since it was queued.
+            continue;
+        }
+        // One key left here: its hash is the XOR, its slot number the low bits.
+        let m = xors[slot];
+        s.peeled.push(m);
+        s.peeled_slot.push(c & 3);
+        for (j, other) in slots(m, len, scl).into_iter().enumerate() {
+            let other = other as usize;
+            let oc = counts[other].wrapping_sub(4) ^ j as u8;
+            counts[other] = oc;
+            xors[other] ^= m;
+            queue[queued] = other as u32;
+            queued += usize::from(oc >> 2 == 1);
+        }
+    }
+    s.peeled.len() == s.mixed.len()
+}
+
+/// Fills the fingerprints in reverse peel order and serializes the filter.
+///
+/// A key peeled from slot `s` was the only key left at `s`, so every key peeled before it (and
+/// assigned after it here) writes slots other than this key's three: each key's XOR, once
+/// written, stays right.
+fn assign<F: Fingerprint>(s: &Scratch, shape: Shape, seed: u64) -> Vec<u8> {
+    let mut fps = vec![F::default(); shape.array_length as usize];
+    for (&m, &j) in s.peeled.iter().zip(&s.peeled_slot).rev() {
+        let [a, b, c] = slots(m, shape.segment_length, shape.segment_count_length);
+        let (a, b, c) = (a as usize, b as usize, c as usize);
+        // The peeled slot gets whatever makes the three XOR to the fingerprint; it is still 0.
+        let target = match j {
+            0 => a,
+            1 => b,
+            _ => c,
+        };
+        fps[target] = F::of(m) ^ fps[a] ^ fps[b] ^ fps[c];
+    }
+    let width = usize::from(F::BITS / 8);
+    let mut out = Vec::with_capacity(fps.len() * width + TRAILER_LEN);
+    for f in fps {
+        f.put(&mut out);
+    }
+    out.extend_from_slice(&seed.to_le_bytes());
+    out.extend_from_slice(&shape.segment_length.to_le_bytes());
+    out.extend_from_slice(&shape.segment_count_length.to_le_bytes());
+    out.extend_from_slice(&shape.array_length.to_le_bytes());
+    out.extend_from_slice(&[MARKER, SUB_IMPL, F::BITS, KIND_FILTER, 0]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(prefix: &str, i: u64) -> Vec<u8> {
+        format!("{prefix}{i:012}").into_bytes()
+    }
+
+    fn build_keys(policy: &BinaryFuse, prefix: &str, n: u64) -> Vec<u8> {
+        let mut b = policy.builder();
+        for i in 0..n {
+            b.add_key(&key(prefix, i));
+        }
+        assert_eq!(b.num_keys(), n as usize);
+        let len = b.estimated_len();
+        let f = b.finish();
+        assert_eq!(f.len(), len, "estimated_len is exact without duplicates");
+        assert_eq!(b.num_keys(), 0);
+        f
+    }
+
+    fn fp_hits(policy: &BinaryFuse, filter: &[u8], probes: u64) -> u64 {
+        (0..probes)
+            .filter(|&i| policy.may_match_hash(filter, BinaryFuse::hash(&key("absent:", i))))
+            .count() as u64
+    }
+
+    fn both() -> [BinaryFuse; 2] {
+        [BinaryFuse::fuse8(), BinaryFuse::fuse16()]
+    }
+
+    #[test]
+    fn policy_basics() {
+        assert_eq!(BinaryFuse::fuse8().name(), "siftdb.BinaryFuse8");
+        assert_eq!(BinaryFuse::fuse16().name(), "siftdb.BinaryFuse16");
+        assert_eq!(BinaryFuse::new(16).unwrap().fingerprint_bits(), 16);
+        assert!(BinaryFuse::new(12).is_none());
+        assert_eq!(BinaryFuse::fuse8().bits_per_key(), 9.0);
+        assert_eq!(BinaryFuse::fuse16().bits_per_key(), 18.0);
+        assert_eq!(
+            BinaryFuse::fuse8().theoretical_fp_rate(10.0),
+            Some(1.0 / 256.0)
+        );
+        assert_eq!(
+            BinaryFuse::fuse16().theoretical_fp_rate(f64::NAN),
+            Some(1.0 / 65536.0)
+        );
+        let t = BinaryFuse::fuse8().theoretical_fp_rate_for(1_000_000);
+        assert!((t - 1.0 / 256.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn shapes_follow_the_paper() {
+        // n = 1M: L = 2^floor(13.82 / 1.203 + 2.25) = 2^13; factor 1.125; capacity 1,125,000;
+        // segments = ceil(1,125,000 / 8192) − 2 = 136; A = 138 · 8192.
+        let s = Shape::for_keys(1_000_000).unwrap();
+        assert_eq!(
+            s,
+            Shape {
+                segment_length: 8192,
+                segment_count_length: 136 * 8192,
+                array_length: 138 * 8192
+            }
+        );
+        // n = 10k: L = 2^9; factor 0.875 + 0.25 · 13.82 / 9.21 = 1.25; capacity 12,500;
+        // segments = 25 − 2 = 23.
+        let s = Shape::for_keys(10_000).unwrap();
+        assert_eq!((s.segment_length, s.array_length), (512, 25 * 512));
+        // One key: L = 4, one segment: 12 slots.
+        let s = Shape::for_keys(1).unwrap();
+        assert_eq!(
+            (s.segment_length, s.segment_count_length, s.array_length),
+            (4, 4, 12)
+        );
+        // The paper's cap: 2^18 from about 170M keys.
+        assert_eq!(
+            Shape::for_keys(500_000_000).unwrap().segment_length,
+            1 << 18
+        );
+        // Too large for 32-bit slots.
+        assert!(Shape::for_keys(4_000_000_000).is_none());
+        let p = BinaryFuse::fuse8();
+        let b = p.bits_per_key_for(1_000_000).unwrap();
+        assert!((9.04..9.05).contains(&b), "{b}");
+        let b16 = BinaryFuse::fuse16().bits_per_key_for(1_000_000).unwrap();
+        assert!((18.08..18.09).contains(&b16), "{b16}");
+        assert!(p.bits_per_key_for(0).is_none());
+        let o = p.space_overhead_for(1_000_000).unwrap();
+        assert!((1.13..1.131).contains(&o), "{o}");
+    }
+
+    #[test]
+    fn layout_and_trailer() {
+        let p = BinaryFuse::fuse8();
+        let f = build_keys(&p, "k", 10_000);
+        assert_eq!(f.len(), 25 * 512 + 25);
+        let t = &f[f.len() - 25..];
+        assert_eq!(&t[8..12], &512u32.to_le_bytes());
+        assert_eq!(&t[12..16], &(23u32 * 512).to_le_bytes());
+        assert_eq!(&t[16..20], &(25u32 * 512).to_le_bytes());
+        assert_eq!(&t[20..], &[0xFF, 1, 8, 0, 0]);
+        let f16 = build_keys(&BinaryFuse::fuse16(), "k", 10_000);
+        assert_eq!(f16.len(), 2 * 25 * 512 + 25);
+        assert_eq!(&f16[f16.len() - 5..], &[0xFF, 1, 16, 0, 0]);
+        // The filter equation, by hand, for a present key.
+        let (data, t) = f16.split_at(f16.len() - 25);
+        let seed = u64::from_le_bytes(t[..8].try_into().unwrap());
+        let m = mix(BinaryFuse::hash(&key("k", 77)), seed);
+        let [a, b, c] = slots(m, 512, 23 * 512);
+        let at = |s: u32| u16::from_le_bytes([data[2 * s as usize], data[2 * s as usize + 1]]);
+        assert_eq!(at(a) ^ at(b) ^ at(c), (m ^ (m >> 32)) as u16);
+        assert_eq!((a / 512 + 1, a / 512 + 2), (b / 512, c / 512));
+    }
+
+    #[test]
+    fn no_false_negatives_with_duplicates() {
+        for p in both() {
+            let n = 100_000u64;
+            let mut b = p.builder();
+            for i in 0..n {
+                b.add_key(&key("present:", i));
+                if i % 3 == 0 {
+                    // Consecutive duplicate (another version of the same user key).
+                    b.add_key(&key("present:", i));
+                }
+            }
+            // Non-consecutive duplicates: the first thousand keys again, and one key many times.
+            for i in 0..1000 {
+                b.add_key(&key("present:", i));
+                b.add_key(&key("present:", 5));
+            }
+            let f = b.finish();
+            // Sized for the 100k distinct keys, not for the adds.
+            let expect = Shape::for_keys(n as usize).unwrap().array_length as usize
+                * usize::from(p.fingerprint_bits() / 8)
+                + TRAILER_LEN;
+            assert_eq!(f.len(), expect);
+            assert_eq!(f[f.len() - 2], KIND_FILTER, "construction gave up");
+            for i in 0..n {
+                let k = key("present:", i);
+                assert!(p.may_match(&f, &k), "{}: false negative {i}", p.name());
+            }
+        }
+    }
+
+    #[test]
+    fn empty_and_tiny_sets() {
+        for p in both() {
+            let empty = build_keys(&p, "k", 0);
+            assert_eq!(empty.len(), 25);
+            assert_eq!(&empty[20..], &[0xFF, 1, p.fingerprint_bits(), 0, 0]);
+            assert!(!p.may_match(&empty, b"anything"));
+            assert!(!p.may_match(&empty, b""));
+            let mut worst = 0;
+            for n in 1..=300u64 {
+                let mut b = p.builder();
+                for i in 0..n {
+                    b.add_key(&key("k", i));
+                }
+                let hashes: Vec<u64> = (0..n).map(|i| BinaryFuse::hash(&key("k", i))).collect();
+                let f = b.finish();
+                for i in 0..n {
+                    assert!(p.may_match(&f, &key("k", i)), "n = {n}, key {i}");
+                }
+                assert_eq!(f[f.len() - 2], KIND_FILTER, "gave up at n = {n}");
+                let (again, attempts) = build::<u8>(&hashes, &mut Scratch::default(), 64);
+                worst = worst.max(attempts);
+                if p.fingerprint_bits() == 8 {
+                    assert_eq!(again, f, "deterministic");
+                }
+            }
+            // The paper's sizing leaves peeling little chance to fail even on tiny sets.
+            assert!(worst <= 8, "{worst} attempts");
+            let mut b = p.builder();
+            b.add_key(b"");
+            let f = b.finish();
+            assert!(p.may_match(&f, b""));
+        }
+    }
+
+    #[test]
+    fn bucket_sort_sorts_and_dedups_anything() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut spare, mut buckets) = (Vec::new(), Vec::new());
+        for n in [
+            0usize, 1, 2, 1023, 1024, 1025, 5000, 65_536, 65_537, 300_000,
+        ] {
+            let uniform: Vec<u64> = (0..n).map(|_| next()).collect();
+            // Many copies of few values, values sharing their top bits, and extremes.
+            let few: Vec<u64> = (0..n).map(|_| next() % 7).collect();
+            let narrow: Vec<u64> = (0..n).map(|_| (next() >> 40) | (0xAB << 56)).collect();
+            let mut dups = uniform.clone();
+            dups.extend(uniform.iter().step_by(3));
+            dups.extend([0, u64::MAX, 0, u64::MAX]);
+            for input in [uniform, few, narrow, dups] {
+                let mut expect = input.clone();
+                expect.sort_unstable();
+                expect.dedup();
+                let mut got = input;
+                sort_dedup(&mut got, &mut spare, &mut buckets);
+                assert_eq!(got, expect, "n = {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn bytes_depend_only_on_the_key_set() {
+        let p = BinaryFuse::fuse8();
+        let forward = build_keys(&p, "k", 5000);
+        let mut b = p.builder();
+        for i in (0..5000).rev() {
+            b.add_key(&key("k", i));
+            b.add_key(&key("k", (i * 7) % 5000));
+        }
+        assert_eq!(b.finish(), forward);
+    }
+
+    #[test]
+    fn measured_fp_rate_is_two_to_the_minus_width() {
+        // fuse8: 1M absent probes, 3906 expected false positives, σ ≈ 62: ±8 % is over 5σ.
+        let p = BinaryFuse::fuse8();
+        let f = build_keys(&p, "present:", 200_000);
+        let hits = fp_hits(&p, &f, 1_000_000);
+        assert!((3600..=4220).contains(&hits), "fuse8: {hits} / 1M");
+        // fuse16: 4M probes, 61 expected, σ ≈ 7.8.
+        let p = BinaryFuse::fuse16();
+        let f = build_keys(&p, "present:", 200_000);
+        let hits = fp_hits(&p, &f, 4_000_000);
+        assert!((25..=100).contains(&hits), "fuse16: {hits} / 4M");
+    }
+
+    #[test]
+    fn width_comes_from_the_bytes() {
+        let (p8, p16) = (BinaryFuse::fuse8(), BinaryFuse::fuse16());
+        let f8 = build_keys(&p8, "present:", 10_000);
+        let f16 = build_keys(&p16, "present:", 10_000);
+        for i in 0..10_000 {
+            let k = key("present:", i);
+            assert!(p16.may_match(&f8, &k) && p8.may_match(&f16, &k));
+        }
+        let mut hits = 0;
+        for i in 0..20_000 {
+            let k = key("absent:", i);
+            assert_eq!(p16.may_match(&f8, &k), p8.may_match(&f8, &k));
+            assert_eq!(p8.may_match(&f16, &k), p16.may_match(&f16, &k));
+            hits += u32::from(p16.may_match(&f8, &k));
+        }
+        // Read as 8-bit: its rate (≈ 78 of 20k), not the 16-bit one (≈ 0.3).
+        assert!((40..=130).contains(&hits), "{hits}");
+    }
+
+    #[test]
+    fn one_builder_across_partitions() {
+        for p in both() {
+            let mut b = p.builder();
+            let mut filters = Vec::new();
+            for (part, n) in [(0u64, 3000u64), (1, 1), (2, 0), (3, 50_000), (4, 700)] {
+                let prefix = format!("part{part}:");
+                for i in 0..n {
+                    b.add_key(&key(&prefix, i));
+                }
+                assert_eq!(b.num_keys(), n as usize);
+                let f = b.finish();
+                assert_eq!(b.num_keys(), 0);
+                assert_eq!(b.estimated_len(), TRAILER_LEN);
+                filters.push((prefix, n, f));
+            }
+            for (prefix, n, f) in &filters {
+                assert_eq!(
+                    f,
+                    &build_keys(&p, prefix, *n),
+                    "independent of earlier partitions"
+                );
+                for i in 0..*n {
+                    assert!(p.may_match(f, &key(prefix, i)));
+                }
+            }
+            // A partition does not match another's keys more than the FP rate allows.
+            let (_, _, big) = &filters[3];
+            let other = (0..3000)
+                .filter(|&i| p.may_match(big, &key("part0:", i)))
+                .count();
+            assert!(other <= 30, "{other}");
+        }
+    }
+
+    #[test]
+    fn giving_up_matches_everything() {
+        let hashes: Vec<u64> = (0..1000).map(|i| BinaryFuse::hash(&key("k", i))).collect();
+        let (f, attempts) = build::<u8>(&hashes, &mut Scratch::default(), 0);
+        assert_eq!(attempts, 1);
+        assert_eq!(
+            f,
+            vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 1, 8, 1, 0]
+        );
+        let p = BinaryFuse::fuse8();
+        for i in 0..1000 {
+            assert!(p.may_match(&f, &key("k", i)));
+            assert!(p.may_match(&f, &key("absent:", i)));
+        }
+    }
+
+    #[test]
+    fn unknown_or_damaged_bytes_may_match() {
+        let p = BinaryFuse::fuse8();
+        let good = build_keys(&p, "k", 1000);
+        let absent = (0..1000)
+            .map(|i| key("absent:", i))
+            .find(|k| !p.may_match(&good, k))
+            .unwrap();
+        let n = good.len();
+        assert!(p.may_match(&good[..24], &absent));
+        assert!(p.may_match(&good[1..], &absent));
+        assert!(p.may_match(&good[..n - 1], &absent));
+        // Every trailer byte except the seed's changes the answer to "maybe"; a damaged seed only
+        // reshuffles (and may lose keys, which is the block checksum's job to prevent).
+        for at in 8..25 {
+            for v in [0x00u8, 0x01, 0x07, 0x10, 0x80, 0xFF] {
+                let mut bad = good.clone();
+                if bad[n - 25 + at] == v {
+                    continue;
+                }
+                bad[n - 25 + at] = v;
+                assert!(p.may_match(&bad, &absent), "trailer byte {at} = {v:#x}");
+            }
+        }
+        // A 16-bit width on 8-bit data: the length no longer matches.
+        let mut bad = good.clone();
+        bad[n - 3] = 16;
+        assert!(p.may_match(&bad, &absent));
+        // The blooms' readers treat this format as unknown.
+        use crate::filter::CacheLocalBloom;
+        assert!(CacheLocalBloom::new(10.0).may_match(&good, &absent));
+    }
+
+    #[test]
+    fn garbage_does_not_panic() {
+        let p = BinaryFuse::fuse16();
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for len in 0..600usize {
+            let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if len >= 25 && len % 2 == 0 {
+                // A valid-looking trailer, sometimes with a consistent geometry, so that the
+                // probing path runs on random fingerprints and extreme values.
+                let data = len - 25;
+                let w = if next() % 2 == 0 { 8 } else { 16 };
+                let l = 1u32 << (next() % 32);
+                let (scl, a) = match next() % 3 {
+                    0 => (next() as u32, next() as u32),
+                    1 => (u32::MAX - l + 1, u32::MAX),
+                    _ => {
+                        let a = (data / (w / 8)) as u32;
+                        (a.wrapping_sub(l.wrapping_mul(2)), a)
+                    }
+                };
+                let t = &mut bytes[data..];
+                t[8..12].copy_from_slice(&l.to_le_bytes());
+                t[12..16].copy_from_slice(&scl.to_le_bytes());
+                t[16..20].copy_from_slice(&a.to_le_bytes());
+                t[20..].copy_from_slice(&[0xFF, 1, w as u8, 0, 0]);
+            }
+            for k in [&b""[..], b"a", b"some key", &bytes] {
+                let _ = p.may_match(&bytes, k);
+                let _ = p.may_match_hash(&bytes, next());
+            }
+        }
+    }
+
+    /// The policy in every layout through the real store: no false negatives across flush,
+    /// compaction and reopen; 2^-8 false positives on absent keys inside the tables' range.
+    #[test]
+    fn through_the_store_in_every_layout() {
+        use crate::{Db, Filter, FilterLayout, Options};
+        use std::sync::Arc;
+
+        let n = 20_000u32;
+        let key = |i: u32| format!("user{i:09}").into_bytes();
+        let absent = |i: u32| format!("user{i:09}x").into_bytes();
+        for layout in FilterLayout::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let options = || {
+                Options::default()
+                    .write_buffer_size(1 << 20)
+                    .target_file_size(1 << 20)
+                    .filter(Filter::new(layout, Arc::new(BinaryFuse::fuse8())))
+            };
+            let check = |db: &Db, stage: &str| {
+                for i in 0..n {
+                    assert!(
+                        db.get(key(i)).unwrap().is_some(),
+                        "{layout}: key {i} lost after {stage}"
+                    );
+                }
+            };
+            {
+                let db = Db::open(dir.path(), options()).unwrap();
+                for i in 0..n {
+                    db.put(key(i), i.to_le_bytes()).unwrap();
+                }
+                db.flush().unwrap();
+                check(&db, "flush");
+                db.compact().unwrap();
+                check(&db, "compaction");
+            }
+            let db = Db::open(dir.path(), options()).unwrap();
+            check(&db, "reopen");
+            let before = db.statistics();
+            for round in 0..5 {
+                for i in 0..n {
+                    let k = [absent(i), format!("r{round}").into_bytes()].concat();
+                    assert_eq!(db.get(k).unwrap(), None);
+                }
+            }
+            let fp = db
+                .statistics()
+                .since(&before)
+                .filter_totals()
+                .fp_rate()
+                .unwrap();
+            eprintln!("binary fuse 8, {layout}: measured FP {:.3} %", fp * 100.0);
+            // 100k probes, 391 expected, σ ≈ 20.
+            assert!((0.0028..=0.0051).contains(&fp), "{layout}: fp {fp}");
+        }
+    }
+}
+
+/// Phase timings of construction and interleaved probe timings against the cache-local bloom, as
+/// the minimum of 15 runs each: steadier than criterion on a shared machine. Run with
+/// `cargo test --lib binary_fuse::measure -- --ignored --nocapture` (the test profile is
+/// opt-level 2).
+#[cfg(test)]
+mod measure {
+    use super::*;
+    use std::time::Instant;
+
+    fn min_ns<R>(n: u64, mut f: impl FnMut() -> R) -> f64 {
+        (0..15)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(f());
+                t.elapsed().as_nanos() as f64 / n as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    #[test]
+    #[ignore]
+    fn phases() {
+        for n in [10_000u64, 1_000_000] {
+            let keys: Vec<Vec<u8>> = (0..n)
+                .map(|i| format!("user{i:012}").into_bytes())
+                .collect();
+            let hashes: Vec<u64> = keys.iter().map(|k| BinaryFuse::hash(k)).collect();
+            let mut s = Scratch::default();
+            let t_mix = min_ns(n, || {
+                s.mixed.clear();
+                s.mixed.extend(hashes.iter().map(|&h| mix(h, 1)));
+            });
+            let t_std = min_ns(n, || {
+                s.mixed.clear();
+                s.mixed.extend(hashes.iter().map(|&h| mix(h, 1)));
+                s.mixed.sort_unstable();
+                s.mixed.dedup();
+            });
+            let t_bucket = min_ns(n, || {
+                s.mixed.clear();
+                s.mixed.extend(hashes.iter().map(|&h| mix(h, 1)));
+                sort_dedup(&mut s.mixed, &mut s.spare, &mut s.buckets);
+            });
+            let shape = Shape::for_keys(n as usize).unwrap();
+            let t_peel = min_ns(n, || assert!(peel(&mut s, shape)));
+            let t_assign = min_ns(n, || assign::<u8>(&s, shape, 1));
+            let t_all = min_ns(n, || build::<u8>(&hashes, &mut s, 64));
+            eprintln!(
+                "n={n}: mix {t_mix:.1} +std sort {t_std:.1} +bucket sort {t_bucket:.1} peel {t_peel:.1} \
+                 assign {t_assign:.1} build {t_all:.1} ns/key"
+            );
+        }
+    }
+
+    use crate::filter::CacheLocalBloom;
+
+    #[test]
+    #[ignore]
+    fn interleaved() {
+        let n = 1_000_000u64;
+        let mk = |p: &str, i: u64| {
+            let s = format!("{p}{i:012}");
+            let mut k = [0u8; 16];
+            k.copy_from_slice(s.as_bytes());
+            k
+        };
+        let present: Vec<[u8; 16]> = (0..n).map(|i| mk("user", i)).collect();
+        let absent: Vec<[u8; 16]> = (0..n).map(|i| mk("miss", i)).collect();
+        let bloom = CacheLocalBloom::new(10.0);
+        let f8 = BinaryFuse::fuse8();
+        let f16 = BinaryFuse::fuse16();
+        let build = |p: &dyn FilterPolicy| {
+            let mut b = p.builder();
+            for k in &present {
+                b.add_key(k);
+            }
+            b.finish()
+        };
+        let (bb, b8, b16) = (build(&bloom), build(&f8), build(&f16));
+        let policies: [(&str, &dyn FilterPolicy, &[u8]); 3] = [
+            ("bloom", &bloom, &bb),
+            ("fuse8", &f8, &b8),
+            ("fuse16", &f16, &b16),
+        ];
+        for (what, keys) in [("present", &present), ("absent", &absent)] {
+            let mut best = [f64::INFINITY; 3];
+            for _ in 0..15 {
+                for (i, (_, p, f)) in policies.iter().enumerate() {
+                    let t = Instant::now();
+                    let mut hits = 0u32;
+                    for k in keys.iter() {
+                        hits += u32::from(p.may_match(std::hint::black_box(f), k));
+                    }
+                    std::hint::black_box(hits);
+                    best[i] = best[i].min(t.elapsed().as_nanos() as f64 / n as f64);
+                }
+            }
+            eprintln!(
+                "{what}: bloom {:.1} fuse8 {:.1} fuse16 {:.1} ns/probe",
+                best[0], best[1], best[2]
+            );
+        }
+    }
+
+    /// The false positive rate over 20 filters of 100k keys (20M probes): measured 0.389 %
+    /// against 2^-8 = 0.391 %, so the fingerprint bits are independent of the slot bits.
+    #[test]
+    #[ignore]
+    fn fp_over_many_filters() {
+        let p = BinaryFuse::fuse8();
+        let mut hits = 0u64;
+        let mut probes = 0u64;
+        for f in 0..20u64 {
+            let mut b = p.builder();
+            for i in 0..100_000u64 {
+                b.add_key(format!("f{f}-{i:012}").as_bytes());
+            }
+            let filter = b.finish();
+            let mut h = 0;
+            for i in 0..1_000_000u64 {
+                h += u64::from(p.may_match(&filter, format!("a{f}-{i:012}").as_bytes()));
+            }
+            eprintln!("filter {f}: {h}");
+            hits += h;
+            probes += 1_000_000;
+        }
+        eprintln!(
+            "total {hits} / {probes} = {:.5} (2^-8 = 0.00391)",
+            hits as f64 / probes as f64
+        );
+    }
+}
