@@ -401,3 +401,30 @@ fn find_filter_region(table: &[u8]) -> (usize, usize) {
     let end = props.saturating_sub(64);
     (end.saturating_sub(1024), end)
 }
+
+#[test]
+fn binary_fuse_tables_are_read_with_their_filter_by_any_store() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let fuse = Filter::new(FilterLayout::Full, Arc::new(siftdb::BinaryFuse::fuse8()));
+        let db = Db::open(dir.path(), options(fuse)).unwrap();
+        for i in 0..20_000 {
+            db.put(key(i), b"v").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    // Reopened with the default filter: the fuse policy is built in, so its filter is used.
+    let db = Db::open(dir.path(), options(Filter::full(10.0))).unwrap();
+    let before = db.statistics();
+    for i in 0..20_000 {
+        assert!(db.get(key(i)).unwrap().is_some());
+        assert_eq!(db.get(absent(i)).unwrap(), None);
+    }
+    let s = db.statistics().since(&before).filter_totals();
+    assert_eq!(s.true_positive, 20_000);
+    let fp = s.fp_rate().unwrap();
+    assert!(
+        fp < 0.01 && s.useful > 19_000,
+        "fuse8 filter in use: {s:?}, FP {fp}"
+    );
+}

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::{CacheLocalBloom, FilterPolicy, LevelDbBloom};
+use super::{BinaryFuse, CacheLocalBloom, FilterPolicy, LevelDbBloom};
 use crate::prefix::PrefixExtractor;
 
 /// Where a table keeps its filter bits and which keys each filter covers.
@@ -181,6 +181,8 @@ impl PolicyRegistry {
         let mut policies: Vec<Arc<dyn FilterPolicy>> = vec![
             Arc::new(LevelDbBloom::new(10.0)),
             Arc::new(CacheLocalBloom::new(10.0)),
+            Arc::new(BinaryFuse::fuse8()),
+            Arc::new(BinaryFuse::fuse16()),
         ];
         if let Some(p) = configured.policy() {
             policies.retain(|b| b.name() != p.name());
