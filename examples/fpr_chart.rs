@@ -21,7 +21,7 @@ use clap::{Parser, ValueEnum};
 use plotters::prelude::*;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
-use siftdb::{CacheLocalBloom, FilterPolicy, LevelDbBloom};
+use siftdb::{BinaryFuse, CacheLocalBloom, FilterPolicy, LevelDbBloom};
 
 #[derive(Parser, Debug)]
 #[command(about = "Measure and chart the false positive rate of siftdb's filter policies")]
@@ -51,7 +51,7 @@ enum KeyKind {
 /// One measured point.
 struct Point {
     policy: String,
-    bits_per_key: u32,
+    bits_per_key: f64,
     k: u32,
     false_positives: u64,
     measured: f64,
@@ -121,8 +121,8 @@ impl std::fmt::Write for DecimalWriter<'_> {
 }
 
 /// Builds one filter of `policy` over `keys` present keys and counts the false positives among
-/// `probes` absent keys.
-fn measure(policy: &dyn FilterPolicy, args: &Args) -> u64 {
+/// `probes` absent keys; also returns the filter's size in bytes.
+fn measure(policy: &dyn FilterPolicy, args: &Args) -> (u64, usize) {
     let mut builder = policy.builder();
     let mut present = Keys::new(args.key_kind, true);
     for _ in 0..args.keys {
@@ -135,9 +135,29 @@ fn measure(policy: &dyn FilterPolicy, args: &Args) -> u64 {
         assert!(policy.may_match(&filter, present.next_key()));
     }
     let mut absent = Keys::new(args.key_kind, false);
-    (0..args.probes)
+    let fps = (0..args.probes)
         .filter(|_| policy.may_match(&filter, absent.next_key()))
-        .count() as u64
+        .count() as u64;
+    (fps, filter.len())
+}
+
+/// The binary fuse filters: fixed fingerprint widths, so one point each, at the bits/key their
+/// filters really take.
+fn fuse_points(args: &Args) -> Vec<Point> {
+    [(BinaryFuse::fuse8(), 8u32), (BinaryFuse::fuse16(), 16)]
+        .into_iter()
+        .map(|(policy, w)| {
+            let (fp, bytes) = measure(&policy, args);
+            Point {
+                policy: "BinaryFuse".to_string(),
+                bits_per_key: bytes as f64 * 8.0 / args.keys as f64,
+                k: w,
+                false_positives: fp,
+                measured: fp as f64 / args.probes as f64,
+                theory: policy.theoretical_fp_rate(f64::from(w)),
+            }
+        })
+        .collect()
 }
 
 /// Every bits/key for one policy family (`make` builds the policy at a bits/key).
@@ -148,10 +168,10 @@ fn sweep(
 ) -> Vec<Point> {
     BITS.map(|bits| {
         let (policy, k) = make(f64::from(bits));
-        let fp = measure(policy.as_ref(), args);
+        let (fp, _) = measure(policy.as_ref(), args);
         Point {
             policy: name.to_string(),
-            bits_per_key: bits,
+            bits_per_key: f64::from(bits),
             k,
             false_positives: fp,
             measured: fp as f64 / args.probes as f64,
@@ -191,6 +211,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let series = [
         leveldb.map_err(|_| "measuring thread panicked")?,
         local.map_err(|_| "measuring thread panicked")?,
+        fuse_points(args),
     ];
 
     let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.4}%", r * 100.0));
@@ -207,7 +228,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     for p in series.iter().flatten() {
         println!(
-            "{:<16} {:>8} {:>3} {:>10} {:>10} {:>10}",
+            "{:<16} {:>8.2} {:>3} {:>10} {:>10} {:>10}",
             p.policy,
             p.bits_per_key,
             p.k,
@@ -217,7 +238,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         );
         let _ = writeln!(
             csv,
-            "{},{:?},{},{},{},{},{},{:.8},{}",
+            "{},{:?},{:.3},{},{},{},{},{:.8},{}",
             p.policy,
             args.key_kind,
             p.bits_per_key,
@@ -268,7 +289,11 @@ fn draw(
         .y_label_formatter(&|y| format!("{:.0e}", y))
         .draw()?;
 
-    let colors = [RGBColor(31, 119, 180), RGBColor(214, 39, 40)];
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+    ];
     for (points, color) in series.iter().zip(colors) {
         let Some(name) = points.first().map(|p| p.policy.clone()) else {
             continue;
@@ -276,10 +301,17 @@ fn draw(
         let measured: Vec<(f64, f64)> = points
             .iter()
             .filter(|p| p.false_positives > 0)
-            .map(|p| (f64::from(p.bits_per_key), p.measured))
+            .map(|p| (p.bits_per_key, p.measured))
             .collect();
+        // A family with only a few fixed settings (the fuse widths) gets markers, not a line that
+        // would suggest settings in between.
+        let line = if points.len() > 2 {
+            measured.clone()
+        } else {
+            Vec::new()
+        };
         chart
-            .draw_series(LineSeries::new(measured.clone(), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(line, color.stroke_width(2)))?
             .label(format!("{name} measured"))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
@@ -291,8 +323,18 @@ fn draw(
         )?;
         let theory: Vec<(f64, f64)> = points
             .iter()
-            .filter_map(|p| p.theory.map(|t| (f64::from(p.bits_per_key), t.max(floor))))
+            .filter_map(|p| p.theory.map(|t| (p.bits_per_key, t.max(floor))))
             .collect();
+        // Theory of a few fixed settings: short ticks at each, no joining line.
+        if points.len() <= 2 {
+            for &(x, y) in &theory {
+                chart.draw_series(LineSeries::new(
+                    vec![(x - 0.3, y), (x + 0.3, y)],
+                    color.mix(0.45).stroke_width(1),
+                ))?;
+            }
+        }
+        let theory = if points.len() > 2 { theory } else { Vec::new() };
         let light = color.mix(0.45);
         chart
             .draw_series(LineSeries::new(theory, light.stroke_width(1)))?
