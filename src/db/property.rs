@@ -13,7 +13,9 @@ struct FilterGroup {
     tables: usize,
     filter_bytes: u64,
     filter_keys: u64,
-    theory: Option<f64>,
+    /// Σ theory × weight over the tables whose policy knows its theory, and Σ weight.
+    theory_weighted: f64,
+    theory_keys: u64,
 }
 
 impl Db {
@@ -87,7 +89,13 @@ impl Db {
                 g.tables += 1;
                 g.filter_bytes += p.filter_bytes;
                 g.filter_keys += p.filter_keys;
-                g.theory = theory.or(g.theory);
+                if let Some(t) = theory {
+                    // A missing key meets every L0 table, but only one table of a deeper level,
+                    // about as often as that table's share of the level's keys.
+                    let weight = if level == 0 { 1 } else { p.filter_keys };
+                    g.theory_weighted += t * weight as f64;
+                    g.theory_keys += weight;
+                }
             }
             let _ = writeln!(
                 out,
@@ -134,7 +142,7 @@ impl Db {
                 bits,
                 counts.checks(),
                 pct(counts.fp_rate()),
-                pct(g.theory)
+                pct((g.theory_keys > 0).then(|| g.theory_weighted / g.theory_keys as f64))
             );
         }
         let cache = self.inner.tables.block_cache();
