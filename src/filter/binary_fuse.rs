@@ -761,29 +761,7 @@ fn assign<F: Fingerprint>(s: &Scratch, shape: Shape, seed: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(prefix: &str, i: u64) -> Vec<u8> {
-        format!("{prefix}{i:012}").into_bytes()
-    }
-
-    fn build_keys(policy: &BinaryFuse, prefix: &str, n: u64) -> Vec<u8> {
-        let mut b = policy.builder();
-        for i in 0..n {
-            b.add_key(&key(prefix, i));
-        }
-        assert_eq!(b.num_keys(), n as usize);
-        let len = b.estimated_len();
-        let f = b.finish();
-        assert_eq!(f.len(), len, "estimated_len is exact without duplicates");
-        assert_eq!(b.num_keys(), 0);
-        f
-    }
-
-    fn fp_hits(policy: &BinaryFuse, filter: &[u8], probes: u64) -> u64 {
-        (0..probes)
-            .filter(|&i| policy.may_match_hash(filter, BinaryFuse::hash(&key("absent:", i))))
-            .count() as u64
-    }
+    use crate::filter::test_support::{build as build_keys, fp_hits, key, xorshift};
 
     fn both() -> [BinaryFuse; 2] {
         [BinaryFuse::fuse8(), BinaryFuse::fuse16()]
@@ -1102,20 +1080,14 @@ mod tests {
     #[test]
     fn garbage_does_not_panic() {
         let p = BinaryFuse::fuse16();
-        let mut state = 0x1234_5678_9abc_def0u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift();
         for len in 0..600usize {
             let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             if len >= 25 && len % 2 == 0 {
                 // A valid-looking trailer, sometimes with a consistent geometry, so that the
                 // probing path runs on random fingerprints and extreme values.
                 let data = len - 25;
-                let w = if next() % 2 == 0 { 8 } else { 16 };
+                let w = if next().is_multiple_of(2) { 8 } else { 16 };
                 let l = 1u32 << (next() % 32);
                 let (scl, a) = match next() % 3 {
                     0 => (next() as u32, next() as u32),

@@ -295,30 +295,7 @@ impl FilterBitsBuilder for CacheLocalBloomBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(prefix: &str, i: u64) -> Vec<u8> {
-        format!("{prefix}{i:012}").into_bytes()
-    }
-
-    fn build(policy: &CacheLocalBloom, prefix: &str, n: u64) -> Vec<u8> {
-        let mut b = policy.builder();
-        for i in 0..n {
-            b.add_key(&key(prefix, i));
-        }
-        assert_eq!(b.num_keys(), n as usize);
-        let len = b.estimated_len();
-        let f = b.finish();
-        assert_eq!(f.len(), len);
-        assert_eq!(b.num_keys(), 0);
-        f
-    }
-
-    fn fp_rate(policy: &CacheLocalBloom, filter: &[u8], probes: u64) -> f64 {
-        let hits = (0..probes)
-            .filter(|&i| policy.may_match(filter, &key("absent:", i)))
-            .count();
-        hits as f64 / probes as f64
-    }
+    use crate::filter::test_support::{build, fp_rate, key, xorshift};
 
     #[test]
     fn probe_table() {
@@ -487,13 +464,7 @@ mod tests {
     #[test]
     fn garbage_does_not_panic() {
         let p = CacheLocalBloom::new(10.0);
-        let mut state = 0x1234_5678_9abc_def0u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift();
         for len in 0..400 {
             let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             // Often give it a valid-looking trailer so the probing path runs too.

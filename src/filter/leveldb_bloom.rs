@@ -223,30 +223,7 @@ impl FilterBitsBuilder for LevelDbBloomBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(prefix: &str, i: u64) -> Vec<u8> {
-        format!("{prefix}{i:012}").into_bytes()
-    }
-
-    fn build(policy: &LevelDbBloom, prefix: &str, n: u64) -> Vec<u8> {
-        let mut b = policy.builder();
-        for i in 0..n {
-            b.add_key(&key(prefix, i));
-        }
-        assert_eq!(b.num_keys(), n as usize);
-        let len = b.estimated_len();
-        let f = b.finish();
-        assert_eq!(f.len(), len);
-        assert_eq!(b.num_keys(), 0);
-        f
-    }
-
-    fn fp_rate(policy: &LevelDbBloom, filter: &[u8], probes: u64) -> f64 {
-        let hits = (0..probes)
-            .filter(|&i| policy.may_match(filter, &key("absent:", i)))
-            .count();
-        hits as f64 / probes as f64
-    }
+    use crate::filter::test_support::{build, fp_rate, key, xorshift};
 
     #[test]
     fn hash_matches_leveldb_test_vectors() {
@@ -365,16 +342,9 @@ mod tests {
     #[test]
     fn garbage_does_not_panic() {
         let p = LevelDbBloom::new(10.0);
-        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = xorshift();
         for len in 0..300 {
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect();
+            let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             for k in [&b""[..], b"a", b"some key", &bytes] {
                 let _ = p.may_match(&bytes, k);
             }

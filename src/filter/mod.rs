@@ -13,6 +13,8 @@ pub(crate) mod layout;
 mod leveldb_bloom;
 pub(crate) mod partitioned;
 mod policy;
+#[cfg(test)]
+mod test_support;
 pub(crate) mod theory;
 
 pub(crate) use allocation::monkey_bits_per_key;
