@@ -36,7 +36,7 @@ impl Manifest {
     ///
     /// # Errors
     /// `Error::Corruption` naming CURRENT or the MANIFEST if either is damaged.
-    pub(crate) fn recover(dir: &Path) -> Result<Option<(Version, ManifestCounters, u64)>> {
+    pub(crate) fn recover(dir: &Path) -> Result<Option<(Version, ManifestCounters)>> {
         let current = current_path(dir);
         let text = match std::fs::read(&current) {
             Ok(t) => t,
@@ -48,9 +48,6 @@ impl Manifest {
             .and_then(|t| t.strip_suffix('\n'))
             .filter(|n| matches!(parse_file_name(n), Some(FileKind::Manifest(_))))
             .ok_or_else(|| Error::corruption(&current, "does not name a MANIFEST"))?;
-        let Some(FileKind::Manifest(number)) = parse_file_name(name) else {
-            return Err(Error::corruption(&current, "does not name a MANIFEST"));
-        };
         let path = dir.join(name);
         if !path.exists() {
             return Err(Error::corruption(
@@ -127,7 +124,7 @@ impl Manifest {
                 "next file number is not past every file",
             ));
         }
-        Ok(Some((version, counters, number)))
+        Ok(Some((version, counters)))
     }
 
     /// Writes MANIFEST-`number` holding `version` and `counters`, and points CURRENT at it.

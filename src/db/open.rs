@@ -68,8 +68,8 @@ impl Db {
             Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
         }
         let stats = Arc::new(Stats::new());
-        let (version, counters, old_manifest) = match Manifest::recover(dir)? {
-            Some((v, c, n)) => (v, c, Some(n)),
+        let (version, counters) = match Manifest::recover(dir)? {
+            Some(recovered) => recovered,
             None => (
                 Version::default(),
                 ManifestCounters {
@@ -77,7 +77,6 @@ impl Db {
                     next_file_number: 1,
                     last_sequence: 0,
                 },
-                None,
             ),
         };
         // A table the MANIFEST names but the directory lacks is lost data: say so now, naming it,
@@ -111,7 +110,6 @@ impl Db {
             },
         )?;
         remove_obsolete_files(dir, manifest.current(), log_number, manifest_number);
-        let _ = old_manifest;
         let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
         let blocks = Arc::new(ShardedLruCache::new(options.block_cache_bytes, 16));
         let tables = Arc::new(TableCache::new(
