@@ -15,6 +15,8 @@
 //!
 //! Short mode samples the offsets; `SIFTDB_LONG=1` tries every one.
 
+mod common;
+use common::{block_entries, handle, varint};
 use std::path::{Path, PathBuf};
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -226,58 +228,19 @@ fn wal_damage_followed_by_intact_records_is_corruption() {
 // ---------------------------------------------------------------------------------------------
 // Tables
 
-fn varint(b: &[u8], pos: &mut usize) -> u64 {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = b[*pos];
-        *pos += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return v;
-        }
-    }
-    panic!("bad varint in a pristine table");
-}
-
-fn handle(b: &[u8]) -> (u64, u64) {
-    let mut p = 0;
-    let off = varint(b, &mut p);
-    let size = varint(b, &mut p);
-    (off, size)
-}
-
-/// The (key, value) entries of an uncompressed block.
-fn block_entries(block: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let n = block.len();
-    let restarts = u32::from_le_bytes(block[n - 4..].try_into().unwrap()) as usize;
-    let end = n - 4 - 4 * restarts;
-    let (mut p, mut key, mut out) = (0, Vec::new(), Vec::new());
-    while p < end {
-        let shared = varint(block, &mut p) as usize;
-        let unshared = varint(block, &mut p) as usize;
-        let vlen = varint(block, &mut p) as usize;
-        key.truncate(shared);
-        key.extend_from_slice(&block[p..p + unshared]);
-        p += unshared;
-        out.push((key.clone(), block[p..p + vlen].to_vec()));
-        p += vlen;
-    }
-    out
-}
-
 /// Byte ranges of a table's regions, parsed from its footer, metaindex and index.
 fn table_regions(bytes: &[u8]) -> Vec<(&'static str, std::ops::Range<usize>)> {
     let len = bytes.len();
     let footer = &bytes[len - 56..];
     let mut p = 0;
-    let meta = (varint(footer, &mut p), varint(footer, &mut p));
-    let index = (varint(footer, &mut p), varint(footer, &mut p));
-    let block = |(off, size): (u64, u64)| {
-        let (o, s) = (off as usize, size as usize);
+    let mut next = || varint(footer, &mut p) as usize;
+    let meta = (next(), next());
+    let index = (next(), next());
+    let block = |(o, s): (usize, usize)| {
         assert_eq!(bytes[o + s], 0, "test tables are built uncompressed");
         &bytes[o..o + s]
     };
-    let with_trailer = |(off, size): (u64, u64)| off as usize..(off + size) as usize + 5;
+    let with_trailer = |(o, s): (usize, usize)| o..o + s + 5;
     let mut props = None;
     let mut filter = None;
     for (name, h) in block_entries(block(meta)) {
@@ -291,7 +254,7 @@ fn table_regions(bytes: &[u8]) -> Vec<(&'static str, std::ops::Range<usize>)> {
         .iter()
         .map(|(_, h)| {
             let (o, s) = handle(h);
-            (o + s) as usize + 5
+            o + s + 5
         })
         .max()
         .unwrap();
@@ -299,9 +262,9 @@ fn table_regions(bytes: &[u8]) -> Vec<(&'static str, std::ops::Range<usize>)> {
     let mut regions = vec![("data", 0..data_end)];
     if let Some(f) = filter {
         // Partitions (if any) sit between the data and the filter's own block.
-        assert!(f.0 as usize >= data_end);
+        assert!(f.0 >= data_end);
         regions.push(("filter", data_end..with_trailer(f).end));
-        assert_eq!(with_trailer(f).end, props.0 as usize);
+        assert_eq!(with_trailer(f).end, props.0);
     }
     regions.push(("properties", with_trailer(props)));
     regions.push(("metaindex", with_trailer(meta)));

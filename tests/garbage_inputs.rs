@@ -13,6 +13,8 @@
 //!
 //! `SIFTDB_LONG=1` runs 20 times as many inputs.
 
+mod common;
+use common::{block_entries, handle, varint};
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
@@ -99,44 +101,6 @@ struct BlockAt {
     size: usize,
 }
 
-fn varint(b: &[u8], pos: &mut usize) -> u64 {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = b[*pos];
-        *pos += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return v;
-        }
-    }
-    panic!("bad varint in a pristine table");
-}
-
-fn handle(b: &[u8]) -> (usize, usize) {
-    let mut p = 0;
-    let o = varint(b, &mut p);
-    let s = varint(b, &mut p);
-    (o as usize, s as usize)
-}
-
-fn block_values(block: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let n = block.len();
-    let restarts = u32::from_le_bytes(block[n - 4..].try_into().unwrap()) as usize;
-    let end = n - 4 - 4 * restarts;
-    let (mut p, mut key, mut out) = (0, Vec::new(), Vec::new());
-    while p < end {
-        let shared = varint(block, &mut p) as usize;
-        let unshared = varint(block, &mut p) as usize;
-        let vlen = varint(block, &mut p) as usize;
-        key.truncate(shared);
-        key.extend_from_slice(&block[p..p + unshared]);
-        p += unshared;
-        out.push((key.clone(), block[p..p + vlen].to_vec()));
-        p += vlen;
-    }
-    out
-}
-
 /// Every block of an uncompressed table, parsed from its footer down.
 fn table_blocks(bytes: &[u8]) -> Vec<BlockAt> {
     let footer = &bytes[bytes.len() - 56..];
@@ -152,16 +116,16 @@ fn table_blocks(bytes: &[u8]) -> Vec<BlockAt> {
     let contents = |(o, s): (usize, usize)| &bytes[o..o + s];
     let at = |name, (offset, size): (usize, usize)| BlockAt { name, offset, size };
     let mut out = vec![at("metaindex", meta), at("index", index)];
-    for (_, h) in block_values(contents(index)) {
+    for (_, h) in block_entries(contents(index)) {
         out.push(at("data", handle(&h)));
     }
-    for (name, h) in block_values(contents(meta)) {
+    for (name, h) in block_entries(contents(meta)) {
         let h = handle(&h);
         if name == b"properties" {
             out.push(at("properties", h));
         } else if name.starts_with(b"partitionedfilter.") {
             out.push(at("filter index", h));
-            for (_, p) in block_values(contents(h)) {
+            for (_, p) in block_entries(contents(h)) {
                 out.push(at("filter partition", handle(&p)));
             }
         } else {
