@@ -9,7 +9,7 @@ use crossbeam_skiplist::SkipMap;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{internal_key, lookup_key, parse_internal_key, InternalKey, ValueKind};
+use crate::key::{internal_key, parse_internal_key, user_key, InternalKey, ValueKind};
 
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
 const ENTRY_OVERHEAD: usize = 64;
@@ -49,10 +49,11 @@ impl MemTable {
             .insert(InternalKey(internal_key(key, seq, kind)), value.to_vec());
     }
 
-    /// The newest entry for `key` with a sequence ≤ `seq`.
-    pub(crate) fn get(&self, key: &[u8], seq: u64) -> Option<Lookup> {
-        let probe = InternalKey(lookup_key(key, seq));
-        let entry = self.map.lower_bound(Bound::Included(&probe))?;
+    /// The newest entry for the user key of `lookup` (a [`lookup_key`](crate::key::lookup_key))
+    /// with a sequence ≤ the lookup's. A Get builds one lookup key for every memtable and table.
+    pub(crate) fn get(&self, lookup: &InternalKey) -> Option<Lookup> {
+        let key = user_key(&lookup.0);
+        let entry = self.map.lower_bound(Bound::Included(lookup))?;
         let parsed = parse_internal_key(&entry.key().0)?;
         if parsed.user_key != key {
             return None;
@@ -143,6 +144,7 @@ impl InternalIterator for MemTableIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key::lookup_key;
 
     #[test]
     fn get_sees_the_newest_visible_version() {
@@ -151,12 +153,21 @@ mod tests {
         m.add(2, ValueKind::Value, b"k", b"v2");
         m.add(3, ValueKind::Deletion, b"k", b"");
         m.add(4, ValueKind::Value, b"ka", b"other");
-        assert_eq!(m.get(b"k", 1), Some(Lookup::Value(b"v1".to_vec())));
-        assert_eq!(m.get(b"k", 2), Some(Lookup::Value(b"v2".to_vec())));
-        assert_eq!(m.get(b"k", 10), Some(Lookup::Deleted));
-        assert_eq!(m.get(b"j", 10), None);
-        assert_eq!(m.get(b"ka", 3), None);
-        assert_eq!(m.get(b"", 10), None);
+        assert_eq!(
+            m.get(&InternalKey(lookup_key(b"k", 1))),
+            Some(Lookup::Value(b"v1".to_vec()))
+        );
+        assert_eq!(
+            m.get(&InternalKey(lookup_key(b"k", 2))),
+            Some(Lookup::Value(b"v2".to_vec()))
+        );
+        assert_eq!(
+            m.get(&InternalKey(lookup_key(b"k", 10))),
+            Some(Lookup::Deleted)
+        );
+        assert_eq!(m.get(&InternalKey(lookup_key(b"j", 10))), None);
+        assert_eq!(m.get(&InternalKey(lookup_key(b"ka", 3))), None);
+        assert_eq!(m.get(&InternalKey(lookup_key(b"", 10))), None);
     }
 
     #[test]

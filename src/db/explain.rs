@@ -3,7 +3,7 @@
 use super::Db;
 use crate::error::Result;
 use crate::inspect::{FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableStep};
-use crate::key::lookup_key;
+use crate::key::{lookup_key, InternalKey};
 use crate::memtable::Lookup;
 
 impl Db {
@@ -42,16 +42,16 @@ impl Db {
             source: GetSource::Nowhere,
             answer: GetAnswer::NotFound,
         };
-        let mem_hit = sv
-            .mem
-            .get(key, seq)
-            .map(|l| (GetSource::Memtable, l))
-            .or_else(|| {
-                sv.imm.iter().enumerate().find_map(|(i, m)| {
-                    m.get(key, seq)
-                        .map(|l| (GetSource::ImmutableMemtable(i), l))
-                })
-            });
+        let probe = InternalKey(lookup_key(key, seq));
+        let mem_hit =
+            sv.mem
+                .get(&probe)
+                .map(|l| (GetSource::Memtable, l))
+                .or_else(|| {
+                    sv.imm.iter().enumerate().find_map(|(i, m)| {
+                        m.get(&probe).map(|l| (GetSource::ImmutableMemtable(i), l))
+                    })
+                });
         if let Some((source, hit)) = mem_hit {
             e.source = source;
             e.answer = answer_of(hit);
@@ -67,7 +67,7 @@ impl Db {
             .collect();
         let l0 = version.levels[0].iter().rev().map(|f| (0, f));
         let deeper = version.tables_for_key(key).filter(|(level, _)| *level > 0);
-        let lookup = lookup_key(key, seq);
+        let lookup = probe.0;
         for (level, file) in l0.chain(deeper) {
             let mut step = TableStep {
                 level,

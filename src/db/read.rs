@@ -2,7 +2,7 @@
 
 use super::Db;
 use crate::error::Result;
-use crate::key::lookup_key;
+use crate::key::{lookup_key, InternalKey};
 use crate::memtable::Lookup;
 use crate::stats::Ticker;
 
@@ -17,22 +17,24 @@ impl Db {
         let inner = &self.inner;
         inner.stats.inc(Ticker::NumberKeysRead);
         let (sv, seq) = inner.read_view();
+        // One lookup key for every memtable and table: its allocation is the Get's only one on
+        // the way to a filter's "no".
+        let lookup = InternalKey(lookup_key(key, seq));
         let found = match sv
             .mem
-            .get(key, seq)
-            .or_else(|| sv.imm.iter().find_map(|m| m.get(key, seq)))
+            .get(&lookup)
+            .or_else(|| sv.imm.iter().find_map(|m| m.get(&lookup)))
         {
             Some(hit) => {
                 inner.stats.inc(Ticker::MemtableHit);
                 Some(hit)
             }
             None => {
-                let lookup = lookup_key(key, seq);
                 let mut found = None;
                 for (level, file) in sv.version.tables_for_key(key) {
                     inner.stats.inc(Ticker::TablesConsulted);
                     let table = inner.tables.get(file.number)?;
-                    if let Some(hit) = table.get(&lookup, level)? {
+                    if let Some(hit) = table.get(&lookup.0, level)? {
                         found = Some(hit);
                         break;
                     }
