@@ -29,6 +29,21 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// The same error again, for each writer of a group commit that shares one outcome (an I/O
+    /// error keeps its kind and message).
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
+            Error::Corruption { file, what } => Error::Corruption {
+                file: file.clone(),
+                what: what.clone(),
+            },
+            Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::Locked(p) => Error::Locked(p.clone()),
+            Error::Background(s) => Error::Background(s.clone()),
+        }
+    }
+
     /// An [`Error::Corruption`] for `file`.
     pub(crate) fn corruption(file: &Path, what: impl Into<String>) -> Error {
         Error::Corruption {

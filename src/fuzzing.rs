@@ -10,7 +10,9 @@ use crate::db::version_edit::VersionEdit;
 use crate::filter::block_based::BlockBasedFilterReader;
 use crate::filter::full::FullFilterReader;
 use crate::filter::partitioned::PartitionedFilterReader;
-use crate::filter::{CacheLocalBloom, Filter, FilterPolicy, LevelDbBloom, PolicyRegistry};
+use crate::filter::{
+    CacheLocalBloom, Filter, FilterPolicy, FilterProbe, LevelDbBloom, PolicyRegistry,
+};
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, MAX_SEQUENCE};
 use crate::sst::block::{Block, KeyOrder};
@@ -53,7 +55,7 @@ pub fn table(path: &Path, data: &[u8], key: &[u8]) {
         return;
     };
     let table = Arc::new(table);
-    let _ = table.lookup(&lookup_key(key, MAX_SEQUENCE));
+    let _ = table.lookup(&lookup_key(key, MAX_SEQUENCE), &FilterProbe::new(key));
     let mut it = table.iter(true);
     if it.seek_to_first().is_ok() {
         while it.valid() {
@@ -99,7 +101,9 @@ pub fn filters(data: &[u8], key: &[u8], block_offset: u64) {
     ];
     for p in &policies {
         std::hint::black_box(p.may_match(data, key));
-        std::hint::black_box(FullFilterReader::new(data.to_vec()).may_match(p.as_ref(), key));
+        std::hint::black_box(
+            FullFilterReader::new(data.to_vec()).may_match(p.as_ref(), &FilterProbe::new(key)),
+        );
         if let Some(r) = BlockBasedFilterReader::new(data.to_vec()) {
             std::hint::black_box(r.may_match(p.as_ref(), block_offset, key));
             std::hint::black_box(r.may_match(p.as_ref(), 0, key));

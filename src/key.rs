@@ -88,18 +88,102 @@ fn tag(ikey: &[u8]) -> u64 {
 
 /// Orders internal keys: user key ascending, then tag (sequence, kind) descending.
 pub(crate) fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
-    user_key(a)
-        .cmp(user_key(b))
-        .then_with(|| tag(b).cmp(&tag(a)))
+    compare_bytes(user_key(a), user_key(b)).then_with(|| tag(b).cmp(&tag(a)))
 }
 
+/// Bytewise order, as `a.cmp(b)`, inlined: keys are short and a `memcmp` call costs more than
+/// comparing them eight bytes at a time (the Get path compares a key with several file bounds,
+/// index entries and block keys).
+#[inline]
+pub(crate) fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len().min(b.len());
+    let (mut a_rest, mut b_rest) = (&a[..n], &b[..n]);
+    while let (Some((x, a_next)), Some((y, b_next))) = (
+        a_rest.split_first_chunk::<8>(),
+        b_rest.split_first_chunk::<8>(),
+    ) {
+        if x != y {
+            // Big-endian words order as their bytes do.
+            return u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y));
+        }
+        a_rest = a_next;
+        b_rest = b_next;
+    }
+    for (x, y) in a_rest.iter().zip(b_rest) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// Bytes of internal key stored inside an [`InternalKey`] itself (user keys up to 32 bytes).
+pub(crate) const INLINE_KEY_BYTES: usize = 40;
+
 /// An owned internal key whose `Ord` is [`compare_internal`]; the memtable's skiplist key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct InternalKey(pub(crate) Vec<u8>);
+///
+/// A short key is stored inline, so it lives inside the skiplist node: a search compares keys
+/// without chasing a pointer per node, and a Get builds its lookup key without allocating.
+#[derive(Debug, Clone)]
+pub(crate) enum InternalKey {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_KEY_BYTES],
+    },
+    Heap(Vec<u8>),
+}
+
+impl InternalKey {
+    /// The internal key `(user_key, seq, kind)`.
+    pub(crate) fn new(user_key: &[u8], seq: u64, kind: ValueKind) -> InternalKey {
+        let len = user_key.len() + TAG_LEN;
+        if len > INLINE_KEY_BYTES {
+            return InternalKey::Heap(internal_key(user_key, seq, kind));
+        }
+        let mut bytes = [0u8; INLINE_KEY_BYTES];
+        bytes[..user_key.len()].copy_from_slice(user_key);
+        bytes[user_key.len()..len].copy_from_slice(&((seq << 8) | kind as u64).to_le_bytes());
+        InternalKey::Inline {
+            // At most INLINE_KEY_BYTES, so it fits.
+            len: len as u8,
+            bytes,
+        }
+    }
+
+    /// Wraps encoded internal-key bytes.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> InternalKey {
+        if bytes.len() > INLINE_KEY_BYTES {
+            return InternalKey::Heap(bytes.to_vec());
+        }
+        let mut inline = [0u8; INLINE_KEY_BYTES];
+        inline[..bytes.len()].copy_from_slice(bytes);
+        InternalKey::Inline {
+            len: bytes.len() as u8,
+            bytes: inline,
+        }
+    }
+
+    /// The encoded internal key.
+    #[inline]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            InternalKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            InternalKey::Heap(v) => v,
+        }
+    }
+}
+
+impl PartialEq for InternalKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for InternalKey {}
 
 impl Ord for InternalKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal(&self.0, &other.0)
+        compare_internal(self.as_bytes(), other.as_bytes())
     }
 }
 
@@ -112,6 +196,19 @@ impl PartialOrd for InternalKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn compare_bytes_orders_as_slices_do(
+            a in proptest::collection::vec(0u8..4, 0..40),
+            b in proptest::collection::vec(0u8..4, 0..40),
+        ) {
+            // Small alphabets make long shared prefixes, so every word and tail branch is hit.
+            prop_assert_eq!(compare_bytes(&a, &b), a.cmp(&b));
+            prop_assert_eq!(compare_bytes(&a, &a), Ordering::Equal);
+        }
+    }
 
     #[test]
     fn newer_versions_sort_first_and_user_keys_ascend() {

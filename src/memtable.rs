@@ -9,7 +9,7 @@ use crossbeam_skiplist::SkipMap;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{internal_key, parse_internal_key, user_key, InternalKey, ValueKind};
+use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind};
 
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
 const ENTRY_OVERHEAD: usize = 64;
@@ -46,15 +46,20 @@ impl MemTable {
         self.bytes
             .fetch_add(key.len() + value.len() + ENTRY_OVERHEAD, Relaxed);
         self.map
-            .insert(InternalKey(internal_key(key, seq, kind)), value.to_vec());
+            .insert(InternalKey::new(key, seq, kind), value.to_vec());
     }
 
     /// The newest entry for the user key of `lookup` (a [`lookup_key`](crate::key::lookup_key))
     /// with a sequence ≤ the lookup's. A Get builds one lookup key for every memtable and table.
     pub(crate) fn get(&self, lookup: &InternalKey) -> Option<Lookup> {
-        let key = user_key(&lookup.0);
+        // An empty memtable (just after a switch or flush) is answered without an epoch pin. Its
+        // count is read after the Get's sequence, so it covers every entry that sequence admits.
+        if self.map.is_empty() {
+            return None;
+        }
+        let key = user_key(lookup.as_bytes());
         let entry = self.map.lower_bound(Bound::Included(lookup))?;
-        let parsed = parse_internal_key(&entry.key().0)?;
+        let parsed = parse_internal_key(entry.key().as_bytes())?;
         if parsed.user_key != key {
             return None;
         }
@@ -94,7 +99,7 @@ impl MemTableIter {
             .mem
             .map
             .lower_bound(bound)
-            .map(|e| (e.key().0.clone(), e.value().clone()));
+            .map(|e| (e.key().as_bytes().to_vec(), e.value().clone()));
     }
 }
 
@@ -104,19 +109,19 @@ impl InternalIterator for MemTableIter {
             .mem
             .map
             .front()
-            .map(|e| (e.key().0.clone(), e.value().clone()));
+            .map(|e| (e.key().as_bytes().to_vec(), e.value().clone()));
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let t = InternalKey(target.to_vec());
+        let t = InternalKey::from_bytes(target);
         self.load(Bound::Included(&t));
         Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
         if let Some((k, _)) = self.current.take() {
-            let k = InternalKey(k);
+            let k = InternalKey::from_bytes(&k);
             self.load(Bound::Excluded(&k));
         }
         Ok(())
@@ -144,7 +149,6 @@ impl InternalIterator for MemTableIter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::lookup_key;
 
     #[test]
     fn get_sees_the_newest_visible_version() {
@@ -154,20 +158,20 @@ mod tests {
         m.add(3, ValueKind::Deletion, b"k", b"");
         m.add(4, ValueKind::Value, b"ka", b"other");
         assert_eq!(
-            m.get(&InternalKey(lookup_key(b"k", 1))),
+            m.get(&InternalKey::new(b"k", 1, ValueKind::Value)),
             Some(Lookup::Value(b"v1".to_vec()))
         );
         assert_eq!(
-            m.get(&InternalKey(lookup_key(b"k", 2))),
+            m.get(&InternalKey::new(b"k", 2, ValueKind::Value)),
             Some(Lookup::Value(b"v2".to_vec()))
         );
         assert_eq!(
-            m.get(&InternalKey(lookup_key(b"k", 10))),
+            m.get(&InternalKey::new(b"k", 10, ValueKind::Value)),
             Some(Lookup::Deleted)
         );
-        assert_eq!(m.get(&InternalKey(lookup_key(b"j", 10))), None);
-        assert_eq!(m.get(&InternalKey(lookup_key(b"ka", 3))), None);
-        assert_eq!(m.get(&InternalKey(lookup_key(b"", 10))), None);
+        assert_eq!(m.get(&InternalKey::new(b"j", 10, ValueKind::Value)), None);
+        assert_eq!(m.get(&InternalKey::new(b"ka", 3, ValueKind::Value)), None);
+        assert_eq!(m.get(&InternalKey::new(b"", 10, ValueKind::Value)), None);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Statistics: cheap sharded counters while the store runs, a [`Statistics`] snapshot to read them.
 
-use std::cell::Cell;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use parking_lot::Mutex;
 
 use crate::filter::FilterLayout;
 use crate::options::NUM_LEVELS;
@@ -80,7 +81,12 @@ const NUM_LAYOUTS: usize = 3;
 /// Counters per (level, layout): useful, positive, true positive.
 const FILTER_SLOTS: usize = NUM_LEVELS * NUM_LAYOUTS * 3;
 const SLOTS: usize = NUM_TICKERS + FILTER_SLOTS;
-const SHARDS: usize = 16;
+/// Shards each owned by one thread at a time, which bumps its counters with a plain load and
+/// store: no locked instruction on the Get path.
+const OWNED_SHARDS: usize = 32;
+/// Shards for threads beyond `OWNED_SHARDS`, bumped with `fetch_add`.
+const SHARED_SHARDS: usize = 8;
+const SHARDS: usize = OWNED_SHARDS + SHARED_SHARDS;
 
 /// One shard of counters on its own cache lines, so threads on different cores do not fight.
 #[repr(align(128))]
@@ -92,20 +98,64 @@ pub(crate) struct Stats {
     filter_bytes_in_memory: AtomicUsize,
 }
 
-thread_local! {
-    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+/// A thread's shard index (the same in every store); an owned index goes back to `FREE_OWNED`
+/// when the thread exits. The mutex around the free list orders the old owner's last bump
+/// before the new owner's first.
+struct ShardLease {
+    index: usize,
+    owned: bool,
 }
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 
-fn my_shard() -> usize {
-    SHARD.with(|s| {
-        let mut i = s.get();
-        if i == usize::MAX {
-            i = NEXT_SHARD.fetch_add(1, Relaxed) % SHARDS;
-            s.set(i);
+impl Drop for ShardLease {
+    fn drop(&mut self) {
+        if self.owned {
+            FREE_OWNED.lock().push(self.index);
         }
-        i
-    })
+    }
+}
+
+static FREE_OWNED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static NEXT_OWNED: AtomicUsize = AtomicUsize::new(0);
+static NEXT_SHARED: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static LEASE: ShardLease = ShardLease::take();
+}
+
+impl ShardLease {
+    fn take() -> ShardLease {
+        let index = FREE_OWNED.lock().pop().or_else(|| {
+            NEXT_OWNED
+                .fetch_update(Relaxed, Relaxed, |n| (n < OWNED_SHARDS).then_some(n + 1))
+                .ok()
+        });
+        match index {
+            Some(index) => ShardLease { index, owned: true },
+            None => ShardLease {
+                index: OWNED_SHARDS + NEXT_SHARED.fetch_add(1, Relaxed) % SHARED_SHARDS,
+                owned: false,
+            },
+        }
+    }
+}
+
+/// This thread's shard and whether it owns it; `None` while the thread is being torn down.
+#[inline]
+fn my_shard() -> Option<(usize, bool)> {
+    LEASE.try_with(|l| (l.index, l.owned)).ok()
+}
+
+/// The shard of a thread whose lease is already gone (a thread-local destructor counting).
+const SHARED_FALLBACK: (usize, bool) = (OWNED_SHARDS, false);
+
+/// Adds `n` to `counter`, which only this thread writes if `owned`.
+#[inline]
+fn bump(counter: &AtomicU64, n: u64, owned: bool) {
+    if owned {
+        counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
+    } else {
+        counter.fetch_add(n, Relaxed);
+    }
 }
 
 /// What a filter said to one point lookup.
@@ -131,7 +181,8 @@ impl Stats {
 
     #[inline]
     pub(crate) fn add(&self, t: Ticker, n: u64) {
-        self.shards[my_shard()].0[t as usize].fetch_add(n, Relaxed);
+        let (i, owned) = my_shard().unwrap_or(SHARED_FALLBACK);
+        bump(&self.shards[i].0[t as usize], n, owned);
     }
 
     #[inline]
@@ -141,9 +192,10 @@ impl Stats {
 
     /// Records one filter check of a table at `level` with `layout`.
     pub(crate) fn record_filter(&self, level: usize, layout: FilterLayout, verdict: FilterVerdict) {
-        let shard = &self.shards[my_shard()].0;
+        let (i, owned) = my_shard().unwrap_or(SHARED_FALLBACK);
+        let shard = &self.shards[i].0;
         let base = NUM_TICKERS + (level.min(NUM_LEVELS - 1) * NUM_LAYOUTS + layout.index()) * 3;
-        let bump = |slot: usize| shard[slot].fetch_add(1, Relaxed);
+        let bump = |slot: usize| bump(&shard[slot], 1, owned);
         match verdict {
             FilterVerdict::Useful => {
                 bump(Ticker::BloomFilterUseful as usize);

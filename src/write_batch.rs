@@ -34,8 +34,15 @@ impl Default for WriteBatch {
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> WriteBatch {
+        WriteBatch::with_capacity(0)
+    }
+
+    /// An empty batch with room for about `bytes` of keys and values before it reallocates.
+    pub fn with_capacity(bytes: usize) -> WriteBatch {
+        let mut rep = Vec::with_capacity(HEADER_LEN + bytes);
+        rep.resize(HEADER_LEN, 0);
         WriteBatch {
-            rep: vec![0; HEADER_LEN],
+            rep,
             count: 0,
             max_key: 0,
             max_value: 0,

@@ -137,7 +137,7 @@ impl DbInner {
         let out_level = job.level + 1;
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for f in job.inputs.iter().chain(&job.next_level_inputs) {
-            children.push(Box::new(self.tables.get(f.number)?.iter(false)));
+            children.push(Box::new(self.tables.get(f)?.iter(false)));
         }
         let mut it = MergingIterator::new(children);
         it.seek_to_first()?;

@@ -2,8 +2,9 @@
 
 use super::Db;
 use crate::error::Result;
+use crate::filter::FilterProbe;
 use crate::inspect::{FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableStep};
-use crate::key::{lookup_key, InternalKey};
+use crate::key::{InternalKey, ValueKind};
 use crate::memtable::Lookup;
 
 impl Db {
@@ -42,7 +43,7 @@ impl Db {
             source: GetSource::Nowhere,
             answer: GetAnswer::NotFound,
         };
-        let probe = InternalKey(lookup_key(key, seq));
+        let probe = InternalKey::new(key, seq, ValueKind::Value);
         let mem_hit =
             sv.mem
                 .get(&probe)
@@ -67,7 +68,7 @@ impl Db {
             .collect();
         let l0 = version.levels[0].iter().rev().map(|f| (0, f));
         let deeper = version.tables_for_key(key).filter(|(level, _)| *level > 0);
-        let lookup = probe.0;
+        let lookup = probe.as_bytes();
         for (level, file) in l0.chain(deeper) {
             let mut step = TableStep {
                 level,
@@ -83,9 +84,9 @@ impl Db {
                 e.tables.push(step);
                 continue;
             }
-            let table = inner.tables.get(file.number)?;
+            let table = inner.tables.get(file)?;
             // `lookup` reports the filter's verdict without recording it in the statistics.
-            let outcome = table.lookup(&lookup)?;
+            let outcome = table.lookup(lookup, &FilterProbe::new(key))?;
             step.filter = outcome
                 .filter
                 .map(|(layout, may_match)| FilterCheck { layout, may_match });

@@ -39,7 +39,7 @@ impl LevelIter {
         self.current = None;
         self.next_file = i + 1;
         if let Some(f) = self.files.get(i) {
-            self.current = Some(self.tables.get(f.number)?.iter(self.fill_cache));
+            self.current = Some(self.tables.get(f)?.iter(self.fill_cache));
         }
         Ok(())
     }

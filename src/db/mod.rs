@@ -72,6 +72,10 @@ pub(crate) struct DbInner {
     pub(crate) stats: Arc<Stats>,
     pub(crate) tables: Arc<TableCache>,
     pub(crate) wal: Mutex<WalState>,
+    /// Writers waiting to commit; the one at the front commits a group for all (`write.rs`).
+    pub(crate) writers: Mutex<write::WriteQueue>,
+    /// Signalled when a group commit finishes.
+    pub(crate) writers_done: Condvar,
     pub(crate) state: Mutex<State>,
     /// Signalled on every change of `state`: new work, work done, an error, shutdown.
     pub(crate) changed: Condvar,

@@ -138,6 +138,8 @@ impl Db {
             stats,
             tables,
             wal: Mutex::new(WalState { log, log_number }),
+            writers: Mutex::new(Default::default()),
+            writers_done: Condvar::new(),
             state: Mutex::new(State {
                 sv,
                 bg_error: None,

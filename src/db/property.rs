@@ -64,7 +64,7 @@ impl Db {
             }
             let mut entries = 0u64;
             for f in files {
-                let Ok(table) = self.inner.tables.get(f.number) else {
+                let Ok(table) = self.inner.tables.get(f) else {
                     continue;
                 };
                 let p = table.properties();

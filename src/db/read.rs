@@ -1,10 +1,47 @@
 //! Point lookups: memtable, frozen memtables, then each table that may hold the key, filter first.
+//!
+//! The way to a filter's "no" allocates nothing: the lookup key is built inline (a long one in a
+//! per-thread buffer), pinned table readers are borrowed from the version, and the key is hashed
+//! once for all tables.
+
+use std::cell::Cell;
 
 use super::Db;
 use crate::error::Result;
-use crate::key::{lookup_key, InternalKey};
+use crate::filter::FilterProbe;
+use crate::key::{append_internal_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN};
 use crate::memtable::Lookup;
 use crate::stats::Ticker;
+
+/// A lookup buffer larger than this is not kept for the thread's next Get.
+const KEPT_LOOKUP_BYTES: usize = 4096;
+
+thread_local! {
+    /// The buffer of Gets whose lookup key is too long to be stored inline.
+    static LONG_LOOKUP_KEY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Calls `f` with the lookup key of `(key, seq)`: the newest entry of `key` visible at `seq`
+/// (Value sorts before Deletion at one sequence). A short key is built inline; a long one in this
+/// thread's buffer, so neither allocates once the buffer has grown.
+fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalKey) -> R) -> R {
+    if key.len() + TAG_LEN <= INLINE_KEY_BYTES {
+        return f(&InternalKey::new(key, seq, ValueKind::Value));
+    }
+    // Taken out of the cell for the call, so a Get nested inside (a filter policy that reads
+    // the store) finds it empty and simply allocates its own.
+    let mut buf = LONG_LOOKUP_KEY.take();
+    buf.clear();
+    append_internal_key(&mut buf, key, seq, ValueKind::Value);
+    let lookup = InternalKey::Heap(buf);
+    let r = f(&lookup);
+    if let InternalKey::Heap(buf) = lookup {
+        if buf.capacity() <= KEPT_LOOKUP_BYTES {
+            LONG_LOOKUP_KEY.set(buf);
+        }
+    }
+    r
+}
 
 impl Db {
     /// The value of `key`, or `None` if it is absent or deleted.
@@ -17,31 +54,29 @@ impl Db {
         let inner = &self.inner;
         inner.stats.inc(Ticker::NumberKeysRead);
         let (sv, seq) = inner.read_view();
-        // One lookup key for every memtable and table: its allocation is the Get's only one on
-        // the way to a filter's "no".
-        let lookup = InternalKey(lookup_key(key, seq));
-        let found = match sv
-            .mem
-            .get(&lookup)
-            .or_else(|| sv.imm.iter().find_map(|m| m.get(&lookup)))
-        {
-            Some(hit) => {
+        let found = with_lookup_key(key, seq, |lookup| -> Result<Option<Lookup>> {
+            if let Some(hit) = sv
+                .mem
+                .get(lookup)
+                .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)))
+            {
                 inner.stats.inc(Ticker::MemtableHit);
-                Some(hit)
+                return Ok(Some(hit));
             }
-            None => {
-                let mut found = None;
-                for (level, file) in sv.version.tables_for_key(key) {
-                    inner.stats.inc(Ticker::TablesConsulted);
-                    let table = inner.tables.get(file.number)?;
-                    if let Some(hit) = table.get(&lookup.0, level)? {
-                        found = Some(hit);
-                        break;
-                    }
+            let probe = FilterProbe::new(key);
+            let mut consulted = 0;
+            let mut found = None;
+            for (level, file) in sv.version.tables_for_key(key) {
+                consulted += 1;
+                let table = inner.tables.get(file)?;
+                if let Some(hit) = table.get(lookup.as_bytes(), &probe, level)? {
+                    found = Some(hit);
+                    break;
                 }
-                found
             }
-        };
+            inner.stats.add(Ticker::TablesConsulted, consulted);
+            Ok(found)
+        })?;
         Ok(match found {
             Some(Lookup::Value(v)) => {
                 inner.stats.inc(Ticker::NumberKeysFound);

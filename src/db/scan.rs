@@ -127,7 +127,7 @@ impl Scan {
         );
         for f in sv.version.levels[0].iter().rev() {
             if self.may_hold_prefix(f)? {
-                children.push(Box::new(self.inner.tables.get(f.number)?.iter(true)));
+                children.push(Box::new(self.inner.tables.get(f)?.iter(true)));
             }
         }
         for files in sv.version.levels.iter().skip(1).filter(|f| !f.is_empty()) {
@@ -163,7 +163,7 @@ impl Scan {
             return Ok(false);
         }
         let stats = &self.inner.stats;
-        match self.inner.tables.get(f.number)?.prefix_may_match(prefix)? {
+        match self.inner.tables.get(f)?.prefix_may_match(prefix)? {
             None => Ok(true),
             Some(maybe) => {
                 stats.inc(Ticker::BloomFilterPrefixChecked);

@@ -1,19 +1,59 @@
 //! Open table readers, bounded by `max_open_files`, shared by Gets, scans and compactions.
+//!
+//! Most readers are pinned: kept in their table's [`FileMeta`] for as long as the table is live, so
+//! a Get reaches a table's filter through a pointer it already holds, with no lock, hash lookup or
+//! reference count. Once `max_open_files` minus a small LRU's share are pinned, further tables are
+//! opened through that LRU.
 
+use std::ops::Deref;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use super::filename::table_path;
+use super::version::FileMeta;
 use crate::cache::ShardedLruCache;
 use crate::error::Result;
 use crate::filter::PolicyRegistry;
 use crate::sst::table_reader::{BlockCache, TableReader};
 use crate::stats::Stats;
 
-/// Opens tables on demand and keeps the most recently used ones open.
+/// A reader pinned to its table's `FileMeta`; closing it (when the table leaves the last
+/// version) frees its pin.
+pub(crate) struct PinnedReader {
+    reader: Arc<TableReader>,
+    pinned: Arc<AtomicUsize>,
+}
+
+impl Drop for PinnedReader {
+    fn drop(&mut self) {
+        self.pinned.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A table's reader: borrowed from its `FileMeta` if pinned, else shared with the LRU.
+pub(crate) enum TableRef<'a> {
+    Pinned(&'a Arc<TableReader>),
+    Shared(Arc<TableReader>),
+}
+
+impl Deref for TableRef<'_> {
+    type Target = Arc<TableReader>;
+
+    fn deref(&self) -> &Arc<TableReader> {
+        match self {
+            TableRef::Pinned(r) => r,
+            TableRef::Shared(r) => r,
+        }
+    }
+}
+
+/// Opens tables on demand, pins them while there is room, and keeps an LRU of the rest.
 pub(crate) struct TableCache {
     dir: PathBuf,
     readers: ShardedLruCache<u64, Arc<TableReader>>,
+    pinned: Arc<AtomicUsize>,
+    max_pinned: usize,
     blocks: Arc<BlockCache>,
     stats: Arc<Stats>,
     policies: PolicyRegistry,
@@ -27,32 +67,51 @@ impl TableCache {
         stats: Arc<Stats>,
         policies: PolicyRegistry,
     ) -> Self {
+        // An eighth of the budget (at least 8 files) for the LRU, the rest for pins.
+        let lru = (max_open_files / 8).max(8);
         TableCache {
             dir,
-            readers: ShardedLruCache::new(max_open_files, 4),
+            readers: ShardedLruCache::new(lru, 4),
+            pinned: Arc::new(AtomicUsize::new(0)),
+            max_pinned: max_open_files.saturating_sub(lru),
             blocks,
             stats,
             policies,
         }
     }
 
-    /// The reader of table `number`, opening it if it is not open.
+    /// The reader of `file`, opening it if it is not open.
     ///
     /// # Errors
     /// `Error::Corruption` naming the file if its footer, index, properties or filter is damaged.
-    pub(crate) fn get(&self, number: u64) -> Result<Arc<TableReader>> {
-        if let Some(r) = self.readers.get(&number) {
-            return Ok(r);
+    pub(crate) fn get<'a>(&self, file: &'a FileMeta) -> Result<TableRef<'a>> {
+        if let Some(p) = file.pinned_reader() {
+            return Ok(TableRef::Pinned(&p.reader));
         }
-        let reader = Arc::new(TableReader::open(
-            &table_path(&self.dir, number),
-            number,
-            Arc::clone(&self.blocks),
-            Arc::clone(&self.stats),
-            &self.policies,
-        )?);
-        self.readers.insert(number, Arc::clone(&reader), 1);
-        Ok(reader)
+        let reader = match self.readers.get(&file.number) {
+            Some(r) => r,
+            None => Arc::new(TableReader::open(
+                &table_path(&self.dir, file.number),
+                file.number,
+                Arc::clone(&self.blocks),
+                Arc::clone(&self.stats),
+                &self.policies,
+            )?),
+        };
+        let room = self
+            .pinned
+            .fetch_update(Relaxed, Relaxed, |n| (n < self.max_pinned).then_some(n + 1));
+        if room.is_ok() {
+            // A racing Get may have pinned it first; then ours is dropped and frees its pin.
+            file.pin_reader(PinnedReader {
+                reader: Arc::clone(&reader),
+                pinned: Arc::clone(&self.pinned),
+            });
+            self.readers.remove(&file.number);
+        } else {
+            self.readers.insert(file.number, Arc::clone(&reader), 1);
+        }
+        Ok(TableRef::Shared(reader))
     }
 
     /// The block cache every table reads through.
@@ -60,7 +119,7 @@ impl TableCache {
         &self.blocks
     }
 
-    /// Forgets table `number` (it is being deleted).
+    /// Forgets table `number` (it is being deleted); a pinned reader goes with its `FileMeta`.
     pub(crate) fn evict(&self, number: u64) {
         self.readers.remove(&number);
     }

@@ -1,12 +1,12 @@
 //! A version: the set of live tables, level by level. Versions are immutable; each flush or
 //! compaction makes a new one from an edit, and readers keep the one they started with.
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use super::table_cache::PinnedReader;
 use super::version_edit::{NewFile, VersionEdit};
-use crate::key::user_key;
+use crate::key::{compare_bytes, user_key};
 use crate::options::{Options, NUM_LEVELS};
 
 /// What deletes a table file once no version uses it any more.
@@ -21,6 +21,8 @@ pub(crate) struct FileMeta {
     pub(crate) smallest: Vec<u8>,
     /// Largest internal key.
     pub(crate) largest: Vec<u8>,
+    /// The table's open reader, once the table cache pins it here.
+    reader: OnceLock<PinnedReader>,
     retire: OnceLock<Retire>,
 }
 
@@ -32,6 +34,8 @@ impl fmt::Debug for FileMeta {
 
 impl Drop for FileMeta {
     fn drop(&mut self) {
+        // Close the file before it is deleted.
+        drop(self.reader.take());
         if let Some(retire) = self.retire.get() {
             retire(self.number);
         }
@@ -44,6 +48,16 @@ impl FileMeta {
         let _ = self.retire.set(retire);
     }
 
+    /// The reader the table cache pinned here, if any.
+    pub(crate) fn pinned_reader(&self) -> Option<&PinnedReader> {
+        self.reader.get()
+    }
+
+    /// Pins `reader` here unless one already is (then `reader` is dropped).
+    pub(crate) fn pin_reader(&self, reader: PinnedReader) {
+        let _ = self.reader.set(reader);
+    }
+
     pub(crate) fn smallest_user(&self) -> &[u8] {
         user_key(&self.smallest)
     }
@@ -54,7 +68,8 @@ impl FileMeta {
 
     /// Whether the table's user-key range meets `[lo, hi]`.
     pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
-        self.largest_user() >= lo && self.smallest_user() <= hi
+        compare_bytes(self.largest_user(), lo).is_ge()
+            && compare_bytes(self.smallest_user(), hi).is_le()
     }
 
     pub(crate) fn from_new_file(f: &NewFile) -> FileMeta {
@@ -63,6 +78,7 @@ impl FileMeta {
             size: f.size,
             smallest: f.smallest.clone(),
             largest: f.largest.clone(),
+            reader: OnceLock::new(),
             retire: OnceLock::new(),
         }
     }
@@ -126,10 +142,10 @@ impl Version {
             .enumerate()
             .skip(1)
             .filter_map(move |(level, files)| {
-                let i = files.partition_point(|f| f.largest_user().cmp(ukey) == Ordering::Less);
+                let i = files.partition_point(|f| compare_bytes(f.largest_user(), ukey).is_lt());
                 files
                     .get(i)
-                    .filter(|f| f.smallest_user() <= ukey)
+                    .filter(|f| compare_bytes(f.smallest_user(), ukey).is_le())
                     .map(|f| (level, f))
             });
         l0.chain(deeper)

@@ -1,6 +1,8 @@
-//! The write path: validate, make room, append to the WAL (fsync if asked), apply to the memtable,
-//! publish the sequence.
+//! The write path: validate, queue for a group commit, and (as the group's leader) make room,
+//! append the group to the WAL in one write (fsync if any writer asked), apply it to the
+//! memtable, publish the sequences.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +29,9 @@ impl Db {
     /// `InvalidArgument` for a key over 64 KiB or a value over 256 MiB; `Io` if the WAL cannot be
     /// written; `Background` after an earlier flush or compaction failed.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let mut b = WriteBatch::new();
+        let (key, value) = (key.as_ref(), value.as_ref());
+        // A kind byte and two length varints (at most 5 bytes each) besides the bytes themselves.
+        let mut b = WriteBatch::with_capacity(11 + key.len() + value.len());
         b.put(key, value);
         self.write(b)
     }
@@ -52,9 +56,13 @@ impl Db {
 
     /// Applies `batch` atomically; with `sync: true` it returns only after the WAL is fsynced.
     ///
+    /// Concurrent writers commit in groups: one of them appends every waiting batch to the WAL
+    /// with a single write (and a single fsync if any asked for one), so a synced write under
+    /// contention costs a share of an fsync. Each batch keeps its own WAL record and sequences.
+    ///
     /// # Errors
     /// As [`put`](Db::put).
-    pub fn write_opt(&self, mut batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+    pub fn write_opt(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
         let (max_key, max_value) = batch.largest_key_and_value();
         if max_key > MAX_KEY_BYTES {
             return Err(Error::InvalidArgument(format!(
@@ -69,14 +77,95 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        let inner = &self.inner;
-        let mut wal = inner.wal.lock();
-        let mem = inner.make_room_for_write(&mut wal)?;
-        let first = inner.last_sequence.load(Ordering::Acquire) + 1;
-        batch.set_sequence(first);
-        let record = batch.encoded();
-        let logged = wal.log.add_record(record).and_then(|()| {
-            if options.sync {
+        self.inner.commit(batch, options.sync)
+    }
+}
+
+/// A write waiting for its group commit.
+struct PendingWrite {
+    id: u64,
+    batch: WriteBatch,
+    sync: bool,
+}
+
+/// Writers waiting to commit, oldest first, and the outcomes of those a leader committed.
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    next_id: u64,
+    waiting: VecDeque<PendingWrite>,
+    /// A leader is committing a group taken from the front.
+    leader_busy: bool,
+    finished: HashMap<u64, Result<()>>,
+}
+
+/// A group stops growing at this many bytes of batches, so one huge group cannot hold back the
+/// writers behind it for long.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+impl DbInner {
+    /// Group commit: the writer at the front of the queue becomes the leader, takes every batch
+    /// queued behind it (up to `MAX_GROUP_BYTES`), appends them to the WAL with one write (and one
+    /// fsync if any of them asked for it), applies them to the memtable and publishes their
+    /// sequences; the others wait and return the group's outcome. A lone writer is a group of one.
+    fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        let mut q = self.writers.lock();
+        let id = q.next_id;
+        q.next_id += 1;
+        q.waiting.push_back(PendingWrite { id, batch, sync });
+        loop {
+            if let Some(result) = q.finished.remove(&id) {
+                return result;
+            }
+            if !q.leader_busy && q.waiting.front().is_some_and(|w| w.id == id) {
+                break;
+            }
+            self.writers_done.wait(&mut q);
+        }
+        q.leader_busy = true;
+        let mut group = Vec::new();
+        let mut bytes = 0;
+        while let Some(w) = q.waiting.front() {
+            if !group.is_empty() && bytes + w.batch.encoded().len() > MAX_GROUP_BYTES {
+                break;
+            }
+            bytes += w.batch.encoded().len();
+            group.extend(q.waiting.pop_front());
+        }
+        drop(q);
+        // Others may queue up behind the group meanwhile: they are the next group.
+        let result = self.commit_group(&mut group);
+        let mut q = self.writers.lock();
+        for w in group.iter().filter(|w| w.id != id) {
+            let outcome = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.duplicate()),
+            };
+            q.finished.insert(w.id, outcome);
+        }
+        q.leader_busy = false;
+        drop(q);
+        self.writers_done.notify_all();
+        result
+    }
+
+    /// Logs and applies `group` as consecutive sequences.
+    fn commit_group(&self, group: &mut [PendingWrite]) -> Result<()> {
+        let mut wal = self.wal.lock();
+        let mem = self.make_room_for_write(&mut wal)?;
+        let first = self.last_sequence.load(Ordering::Acquire) + 1;
+        let mut next = first;
+        let sync = group.iter().any(|w| w.sync);
+        let mut logged = Ok(());
+        for w in group.iter_mut() {
+            w.batch.set_sequence(next);
+            next += w.batch.len() as u64;
+            logged = wal.log.add_record(w.batch.encoded());
+            if logged.is_err() {
+                break;
+            }
+        }
+        let logged = logged.and_then(|()| {
+            if sync {
                 wal.log.sync()
             } else {
                 wal.log.flush()
@@ -84,30 +173,27 @@ impl Db {
         });
         if let Err(e) = logged {
             // The WAL's tail is now unknown: refuse writes until reopen rather than risk a hole.
-            inner.set_background_error(&e);
+            self.set_background_error(&e);
             return Err(e);
         }
-        inner.stats.add(Ticker::WalBytes, record.len() as u64);
-        if options.sync {
-            inner.stats.inc(Ticker::WalSyncs);
+        let bytes: usize = group.iter().map(|w| w.batch.encoded().len()).sum();
+        self.stats.add(Ticker::WalBytes, bytes as u64);
+        if sync {
+            self.stats.inc(Ticker::WalSyncs);
         }
-        let entries = decode_batch(record)
-            .ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
-        for e in &entries {
-            mem.add(e.seq, e.kind, e.key, e.value);
+        for w in group.iter() {
+            let entries = decode_batch(w.batch.encoded())
+                .ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
+            for e in &entries {
+                mem.add(e.seq, e.kind, e.key, e.value);
+            }
         }
-        inner
-            .stats
-            .add(Ticker::NumberKeysWritten, entries.len() as u64);
-        // Readers take their snapshot from here: the batch becomes visible all at once.
-        inner
-            .last_sequence
-            .store(first + entries.len() as u64 - 1, Ordering::Release);
+        self.stats.add(Ticker::NumberKeysWritten, next - first);
+        // Readers take their snapshot from here: the group becomes visible all at once.
+        self.last_sequence.store(next - 1, Ordering::Release);
         Ok(())
     }
-}
 
-impl DbInner {
     /// Returns the memtable to write into, freezing a full one and waiting while the flushes or L0
     /// compactions lag too far behind. Called with the WAL lock held.
     pub(crate) fn make_room_for_write(&self, wal: &mut WalState) -> Result<Arc<MemTable>> {

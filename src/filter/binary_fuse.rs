@@ -47,7 +47,7 @@ use std::ops::BitXor;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::policy::{FilterBitsBuilder, FilterPolicy};
+use super::policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};
 use super::theory;
 
 /// Bytes of the trailer after the fingerprints.
@@ -213,6 +213,11 @@ impl FilterPolicy for BinaryFuse {
     #[inline]
     fn may_match(&self, filter: &[u8], key: &[u8]) -> bool {
         self.may_match_hash(filter, Self::hash(key))
+    }
+
+    fn may_match_probe(&self, filter: &[u8], probe: &FilterProbe<'_>) -> bool {
+        // `hash` is xxh3 with seed 0, which is what the probe caches.
+        self.may_match_hash(filter, probe.xxh3_64())
     }
 
     /// 2^-w whatever `bits_per_key` is: the rate depends on the fingerprint width only (the 64-bit

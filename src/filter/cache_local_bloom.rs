@@ -21,7 +21,7 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::policy::{FilterBitsBuilder, FilterPolicy};
+use super::policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};
 use super::theory;
 
 /// Bytes per line: one cache line.
@@ -223,6 +223,11 @@ impl FilterPolicy for CacheLocalBloom {
     #[inline]
     fn may_match(&self, filter: &[u8], key: &[u8]) -> bool {
         self.may_match_hash(filter, Self::hash(key))
+    }
+
+    fn may_match_probe(&self, filter: &[u8], probe: &FilterProbe<'_>) -> bool {
+        // `hash` is xxh3 with seed 0, which is what the probe caches.
+        self.may_match_hash(filter, probe.xxh3_64())
     }
 
     fn theoretical_fp_rate(&self, bits_per_key: f64) -> Option<f64> {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::layout::{FilterBlockBuilder, WriteBlock};
-use super::{FilterBitsBuilder, FilterPolicy};
+use super::{FilterBitsBuilder, FilterPolicy, FilterProbe};
 use crate::error::Result;
 use crate::sst::format::BlockHandle;
 
@@ -59,8 +59,8 @@ impl FullFilterReader {
         FullFilterReader { data }
     }
 
-    pub(crate) fn may_match(&self, policy: &dyn FilterPolicy, user_key: &[u8]) -> bool {
-        policy.may_match(&self.data, user_key)
+    pub(crate) fn may_match(&self, policy: &dyn FilterPolicy, probe: &FilterProbe<'_>) -> bool {
+        policy.may_match_probe(&self.data, probe)
     }
 
     pub(crate) fn size(&self) -> usize {

@@ -24,4 +24,4 @@ pub use cache_local_bloom::CacheLocalBloom;
 pub(crate) use config::PolicyRegistry;
 pub use config::{Filter, FilterLayout, DEFAULT_PARTITION_BYTES};
 pub use leveldb_bloom::LevelDbBloom;
-pub use policy::{FilterBitsBuilder, FilterPolicy};
+pub use policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};

@@ -1,5 +1,7 @@
 //! The filter-policy axis: how a set of keys becomes bytes, and how one key is tested against them.
 
+use std::cell::Cell;
+
 /// A filter policy: the bits of a filter, independent of where the table keeps them.
 ///
 /// A policy is named; the name is stored in every table built with it, and a table whose policy the
@@ -69,6 +71,14 @@ pub trait FilterPolicy: Send + Sync {
     /// must carry whatever the query needs.
     fn may_match(&self, filter: &[u8], key: &[u8]) -> bool;
 
+    /// [`may_match`](FilterPolicy::may_match) for a key that is probed against many filters (a Get
+    /// asks one per table): a policy that hashes with [`FilterProbe::xxh3_64`] takes the hash from
+    /// `probe`, so the key is hashed once per Get instead of once per table. The default ignores
+    /// the cached hash.
+    fn may_match_probe(&self, filter: &[u8], probe: &FilterProbe<'_>) -> bool {
+        self.may_match(filter, probe.key())
+    }
+
     /// This policy at another bits per key, for per-level allocation
     /// ([`FilterAllocation::Monkey`](crate::FilterAllocation::Monkey)); `None` (the default) if the
     /// policy has no such knob, and then every level gets it as it is.
@@ -82,6 +92,55 @@ pub trait FilterPolicy: Send + Sync {
     fn theoretical_fp_rate(&self, bits_per_key: f64) -> Option<f64> {
         let _ = bits_per_key;
         None
+    }
+}
+
+/// A key about to be tested against several filters, with its 64-bit xxh3 hash (seed 0) computed
+/// on first use and kept.
+///
+/// ```
+/// use siftdb::filter::{CacheLocalBloom, FilterProbe};
+/// use siftdb::FilterPolicy;
+///
+/// let policy = CacheLocalBloom::new(10.0);
+/// let mut b = policy.builder();
+/// b.add_key(b"apple");
+/// let filter = b.finish();
+/// let probe = FilterProbe::new(b"apple");
+/// assert!(policy.may_match_probe(&filter, &probe));
+/// assert_eq!(probe.xxh3_64(), CacheLocalBloom::hash(b"apple"));
+/// ```
+#[derive(Debug)]
+pub struct FilterProbe<'a> {
+    key: &'a [u8],
+    xxh3: Cell<Option<u64>>,
+}
+
+impl<'a> FilterProbe<'a> {
+    /// A probe for `key`; nothing is hashed yet.
+    pub fn new(key: &'a [u8]) -> Self {
+        FilterProbe {
+            key,
+            xxh3: Cell::new(None),
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &'a [u8] {
+        self.key
+    }
+
+    /// The key's xxh3 64-bit hash with seed 0, computed on the first call.
+    #[inline]
+    pub fn xxh3_64(&self) -> u64 {
+        match self.xxh3.get() {
+            Some(h) => h,
+            None => {
+                let h = xxhash_rust::xxh3::xxh3_64(self.key);
+                self.xxh3.set(Some(h));
+                h
+            }
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::coding::{fixed32_at, Decoder};
-use crate::key::compare_internal;
+use crate::key::{compare_bytes, compare_internal};
 
 /// How the keys of a block are ordered, which decides what `seek` means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ impl KeyOrder {
     /// Compares `a` with `b` in this order.
     pub(crate) fn compare(self, a: &[u8], b: &[u8]) -> Ordering {
         match self {
-            KeyOrder::Bytewise => a.cmp(b),
+            KeyOrder::Bytewise => compare_bytes(a, b),
             KeyOrder::Internal => compare_internal(a, b),
         }
     }
@@ -110,6 +110,42 @@ impl Block {
         }
     }
 
+    /// Entries of the restart array.
+    pub(crate) fn num_restarts(&self) -> usize {
+        self.num_restarts
+    }
+
+    /// The key and value of the entry at restart point `i` (its key is stored whole), or `None`
+    /// if `i` is out of range or the entry is malformed.
+    pub(crate) fn restart_entry(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        if i >= self.num_restarts {
+            return None;
+        }
+        let h = self.entry_header(self.restart_point(i))?;
+        if h.shared != 0 {
+            return None;
+        }
+        let value_at = h.body + h.unshared;
+        Some((
+            self.data.get(h.body..value_at)?,
+            self.data.get(value_at..value_at + h.value_len)?,
+        ))
+    }
+
+    /// Whether every entry is a restart point (a block built with restart interval 1, like an
+    /// index block): each restart entry ends exactly where the next begins.
+    pub(crate) fn every_entry_restarts(&self) -> bool {
+        (0..self.num_restarts).all(|i| {
+            let next = if i + 1 < self.num_restarts {
+                self.restart_point(i + 1)
+            } else {
+                self.restarts_at
+            };
+            self.entry_header(self.restart_point(i))
+                .is_some_and(|h| h.shared == 0 && h.body + h.unshared + h.value_len == next)
+        })
+    }
+
     /// Offset of restart point `i`; `Block::new` guaranteed it is readable for `i < num_restarts`.
     fn restart_point(&self, i: usize) -> usize {
         fixed32_at(&self.data, self.restarts_at + 4 * i)
@@ -135,6 +171,22 @@ impl Block {
     /// key and value would run past the entry area.
     fn entry_header(&self, offset: usize) -> Option<EntryHeader> {
         let area = self.data.get(offset..self.restarts_at)?;
+        // The usual entry has three one-byte lengths (each < 128): read them without the varint
+        // loop. Seeks decode a dozen headers per lookup, so this is a hot path.
+        if let [shared, unshared, value_len, ref rest @ ..] = *area {
+            if (shared | unshared | value_len) < 0x80 {
+                let (unshared, value_len) = (usize::from(unshared), usize::from(value_len));
+                if unshared + value_len > rest.len() {
+                    return None;
+                }
+                return Some(EntryHeader {
+                    shared: usize::from(shared),
+                    unshared,
+                    value_len,
+                    body: offset + 3,
+                });
+            }
+        }
         let mut d = Decoder::new(area);
         let shared = usize::try_from(d.varint32()?).ok()?;
         let unshared = usize::try_from(d.varint32()?).ok()?;

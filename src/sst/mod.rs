@@ -3,6 +3,7 @@
 pub(crate) mod block;
 pub(crate) mod block_builder;
 pub(crate) mod format;
+pub(crate) mod index_search;
 pub(crate) mod properties;
 pub(crate) mod table_builder;
 pub(crate) mod table_reader;

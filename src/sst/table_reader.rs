@@ -11,13 +11,14 @@ use crate::filter::block_based::BlockBasedFilterReader;
 use crate::filter::full::FullFilterReader;
 use crate::filter::layout::{FilterBlockReader, TableFilter};
 use crate::filter::partitioned::{PartitionLookup, PartitionedFilterReader};
-use crate::filter::{FilterLayout, PolicyRegistry};
+use crate::filter::{FilterLayout, FilterProbe, PolicyRegistry};
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE};
 use crate::memtable::Lookup;
 use crate::prefix::PrefixExtractor;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
+use crate::sst::index_search::{IndexPosition, IndexSearch};
 use crate::sst::properties::TableProperties;
 use crate::stats::{FilterVerdict, Stats, Ticker};
 
@@ -51,6 +52,8 @@ pub(crate) struct TableReader {
     number: u64,
     file_len: u64,
     index: Arc<Block>,
+    /// A dense search array over `index`, if it has the usual shape.
+    index_search: Option<IndexSearch>,
     filter: Option<TableFilter>,
     /// The store's prefix extractor, if the filter holds its prefixes.
     prefix: Option<PrefixExtractor>,
@@ -113,6 +116,7 @@ impl TableReader {
         let properties = properties.ok_or_else(|| bad("no properties block"))?;
         let index = read_block(&file, path, footer.index, file_len)?;
         let index = Arc::new(Block::new(index).ok_or_else(|| bad("malformed index block"))?);
+        let index_search = IndexSearch::new(&index);
         if let Some(f) = &filter {
             stats.filter_memory_added(f.pinned_bytes());
         }
@@ -126,6 +130,7 @@ impl TableReader {
             number,
             file_len,
             index,
+            index_search,
             filter,
             prefix,
             properties,
@@ -199,9 +204,15 @@ impl TableReader {
     }
 
     /// The newest entry for the user key of `lookup` (an internal lookup key), asking the filter
-    /// first, and counting the filter's verdict against `level`.
-    pub(crate) fn get(&self, lookup: &[u8], level: usize) -> Result<Option<Lookup>> {
-        let outcome = self.lookup(lookup)?;
+    /// first, and counting the filter's verdict against `level`. `probe` is the user key's, shared
+    /// by every table a Get consults so the key is hashed once.
+    pub(crate) fn get(
+        &self,
+        lookup: &[u8],
+        probe: &FilterProbe<'_>,
+        level: usize,
+    ) -> Result<Option<Lookup>> {
+        let outcome = self.lookup(lookup, probe)?;
         if let Some((layout, maybe)) = outcome.filter {
             let verdict = match (maybe, outcome.found.is_some()) {
                 (false, _) => FilterVerdict::Useful,
@@ -214,15 +225,22 @@ impl TableReader {
     }
 
     /// A point lookup, saying what it did: what the filter answered and which data block it read.
-    pub(crate) fn lookup(&self, lookup: &[u8]) -> Result<TableLookup> {
+    /// `key_probe` is a probe of `lookup`'s user key.
+    pub(crate) fn lookup(&self, lookup: &[u8], key_probe: &FilterProbe<'_>) -> Result<TableLookup> {
         let ukey = user_key(lookup);
         let mut outcome = TableLookup::default();
         // What the filter holds for this key: the key itself, or (whole-key filtering off) its
         // prefix; a key with neither cannot be filtered.
+        let prefix_probe;
         let probe = if self.properties.filter_whole_keys {
-            Some(ukey)
+            Some(key_probe)
         } else {
-            self.prefix.as_ref().and_then(|p| p.prefix(ukey))
+            prefix_probe = self
+                .prefix
+                .as_ref()
+                .and_then(|p| p.prefix(ukey))
+                .map(FilterProbe::new);
+            prefix_probe.as_ref()
         };
         let filter = self.filter.as_ref().zip(probe);
         // Full and partitioned filters are asked before the index is touched.
@@ -235,7 +253,7 @@ impl TableReader {
                         return Err(self.corrupt("malformed filter partition index"))
                     }
                     PartitionLookup::Partition(h) => {
-                        f.policy.may_match(&self.filter_partition(h)?, probe)
+                        f.policy.may_match_probe(&self.filter_partition(h)?, probe)
                     }
                 }),
                 FilterBlockReader::BlockBased(_) => None,
@@ -245,20 +263,13 @@ impl TableReader {
                 return Ok(outcome);
             }
         }
-        let mut index = self.index.iter(KeyOrder::Internal);
-        index.seek(lookup);
-        if index.is_corrupt() {
-            return Err(self.corrupt("malformed index block entry"));
-        }
-        if !index.valid() {
+        let Some(handle) = self.index_handle(lookup)? else {
             return Ok(outcome);
-        }
-        let handle = BlockHandle::decode_exact(index.value())
-            .ok_or_else(|| self.corrupt("bad handle in index block"))?;
+        };
         // The block-based filter is asked for the block the index chose.
         if let Some((f, probe)) = filter {
             if let FilterBlockReader::BlockBased(r) = &f.reader {
-                let maybe = r.may_match(f.policy.as_ref(), handle.offset, probe);
+                let maybe = r.may_match(f.policy.as_ref(), handle.offset, probe.key());
                 outcome.filter = Some((FilterLayout::BlockBased, maybe));
                 if !maybe {
                     return Ok(outcome);
@@ -270,6 +281,35 @@ impl TableReader {
         Ok(outcome)
     }
 
+    /// The handle of the only data block that may hold `lookup` (an internal key), or `None` if
+    /// every key of the table is smaller.
+    fn index_handle(&self, lookup: &[u8]) -> Result<Option<BlockHandle>> {
+        let value = match self
+            .index_search
+            .as_ref()
+            .map(|s| s.seek(&self.index, lookup))
+        {
+            Some(IndexPosition::PastEnd) => return Ok(None),
+            Some(IndexPosition::Entry(i)) => self.index.restart_entry(i).map(|(_, v)| v),
+            Some(IndexPosition::Unknown) | None => None,
+        };
+        let decode = |v: &[u8]| {
+            BlockHandle::decode_exact(v).ok_or_else(|| self.corrupt("bad handle in index block"))
+        };
+        if let Some(v) = value {
+            return decode(v).map(Some);
+        }
+        let mut index = self.index.iter(KeyOrder::Internal);
+        index.seek(lookup);
+        if index.is_corrupt() {
+            return Err(self.corrupt("malformed index block entry"));
+        }
+        if !index.valid() {
+            return Ok(None);
+        }
+        decode(index.value()).map(Some)
+    }
+
     /// Whether the table may hold keys starting with `prefix` (an in-domain prefix of the store's
     /// extractor); `None` if its filter holds no such prefixes.
     pub(crate) fn prefix_may_match(&self, prefix: &[u8]) -> Result<Option<bool>> {
@@ -277,7 +317,7 @@ impl TableReader {
             return Ok(None);
         };
         let maybe = match &f.reader {
-            FilterBlockReader::Full(r) => r.may_match(f.policy.as_ref(), prefix),
+            FilterBlockReader::Full(r) => r.may_match(f.policy.as_ref(), &FilterProbe::new(prefix)),
             FilterBlockReader::Partitioned(r) => match r.partition_for(prefix) {
                 PartitionLookup::PastLastKey => false,
                 PartitionLookup::Corrupt => {
