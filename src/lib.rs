@@ -62,6 +62,11 @@ mod write_batch;
 #[doc(hidden)]
 pub mod fuzzing;
 
+// Wrappers over crate-private hot paths for benches/hot_paths.rs; not an API.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod bench_internals;
+
 pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use filter::{

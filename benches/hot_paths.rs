@@ -1,0 +1,294 @@
+//! Micro-benchmarks of the hot pieces of the read and write paths, so that a regression in one of
+//! them shows on its own. Keys are 16-byte zero-padded decimals, values 100 bytes; present keys are
+//! even numbers and absent keys odd ones, so an absent key sorts between two present ones.
+//!
+//! - `block_seek/{present,absent}`: one seek in a data block of about 4 KiB (internal keys, the
+//!   table builder's default block size and restart interval), as a table Get does after the
+//!   index sent it there, per seek. Uses `siftdb::bench_internals` (crate-private block code).
+//! - `filter_probe/{present,absent}`: one probe of a full filter (cache-local bloom, 10 bits/key,
+//!   100k keys), per probe. `benches/filters.rs` compares policies and sizes; this is the one
+//!   filter the default options build.
+//! - `memtable_insert/10000`: 10k inserts into a fresh memtable, shuffled key order (divide by
+//!   10k, or read the throughput line). Uses `siftdb::bench_internals`.
+//! - `get_warm/{present,absent,memtable}`: `Db::get` on a store of 100k keys flushed and
+//!   compacted into one level (`Filter::full(10.0)`), every block in the cache: a key in a table,
+//!   an absent key (the filter answers), and a key whose newest version is in the memtable, per
+//!   Get.
+//! - `put/10000`: 10k `Db::put`s (WAL on, no sync) on a fresh store, shuffled key order; opening
+//!   and dropping the store are not timed.
+//!
+//! Run with `cargo bench --features bench-internals --bench hot_paths` (append e.g.
+//! `-- --warm-up-time 1 --measurement-time 2` for a quicker run, or a group name to run one).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{
+    criterion_group, criterion_main, BatchSize, Bencher, Criterion, SamplingMode, Throughput,
+};
+use siftdb::bench_internals::{self, DataBlock, Memtable};
+use siftdb::filter::CacheLocalBloom;
+use siftdb::{Db, Filter, FilterPolicy, Options, NUM_LEVELS};
+
+/// A 16-byte user key, stored inline so key arrays are read sequentially, not chased.
+type Key = [u8; 16];
+const VALUE_LEN: usize = 100;
+/// Keys in the filter and in the store.
+const STORE_KEYS: u64 = 100_000;
+/// Inserts per timed iteration of `memtable_insert` and `put`.
+const BATCH: u64 = 10_000;
+
+/// The present key `2 i` (`absent` false) or the absent key `2 i + 1`, zero-padded to 16 digits.
+fn key(i: u64, absent: bool) -> Key {
+    let mut k = [0u8; 16];
+    k.copy_from_slice(format!("{:016}", 2 * i + u64::from(absent)).as_bytes());
+    k
+}
+
+/// 100 pseudo-random bytes (xorshift seeded by `i`), so values do not compress to nothing.
+fn value(i: u64) -> Vec<u8> {
+    let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..VALUE_LEN)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// `0..n` in a fixed scrambled order (a stride coprime to `n`), so that
+/// consecutive operations touch unrelated keys.
+fn scrambled(n: u64) -> impl Iterator<Item = u64> {
+    const STRIDE: u64 = 7919;
+    // STRIDE is prime, so it is coprime to `n` unless it divides it.
+    assert!(!n.is_multiple_of(STRIDE));
+    (0..n).map(move |i| (i * STRIDE) % n)
+}
+
+/// Times one operation per iteration, cycling through `items`.
+fn cycle<T, R, F: FnMut(&T) -> R>(b: &mut Bencher<'_>, items: &[T], mut f: F) {
+    let mut i = 0;
+    b.iter(|| {
+        let item = &items[i];
+        i += 1;
+        if i == items.len() {
+            i = 0;
+        }
+        black_box(f(black_box(item)))
+    });
+}
+
+fn bench_block_seek(c: &mut Criterion) {
+    let interval = bench_internals::default_restart_interval();
+    let block_size = bench_internals::default_block_size();
+    // Entries as a flush writes them, one version per key, until the block reaches the size at
+    // which the table builder cuts it.
+    let mut entries = Vec::new();
+    let mut block = loop {
+        let n = entries.len() as u64;
+        entries.push((bench_internals::value_key(&key(n, false), n + 1), value(n)));
+        let block = DataBlock::build(&entries, interval).expect("builder output is a block");
+        if block.size() >= block_size {
+            break block;
+        }
+    };
+    let n = entries.len() as u64;
+    // Absent keys stop one short: the last would sort past the block, where the index would not
+    // have sent the lookup.
+    let present: Vec<Vec<u8>> = (0..n)
+        .map(|i| bench_internals::lookup(&key(i, false)))
+        .collect();
+    let absent: Vec<Vec<u8>> = (0..n - 1)
+        .map(|i| bench_internals::lookup(&key(i, true)))
+        .collect();
+    for (i, l) in present.iter().enumerate() {
+        assert_eq!(block.get(l), Some(&entries[i].1[..]));
+    }
+    for l in &absent {
+        assert_eq!(block.get(l), None);
+    }
+    eprintln!(
+        "block_seek: {n} entries, {} bytes, restart interval {interval}",
+        block.size()
+    );
+
+    let mut g = c.benchmark_group("block_seek");
+    g.bench_function("present", |b| {
+        cycle(b, &present, |l| block.get(l).map(<[u8]>::len))
+    });
+    g.bench_function("absent", |b| {
+        cycle(b, &absent, |l| block.get(l).map(<[u8]>::len))
+    });
+    g.finish();
+}
+
+fn bench_filter_probe(c: &mut Criterion) {
+    let policy = CacheLocalBloom::new(10.0);
+    let present: Vec<Key> = scrambled(STORE_KEYS).map(|i| key(i, false)).collect();
+    let absent: Vec<Key> = scrambled(STORE_KEYS).map(|i| key(i, true)).collect();
+    let mut builder = policy.builder();
+    for k in &present {
+        builder.add_key(k);
+    }
+    let filter = builder.finish();
+    assert!(present.iter().all(|k| policy.may_match(&filter, k)));
+    let fp = absent
+        .iter()
+        .filter(|k| policy.may_match(&filter, &k[..]))
+        .count();
+    eprintln!(
+        "filter_probe: {STORE_KEYS} keys, {} bytes, FP rate {:.3} %",
+        filter.len(),
+        100.0 * fp as f64 / absent.len() as f64
+    );
+
+    let mut g = c.benchmark_group("filter_probe");
+    g.bench_function("present", |b| {
+        cycle(b, &present, |k| policy.may_match(&filter, k))
+    });
+    g.bench_function("absent", |b| {
+        cycle(b, &absent, |k| policy.may_match(&filter, k))
+    });
+    g.finish();
+}
+
+/// `BATCH` keys in scrambled order with their values.
+fn batch() -> Vec<(Key, Vec<u8>)> {
+    scrambled(BATCH)
+        .map(|i| (key(i, false), value(i)))
+        .collect()
+}
+
+fn bench_memtable_insert(c: &mut Criterion) {
+    let entries = batch();
+    let mut g = c.benchmark_group("memtable_insert");
+    g.throughput(Throughput::Elements(BATCH));
+    g.sampling_mode(SamplingMode::Flat);
+    g.bench_function(BATCH.to_string(), |b| {
+        b.iter_batched(
+            Memtable::new,
+            |mem| {
+                for (seq, (k, v)) in (1..).zip(&entries) {
+                    mem.put(seq, k, v);
+                }
+                // Returned, so that dropping it is not timed.
+                mem
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+    let mem = Memtable::new();
+    for (seq, (k, v)) in (1..).zip(&entries) {
+        mem.put(seq, k, v);
+    }
+    eprintln!(
+        "memtable_insert: {BATCH} entries hold about {} bytes",
+        mem.approximate_bytes()
+    );
+}
+
+fn bench_get_warm(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // A level budget above the store's ~12 MB: compact() leaves every table in L1, and no
+    // background compaction moves a table (and leaves its blocks cold) while Gets are timed.
+    let options = Options::default()
+        .filter(Filter::full(10.0))
+        .max_bytes_for_level_base(64 << 20);
+    let db = Db::open(dir.path(), options).expect("open");
+    for i in 0..STORE_KEYS {
+        db.put(key(i, false), value(i)).expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    // Every key read once: every data block, index and filter is in the cache.
+    for i in 0..STORE_KEYS {
+        assert_eq!(db.get(key(i, false)).expect("get"), Some(value(i)));
+    }
+    // Every 100th key gets a newer version, which stays in the memtable.
+    let in_memtable = |i: u64| i.is_multiple_of(100);
+    for i in (0..STORE_KEYS).filter(|&i| in_memtable(i)) {
+        db.put(key(i, false), value(i + STORE_KEYS)).expect("put");
+    }
+    let present: Vec<Key> = scrambled(STORE_KEYS)
+        .filter(|&i| !in_memtable(i))
+        .map(|i| key(i, false))
+        .collect();
+    let absent: Vec<Key> = scrambled(STORE_KEYS).map(|i| key(i, true)).collect();
+    let memtable: Vec<Key> = scrambled(STORE_KEYS)
+        .filter(|&i| in_memtable(i))
+        .map(|i| key(i, false))
+        .collect();
+    assert_eq!(
+        db.get(key(100, false)).expect("get"),
+        Some(value(100 + STORE_KEYS))
+    );
+    assert_eq!(db.get(key(101, true)).expect("get"), None);
+    let files: Vec<String> = (0..NUM_LEVELS)
+        .map(|l| {
+            db.property(&format!("siftdb.num-files-at-level{l}"))
+                .unwrap_or_else(|| "?".into())
+        })
+        .collect();
+    eprintln!(
+        "get_warm: {STORE_KEYS} keys, {} in the memtable; tables per level: {}",
+        memtable.len(),
+        files.join(",")
+    );
+
+    let mut g = c.benchmark_group("get_warm");
+    for (name, keys) in [
+        ("present", &present),
+        ("absent", &absent),
+        ("memtable", &memtable),
+    ] {
+        g.bench_function(name, |b| {
+            cycle(b, keys, |k| db.get(k).expect("get").map(|v| v.len()))
+        });
+    }
+    g.finish();
+    drop(db);
+    drop(dir);
+}
+
+fn bench_put(c: &mut Criterion) {
+    let entries = batch();
+    let mut g = c.benchmark_group("put");
+    g.throughput(Throughput::Elements(BATCH));
+    g.sampling_mode(SamplingMode::Flat);
+    g.bench_function(BATCH.to_string(), |b| {
+        b.iter_batched(
+            || {
+                let dir = tempfile::tempdir().expect("temporary directory");
+                let db = Db::open(dir.path(), Options::default()).expect("open");
+                (db, dir)
+            },
+            |(db, dir)| {
+                for (k, v) in &entries {
+                    db.put(k, v).expect("put");
+                }
+                // Returned, so that closing the store and removing its files are not timed.
+                (db, dir)
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+fn config() -> Criterion {
+    // Modest times: the whole run takes a couple of minutes on two cores.
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench_block_seek, bench_filter_probe, bench_memtable_insert, bench_get_warm, bench_put
+}
+criterion_main!(benches);

@@ -1,0 +1,106 @@
+//! Thin wrappers over crate-private pieces of the read and write paths, for the micro-benchmarks in
+//! `benches/hot_paths.rs`: a data block (built as the table builder builds one, sought as a table
+//! Get seeks it) and a memtable (filled as a write fills it). Compiled only with the
+//! `bench-internals` feature and hidden from the docs; it is not part of the API.
+
+use std::sync::Arc;
+
+use crate::key::{internal_key, lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::sst::block::{Block, BlockIter, KeyOrder};
+use crate::sst::block_builder::BlockBuilder;
+
+/// The data block size new tables aim for by default, in bytes.
+pub fn default_block_size() -> usize {
+    Options::default().block_size
+}
+
+/// The restart interval of the data blocks of new tables by default.
+pub fn default_restart_interval() -> usize {
+    Options::default().block_restart_interval
+}
+
+/// The internal key a table stores for a value of `user_key` written at sequence `seq`.
+pub fn value_key(user_key: &[u8], seq: u64) -> Vec<u8> {
+    internal_key(user_key, seq, ValueKind::Value)
+}
+
+/// The internal key a Get of `user_key` seeks to: its newest version.
+pub fn lookup(user_key: &[u8]) -> Vec<u8> {
+    lookup_key(user_key, MAX_SEQUENCE)
+}
+
+/// A data block with one iterator over it in internal-key order, reused from seek to seek so a
+/// seek is timed without the iterator's construction.
+pub struct DataBlock {
+    /// The iterator, which holds the block.
+    iter: BlockIter,
+    /// Bytes of the block, restart array included.
+    size: usize,
+}
+
+impl DataBlock {
+    /// Builds a block of `entries` (internal keys, see [`value_key`], in internal-key order) with
+    /// a restart point every `restart_interval` entries; `None` if the bytes do not parse as a
+    /// block.
+    pub fn build<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        entries: &[(K, V)],
+        restart_interval: usize,
+    ) -> Option<DataBlock> {
+        let mut b = BlockBuilder::new(restart_interval);
+        for (k, v) in entries {
+            b.add(k.as_ref(), v.as_ref());
+        }
+        let block = Arc::new(Block::new(b.finish().to_vec())?);
+        Some(DataBlock {
+            size: block.size(),
+            iter: block.iter(KeyOrder::Internal),
+        })
+    }
+
+    /// Bytes of the block, restart array included.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// What a table Get does in a data block: seeks to `target` (see [`lookup`]) and returns the
+    /// value there if the entry is a value of the target's user key; `None` past the last entry, on
+    /// another user key, on a tombstone or on a malformed entry.
+    pub fn get(&mut self, target: &[u8]) -> Option<&[u8]> {
+        self.iter.seek(target);
+        if !self.iter.valid() {
+            return None;
+        }
+        let found = parse_internal_key(self.iter.key())?;
+        let wanted = parse_internal_key(target)?;
+        (found.user_key == wanted.user_key && found.kind == ValueKind::Value)
+            .then(|| self.iter.value())
+    }
+}
+
+/// A memtable, filled as the write path fills it.
+pub struct Memtable(MemTable);
+
+impl Memtable {
+    /// An empty memtable.
+    pub fn new() -> Memtable {
+        Memtable(MemTable::new(0))
+    }
+
+    /// Inserts `value` for `key` at sequence `seq`, as a Put does after its WAL record.
+    pub fn put(&self, seq: u64, key: &[u8], value: &[u8]) {
+        self.0.add(seq, ValueKind::Value, key, value);
+    }
+
+    /// Approximate bytes held (what decides when the write path freezes a memtable).
+    pub fn approximate_bytes(&self) -> usize {
+        self.0.approximate_bytes()
+    }
+}
+
+impl Default for Memtable {
+    fn default() -> Self {
+        Memtable::new()
+    }
+}
