@@ -87,6 +87,7 @@ fn tag(ikey: &[u8]) -> u64 {
 }
 
 /// Orders internal keys: user key ascending, then tag (sequence, kind) descending.
+#[inline]
 pub(crate) fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     compare_bytes(user_key(a), user_key(b)).then_with(|| tag(b).cmp(&tag(a)))
 }
@@ -182,6 +183,7 @@ impl PartialEq for InternalKey {
 impl Eq for InternalKey {}
 
 impl Ord for InternalKey {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         compare_internal(self.as_bytes(), other.as_bytes())
     }

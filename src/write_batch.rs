@@ -118,25 +118,71 @@ pub(crate) struct BatchEntry<'a> {
 
 /// Decodes a WAL record into its entries, or `None` if it is malformed.
 pub(crate) fn decode_batch(record: &[u8]) -> Option<Vec<BatchEntry<'_>>> {
-    let first = fixed64_at(record, 0)?;
-    let count = fixed32_at(record, 8)?;
-    let mut d = Decoder::new(record.get(HEADER_LEN..)?);
-    let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
-    for i in 0..u64::from(count) {
-        let kind = ValueKind::from_byte(d.u8()?)?;
-        let key = d.length_prefixed()?;
+    let entries = BatchEntries::new(record)?;
+    let mut out = Vec::with_capacity(entries.count.min(1 << 16) as usize);
+    for e in entries {
+        out.push(e?);
+    }
+    Some(out)
+}
+
+/// The entries of a WAL record, decoded one at a time without allocating; an item is `None`
+/// where the record turns out malformed (a short entry, an unknown kind, bytes left over).
+pub(crate) struct BatchEntries<'a> {
+    d: Decoder<'a>,
+    first: u64,
+    next: u64,
+    count: u64,
+}
+
+impl<'a> BatchEntries<'a> {
+    /// The entries of `record`, or `None` if its header is short or it holds bytes but no entries.
+    pub(crate) fn new(record: &'a [u8]) -> Option<BatchEntries<'a>> {
+        let entries = BatchEntries {
+            first: fixed64_at(record, 0)?,
+            count: u64::from(fixed32_at(record, 8)?),
+            d: Decoder::new(record.get(HEADER_LEN..)?),
+            next: 0,
+        };
+        // No entries, but bytes after the header: malformed.
+        (entries.count > 0 || entries.d.is_empty()).then_some(entries)
+    }
+
+    fn entry(&mut self) -> Option<BatchEntry<'a>> {
+        let kind = ValueKind::from_byte(self.d.u8()?)?;
+        let key = self.d.length_prefixed()?;
         let value = match kind {
-            ValueKind::Value => d.length_prefixed()?,
+            ValueKind::Value => self.d.length_prefixed()?,
             ValueKind::Deletion => &[],
         };
-        out.push(BatchEntry {
-            seq: first.checked_add(i)?,
+        let seq = self.first.checked_add(self.next)?;
+        self.next += 1;
+        if self.next == self.count && !self.d.is_empty() {
+            return None;
+        }
+        Some(BatchEntry {
+            seq,
             kind,
             key,
             value,
-        });
+        })
     }
-    d.is_empty().then_some(out)
+}
+
+impl<'a> Iterator for BatchEntries<'a> {
+    type Item = Option<BatchEntry<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.count {
+            return None;
+        }
+        let e = self.entry();
+        if e.is_none() {
+            // Malformed: report it once, then stop.
+            self.next = self.count;
+        }
+        Some(e)
+    }
 }
 
 #[cfg(test)]

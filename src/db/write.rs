@@ -15,7 +15,7 @@ use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::stats::Ticker;
 use crate::wal::writer::LogWriter;
-use crate::write_batch::{decode_batch, WriteBatch};
+use crate::write_batch::{BatchEntries, WriteBatch};
 
 /// The largest key accepted.
 pub(crate) const MAX_KEY_BYTES: usize = 64 << 10;
@@ -182,9 +182,11 @@ impl DbInner {
             self.stats.inc(Ticker::WalSyncs);
         }
         for w in group.iter() {
-            let entries = decode_batch(w.batch.encoded())
+            // `WriteBatch` encoded these records itself, so they decode whole.
+            let entries = BatchEntries::new(w.batch.encoded())
                 .ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
-            for e in &entries {
+            for e in entries {
+                let e = e.ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
                 mem.add(e.seq, e.kind, e.key, e.value);
             }
         }
