@@ -47,10 +47,16 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
 
-fn key(n: u64) -> String {
-    format!("{n:016}")
+/// `n` as a 16-byte zero-padded decimal, built on the stack: the harness's own cost per
+/// operation is paid by every store alike, so it is kept small to not blur their ratios.
+fn key(mut n: u64) -> [u8; 16] {
+    let mut k = [b'0'; 16];
+    for d in k.iter_mut().rev() {
+        *d = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    k
 }
-
 /// How long a store may take to settle before the run goes on with a warning.
 const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 const POLL: Duration = Duration::from_millis(50);
@@ -74,6 +80,10 @@ trait Store {
     }
     /// Files per level, L0 first.
     fn levels(&self) -> Option<Vec<usize>> {
+        None
+    }
+    /// Bytes of filter held by the store's live tables.
+    fn filter_bytes(&self) -> Option<u64> {
         None
     }
 }
@@ -126,6 +136,10 @@ impl Store for Sift {
                     .ok()
             })
             .collect()
+    }
+    fn filter_bytes(&self) -> Option<u64> {
+        // Every table has been opened by the reads, so every filter is pinned and counted.
+        Some(self.0.statistics().filter_bytes_in_memory())
     }
 }
 
@@ -202,6 +216,20 @@ impl Store for Rocks {
                     .map(|v| v as usize)
             })
             .collect()
+    }
+    fn filter_bytes(&self) -> Option<u64> {
+        // "...; filter block size=N; ..." summed over the live tables.
+        let props = self
+            .db
+            .property_value(rocksdb::properties::AGGREGATED_TABLE_PROPERTIES)
+            .ok()??;
+        let rest = &props[props.find("filter block size")?..];
+        let digits: String = rest[rest.find('=')? + 1..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
     }
 }
 
@@ -329,7 +357,7 @@ fn reads_phase(
             Kind::Mixed => rng.gen_bool(0.5),
         };
         let n = if present { 2 * i } else { 2 * i + 1 };
-        if db.get(key(n).as_bytes()) != present {
+        if db.get(&key(n)) != present {
             panic!("{name}: wrong answer for key {n}");
         }
     }
@@ -342,6 +370,8 @@ struct Outcome {
     ops: [f64; 4],
     /// Bloom ticker deltas over readmissing.
     bloom: Option<Bloom>,
+    /// Filter bytes after the reads.
+    filter_bytes: Option<u64>,
 }
 
 impl Outcome {
@@ -386,7 +416,7 @@ fn run(name: StoreName, keys: u64, reads: usize, compacted: bool) -> Outcome {
     order.shuffle(&mut rng);
     let start = Instant::now();
     for &i in &order {
-        db.put(key(2 * i).as_bytes(), &value);
+        db.put(&key(2 * i), &value);
     }
     let fill = rate(order.len(), start);
     db.flush();
@@ -407,6 +437,7 @@ fn run(name: StoreName, keys: u64, reads: usize, compacted: bool) -> Outcome {
     Outcome {
         ops: [fill, present, missing, mixed],
         bloom,
+        filter_bytes: db.filter_bytes(),
     }
 }
 
@@ -472,6 +503,18 @@ fn main() {
         }
     }
 
+    println!("\nfilter memory after the reads (target: 10 bits/key x {keys} keys):");
+    for (name, r) in &results {
+        match r.filter_bytes {
+            Some(b) => println!(
+                "{name:<8} {b:>12} bytes {:>8.3} bits/key {:>+7.2}% vs target",
+                b as f64 * 8.0 / keys as f64,
+                (b as f64 * 8.0 / (10.0 * keys as f64) - 1.0) * 100.0
+            ),
+            None => println!("{name:<8} {:>12}", "n/a"),
+        }
+    }
+
     let phases = ["fillrandom", "readrandom", "readmissing", "readmixed"];
     let sift = results
         .iter()
@@ -506,6 +549,9 @@ fn main() {
                 }
                 if let Some(fp) = r.fp_rate() {
                     fields.push(format!("\"fp_rate\":{fp}"));
+                }
+                if let Some(b) = r.filter_bytes {
+                    fields.push(format!("\"filter_bytes\":{b}"));
                 }
                 format!("\"{name}\":{{{}}}", fields.join(","))
             })

@@ -72,6 +72,7 @@ pub(crate) fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
 }
 
 /// The user key of an internal key (the whole slice if it is shorter than a tag).
+#[inline]
 pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {
     &ikey[..ikey.len().saturating_sub(TAG_LEN)]
 }

@@ -118,11 +118,12 @@ impl DbInner {
             self.last_sequence.load(Ordering::Acquire),
         )?;
         let mut st = self.state.lock();
-        st.sv = Arc::new(SuperVersion {
+        let sv = SuperVersion {
             mem: Arc::clone(&st.sv.mem),
             imm: st.sv.imm.clone(),
             version,
-        });
+        };
+        self.install_super_version(&mut st, sv);
         drop(st);
         drop(manifest);
         self.changed.notify_all();

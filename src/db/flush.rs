@@ -124,11 +124,12 @@ impl DbInner {
                 .filter(|m| !Arc::ptr_eq(m, &mem))
                 .cloned()
                 .collect();
-            st.sv = Arc::new(SuperVersion {
+            let sv = SuperVersion {
                 mem: Arc::clone(&st.sv.mem),
                 imm,
                 version,
-            });
+            };
+            self.install_super_version(&mut st, sv);
         }
         drop(manifest);
         self.changed.notify_all();

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::background::spawn_workers;
 use super::filename::{lock_path, log_path, parse_file_name, table_path, FileKind};
@@ -140,6 +140,7 @@ impl Db {
             wal: Mutex::new(WalState { log, log_number }),
             writers: Mutex::new(Default::default()),
             writers_done: Condvar::new(),
+            current: RwLock::new(Arc::clone(&sv)),
             state: Mutex::new(State {
                 sv,
                 bg_error: None,

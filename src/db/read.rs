@@ -5,6 +5,7 @@
 //! once for all tables.
 
 use std::cell::Cell;
+use std::sync::atomic::Ordering;
 
 use super::Db;
 use crate::error::Result;
@@ -53,7 +54,10 @@ impl Db {
         let key = key.as_ref();
         let inner = &self.inner;
         inner.stats.inc(Ticker::NumberKeysRead);
-        let (sv, seq) = inner.read_view();
+        // As `read_view`: the super-version first, then the sequence. The read lock is held for
+        // the whole Get; installers wait for it, briefly.
+        let sv = inner.current.read();
+        let seq = inner.last_sequence.load(Ordering::Acquire);
         let found = with_lookup_key(key, seq, |lookup| -> Result<Option<Lookup>> {
             if let Some(hit) = sv
                 .mem

@@ -58,15 +58,18 @@ impl FileMeta {
         let _ = self.reader.set(reader);
     }
 
+    #[inline]
     pub(crate) fn smallest_user(&self) -> &[u8] {
         user_key(&self.smallest)
     }
 
+    #[inline]
     pub(crate) fn largest_user(&self) -> &[u8] {
         user_key(&self.largest)
     }
 
     /// Whether the table's user-key range meets `[lo, hi]`.
+    #[inline]
     pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
         compare_bytes(self.largest_user(), lo).is_ge()
             && compare_bytes(self.smallest_user(), hi).is_le()
@@ -127,28 +130,13 @@ impl Version {
 
     /// The tables a point lookup of `ukey` must consult, in the order to consult them: L0 newest
     /// first, then at most one table per deeper level.
-    pub(crate) fn tables_for_key<'a>(
-        &'a self,
-        ukey: &'a [u8],
-    ) -> impl Iterator<Item = (usize, &'a Arc<FileMeta>)> + 'a {
-        let l0 = self.levels[0]
-            .iter()
-            .rev()
-            .filter(move |f| f.overlaps(ukey, ukey))
-            .map(|f| (0, f));
-        let deeper = self
-            .levels
-            .iter()
-            .enumerate()
-            .skip(1)
-            .filter_map(move |(level, files)| {
-                let i = files.partition_point(|f| compare_bytes(f.largest_user(), ukey).is_lt());
-                files
-                    .get(i)
-                    .filter(|f| compare_bytes(f.smallest_user(), ukey).is_le())
-                    .map(|f| (level, f))
-            });
-        l0.chain(deeper)
+    pub(crate) fn tables_for_key<'a>(&'a self, ukey: &'a [u8]) -> TablesForKey<'a> {
+        TablesForKey {
+            version: self,
+            ukey,
+            l0_left: self.levels[0].len(),
+            level: 1,
+        }
     }
 
     /// The tables of `level` whose ranges meet `[lo, hi]` (user keys).
@@ -191,6 +179,48 @@ impl Version {
             .rev()
             .find(|&l| !self.levels[l].is_empty())
             .unwrap_or(0)
+    }
+}
+
+/// The tables a point lookup consults (see [`Version::tables_for_key`]): a plain loop rather than
+/// an iterator chain, since it runs once per Get.
+pub(crate) struct TablesForKey<'a> {
+    version: &'a Version,
+    ukey: &'a [u8],
+    /// L0 tables not yet looked at (they are visited from the newest, the last, down).
+    l0_left: usize,
+    /// The next deeper level to look in.
+    level: usize,
+}
+
+impl<'a> Iterator for TablesForKey<'a> {
+    type Item = (usize, &'a Arc<FileMeta>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let ukey = self.ukey;
+        while self.l0_left > 0 {
+            self.l0_left -= 1;
+            let f = &self.version.levels[0][self.l0_left];
+            if f.overlaps(ukey, ukey) {
+                return Some((0, f));
+            }
+        }
+        while self.level < NUM_LEVELS {
+            let level = self.level;
+            self.level += 1;
+            let files = &self.version.levels[level];
+            if files.is_empty() {
+                continue;
+            }
+            // The first table whose largest key is ≥ ukey is the only one that may hold it.
+            let i = files.partition_point(|f| compare_bytes(f.largest_user(), ukey).is_lt());
+            if let Some(f) = files.get(i) {
+                if compare_bytes(f.smallest_user(), ukey).is_le() {
+                    return Some((level, f));
+                }
+            }
+        }
+        None
     }
 }
 

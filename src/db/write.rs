@@ -248,11 +248,12 @@ impl DbInner {
         let mut imm = Vec::with_capacity(st.sv.imm.len() + 1);
         imm.push(Arc::clone(&st.sv.mem));
         imm.extend(st.sv.imm.iter().cloned());
-        st.sv = Arc::new(SuperVersion {
+        let sv = SuperVersion {
             mem: Arc::new(MemTable::new(number)),
             imm,
             version: Arc::clone(&st.sv.version),
-        });
+        };
+        self.install_super_version(&mut st, sv);
         drop(st);
         self.changed.notify_all();
         Ok(())
