@@ -3,14 +3,16 @@
 //! A binary search of the index block itself touches a restart offset and an entry per step, two
 //! likely cache misses each on a block of thousands of entries. This keeps, per index entry, one
 //! `u64`: the eight bytes of its user key that follow the prefix all the table's index keys share,
-//! big-endian. Those words order as the keys do (ties aside), so a Get binary-searches a dense
-//! array of 8 bytes per data block and reads the index block only for the entry it lands on (and
-//! for ties). Nothing here is stored on disk; it costs 8 bytes per data block of memory.
+//! big-endian, and the entry's decoded block handle. Those words order as the keys do (ties
+//! aside), so a Get binary-searches a dense array of 8 bytes per data block and reads the index
+//! block only to break ties. Nothing here is stored on disk; it costs 24 bytes of memory per data
+//! block.
 
 use std::cmp::Ordering;
 
 use crate::key::{compare_internal, user_key};
 use crate::sst::block::Block;
+use crate::sst::format::BlockHandle;
 
 /// Where the first index entry ≥ a lookup key is.
 #[derive(Debug, PartialEq, Eq)]
@@ -31,6 +33,8 @@ pub(crate) struct IndexSearch {
     prefix: Vec<u8>,
     /// Per entry, the 8 user-key bytes after `prefix`, zero-padded, big-endian.
     words: Vec<u64>,
+    /// Per entry, its decoded value: the data block's handle.
+    handles: Vec<BlockHandle>,
 }
 
 /// The 8 bytes of `rest` from its start, zero-padded, as a big-endian word. Zero padding keeps
@@ -56,11 +60,22 @@ impl IndexSearch {
         let shared = first.iter().zip(last).take_while(|(a, b)| a == b).count();
         let prefix = first[..shared].to_vec();
         let mut words = Vec::with_capacity(n);
+        let mut handles = Vec::with_capacity(n);
         for i in 0..n {
-            let key = user_key(index.restart_entry(i)?.0);
-            words.push(word(key.get(shared..)?));
+            let (key, value) = index.restart_entry(i)?;
+            words.push(word(user_key(key).get(shared..)?));
+            handles.push(BlockHandle::decode_exact(value)?);
         }
-        Some(IndexSearch { prefix, words })
+        Some(IndexSearch {
+            prefix,
+            words,
+            handles,
+        })
+    }
+
+    /// The data block handle of entry `i` (as [`seek`](IndexSearch::seek) returned it).
+    pub(crate) fn handle(&self, i: usize) -> Option<BlockHandle> {
+        self.handles.get(i).copied()
     }
 
     /// The first entry of `index` (the block this was built from) whose key is ≥ `lookup`, an
@@ -107,10 +122,13 @@ mod tests {
     fn index_of(keys: &[Vec<u8>]) -> Arc<Block> {
         let mut b = BlockBuilder::new(1);
         for (i, k) in keys.iter().enumerate() {
-            b.add(
-                &internal_key(k, 7, ValueKind::Value),
-                format!("h{i}").as_bytes(),
-            );
+            let mut handle = Vec::new();
+            BlockHandle {
+                offset: 4096 * i as u64,
+                size: 4000 + i as u64,
+            }
+            .encode_to(&mut handle);
+            b.add(&internal_key(k, 7, ValueKind::Value), &handle);
         }
         Arc::new(Block::new(b.finish().to_vec()).expect("a built block parses"))
     }
@@ -131,11 +149,16 @@ mod tests {
         ) {
             let keys: Vec<Vec<u8>> = keys.into_iter().collect();
             let block = index_of(&keys);
-            let search = IndexSearch::new(&block).expect("an index block has every entry restart");
+            let search = IndexSearch::new(&block).expect("an index block: every entry restarts and holds a handle");
             for p in probes.iter().chain(&keys) {
                 let lookup = lookup_key(p, seq);
                 let got = match search.seek(&block, &lookup) {
-                    IndexPosition::Entry(i) => Some(block.restart_entry(i).map(|e| e.1.to_vec())),
+                    IndexPosition::Entry(i) => {
+                        let h = search.handle(i).expect("an entry the search found has a handle");
+                        let mut v = Vec::new();
+                        h.encode_to(&mut v);
+                        Some(Some(v))
+                    }
                     IndexPosition::PastEnd => Some(None),
                     IndexPosition::Unknown => None,
                 };

@@ -284,21 +284,20 @@ impl TableReader {
     /// The handle of the only data block that may hold `lookup` (an internal key), or `None` if
     /// every key of the table is smaller.
     fn index_handle(&self, lookup: &[u8]) -> Result<Option<BlockHandle>> {
-        let value = match self
-            .index_search
-            .as_ref()
-            .map(|s| s.seek(&self.index, lookup))
-        {
-            Some(IndexPosition::PastEnd) => return Ok(None),
-            Some(IndexPosition::Entry(i)) => self.index.restart_entry(i).map(|(_, v)| v),
-            Some(IndexPosition::Unknown) | None => None,
-        };
+        if let Some(search) = &self.index_search {
+            match search.seek(&self.index, lookup) {
+                IndexPosition::PastEnd => return Ok(None),
+                IndexPosition::Entry(i) => {
+                    if let Some(h) = search.handle(i) {
+                        return Ok(Some(h));
+                    }
+                }
+                IndexPosition::Unknown => {}
+            }
+        }
         let decode = |v: &[u8]| {
             BlockHandle::decode_exact(v).ok_or_else(|| self.corrupt("bad handle in index block"))
         };
-        if let Some(v) = value {
-            return decode(v).map(Some);
-        }
         let mut index = self.index.iter(KeyOrder::Internal);
         index.seek(lookup);
         if index.is_corrupt() {
