@@ -67,6 +67,9 @@ pub trait FilterPolicy: Send + Sync {
 
     /// Whether `key` may be among the keys `filter` was built from. `false` means certainly not.
     ///
+    /// It runs inside [`Db::get`](crate::Db::get), which holds the store's read lock on its
+    /// current tables: it must not call back into the store.
+    ///
     /// `filter` may have been built by this policy with other settings (another bits/key); the bytes
     /// must carry whatever the query needs.
     fn may_match(&self, filter: &[u8], key: &[u8]) -> bool;
