@@ -168,3 +168,64 @@ fn every_filter_layout_reads_back_after_flush_and_compaction() {
         assert_eq!(db.get(b"absent").unwrap(), None);
     }
 }
+
+/// More live tables than `max_open_files` allows pinned: the readers beyond the pins go through
+/// the table cache's LRU, every Get and scan still answers right, and after a full compaction the
+/// replaced tables' files are gone (their pinned readers closed with them).
+#[test]
+fn more_tables_than_open_files_read_right_and_compacted_files_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || {
+        small_options()
+            .max_open_files(16)
+            .target_file_size(4 << 10)
+            .max_bytes_for_level_base(64 << 20)
+    };
+    let n = 12000;
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for i in 0..n {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let tables = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension() == Some("sst".as_ref()))
+            .count()
+    };
+    db.compact().unwrap();
+    let before = tables(dir.path());
+    assert!(
+        before > 16,
+        "only {before} tables: the test needs more than max_open_files"
+    );
+    for round in 0..2 {
+        for i in (0..n).rev() {
+            assert_eq!(
+                db.get(key(i)).unwrap(),
+                Some(value(i, 0)),
+                "round {round} key {i}"
+            );
+        }
+        assert_eq!(db.get(b"zzz").unwrap(), None);
+    }
+    assert_eq!(db.scan::<Vec<u8>, _>(..).count(), n as usize);
+    // Rewrite everything: compaction replaces every table, and the old files must go even though
+    // Gets pinned their readers.
+    for i in 0..n {
+        db.put(key(i), value(i, 1)).unwrap();
+    }
+    db.compact().unwrap();
+    for i in (0..n).step_by(7) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
+    }
+    let live: usize = (0..7)
+        .map(|l| {
+            db.property(&format!("siftdb.num-files-at-level{l}"))
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(tables(dir.path()), live, "obsolete table files left behind");
+}
