@@ -29,8 +29,8 @@ fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalKey) -> R) -
     if key.len() + TAG_LEN <= INLINE_KEY_BYTES {
         return f(&InternalKey::new(key, seq, ValueKind::Value));
     }
-    // Taken out of the cell for the call, so a Get nested inside (a filter policy that reads
-    // the store) finds it empty and simply allocates its own.
+    // Taken out of the cell for the call: were it ever used re-entrantly, the inner use would
+    // find it empty and allocate its own rather than clobber this one.
     let mut buf = LONG_LOOKUP_KEY.take();
     buf.clear();
     append_internal_key(&mut buf, key, seq, ValueKind::Value);
