@@ -33,7 +33,12 @@ impl ValueKind {
 /// Appends the internal key for `(user_key, seq, kind)` to `buf`.
 pub(crate) fn append_internal_key(buf: &mut Vec<u8>, user_key: &[u8], seq: u64, kind: ValueKind) {
     buf.extend_from_slice(user_key);
-    buf.extend_from_slice(&((seq << 8) | kind as u64).to_le_bytes());
+    buf.extend_from_slice(&tag_bytes(seq, kind));
+}
+
+/// The 8-byte tag that ends an internal key.
+fn tag_bytes(seq: u64, kind: ValueKind) -> [u8; TAG_LEN] {
+    ((seq << 8) | kind as u64).to_le_bytes()
 }
 
 /// Builds the internal key for `(user_key, seq, kind)`.
@@ -138,30 +143,27 @@ pub(crate) enum InternalKey {
 impl InternalKey {
     /// The internal key `(user_key, seq, kind)`.
     pub(crate) fn new(user_key: &[u8], seq: u64, kind: ValueKind) -> InternalKey {
-        let len = user_key.len() + TAG_LEN;
-        if len > INLINE_KEY_BYTES {
-            return InternalKey::Heap(internal_key(user_key, seq, kind));
-        }
-        let mut bytes = [0u8; INLINE_KEY_BYTES];
-        bytes[..user_key.len()].copy_from_slice(user_key);
-        bytes[user_key.len()..len].copy_from_slice(&((seq << 8) | kind as u64).to_le_bytes());
-        InternalKey::Inline {
-            // At most INLINE_KEY_BYTES, so it fits.
-            len: len as u8,
-            bytes,
-        }
+        InternalKey::concat(user_key, &tag_bytes(seq, kind))
     }
 
     /// Wraps encoded internal-key bytes.
     pub(crate) fn from_bytes(bytes: &[u8]) -> InternalKey {
-        if bytes.len() > INLINE_KEY_BYTES {
-            return InternalKey::Heap(bytes.to_vec());
+        InternalKey::concat(bytes, &[])
+    }
+
+    /// The key whose bytes are `head` then `tail`, inline if they fit.
+    fn concat(head: &[u8], tail: &[u8]) -> InternalKey {
+        let len = head.len() + tail.len();
+        if len > INLINE_KEY_BYTES {
+            return InternalKey::Heap([head, tail].concat());
         }
-        let mut inline = [0u8; INLINE_KEY_BYTES];
-        inline[..bytes.len()].copy_from_slice(bytes);
+        let mut bytes = [0u8; INLINE_KEY_BYTES];
+        bytes[..head.len()].copy_from_slice(head);
+        bytes[head.len()..len].copy_from_slice(tail);
         InternalKey::Inline {
-            len: bytes.len() as u8,
-            bytes: inline,
+            // At most INLINE_KEY_BYTES, so it fits.
+            len: len as u8,
+            bytes,
         }
     }
 
@@ -200,6 +202,23 @@ impl PartialOrd for InternalKey {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn internal_keys_hold_the_encoded_bytes_inline_or_not() {
+        for len in 0..60 {
+            let user = vec![b'k'; len];
+            let want = internal_key(&user, 77, ValueKind::Deletion);
+            let k = InternalKey::new(&user, 77, ValueKind::Deletion);
+            assert_eq!(k.as_bytes(), &want[..]);
+            let inline = matches!(k, InternalKey::Inline { .. });
+            assert_eq!(
+                inline,
+                want.len() <= INLINE_KEY_BYTES,
+                "user key of {len} bytes"
+            );
+            assert_eq!(InternalKey::from_bytes(&want), k);
+        }
+    }
 
     proptest! {
         #[test]

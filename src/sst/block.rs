@@ -205,11 +205,7 @@ impl Block {
     /// The whole key stored at restart point `i`, or `None` if that entry is malformed (including a
     /// nonzero shared length, which a restart point never has).
     fn restart_key(&self, i: usize) -> Option<&[u8]> {
-        let h = self.entry_header(self.restart_point(i))?;
-        if h.shared != 0 {
-            return None;
-        }
-        self.data.get(h.body..h.body + h.unshared)
+        self.restart_entry(i).map(|(key, _)| key)
     }
 }
 

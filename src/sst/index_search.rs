@@ -17,8 +17,8 @@ use crate::sst::format::BlockHandle;
 /// Where the first index entry ≥ a lookup key is.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum IndexPosition {
-    /// At this entry.
-    Entry(usize),
+    /// At this entry, whose data block this is.
+    Entry(BlockHandle),
     /// Past the last entry: every key of the table is smaller.
     PastEnd,
     /// Not decided here (the key lies outside the shared prefix, or an entry is malformed): seek
@@ -73,11 +73,6 @@ impl IndexSearch {
         })
     }
 
-    /// The data block handle of entry `i` (as [`seek`](IndexSearch::seek) returned it).
-    pub(crate) fn handle(&self, i: usize) -> Option<BlockHandle> {
-        self.handles.get(i).copied()
-    }
-
     /// The first entry of `index` (the block this was built from) whose key is ≥ `lookup`, an
     /// internal key.
     pub(crate) fn seek(&self, index: &Block, lookup: &[u8]) -> IndexPosition {
@@ -101,10 +96,9 @@ impl IndexSearch {
                 right = mid;
             }
         }
-        if left == self.words.len() {
-            IndexPosition::PastEnd
-        } else {
-            IndexPosition::Entry(left)
+        match self.handles.get(left) {
+            Some(&h) => IndexPosition::Entry(h),
+            None => IndexPosition::PastEnd,
         }
     }
 }
@@ -153,8 +147,7 @@ mod tests {
             for p in probes.iter().chain(&keys) {
                 let lookup = lookup_key(p, seq);
                 let got = match search.seek(&block, &lookup) {
-                    IndexPosition::Entry(i) => {
-                        let h = search.handle(i).expect("an entry the search found has a handle");
+                    IndexPosition::Entry(h) => {
                         let mut v = Vec::new();
                         h.encode_to(&mut v);
                         Some(Some(v))

@@ -287,11 +287,7 @@ impl TableReader {
         if let Some(search) = &self.index_search {
             match search.seek(&self.index, lookup) {
                 IndexPosition::PastEnd => return Ok(None),
-                IndexPosition::Entry(i) => {
-                    if let Some(h) = search.handle(i) {
-                        return Ok(Some(h));
-                    }
-                }
+                IndexPosition::Entry(h) => return Ok(Some(h)),
                 IndexPosition::Unknown => {}
             }
         }
