@@ -51,7 +51,7 @@ pub fn table(path: &Path, data: &[u8], key: &[u8]) {
     let cache = Arc::new(ShardedLruCache::new(1 << 20, 4));
     let stats = Arc::new(Stats::new());
     let registry = PolicyRegistry::new(&Filter::full(10.0), None);
-    let Ok(table) = TableReader::open(path, 1, cache, stats, &registry) else {
+    let Ok(table) = TableReader::open(path, 1, None, cache, stats, &registry) else {
         return;
     };
     let table = Arc::new(table);

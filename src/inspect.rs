@@ -164,7 +164,7 @@ impl TableInfo {
         // cache and counters: inspecting a file must not disturb any open store.
         let cache = Arc::new(ShardedLruCache::new(1 << 20, 1));
         let registry = PolicyRegistry::new(&Filter::none(), None);
-        let reader = TableReader::open(path, 0, cache, Arc::new(Stats::new()), &registry)?;
+        let reader = TableReader::open(path, 0, None, cache, Arc::new(Stats::new()), &registry)?;
         let p = reader.properties().clone();
         let policy_known = reader.filter().is_some();
 

@@ -46,6 +46,7 @@ mod coding;
 mod db;
 mod error;
 pub mod filter;
+mod fs;
 pub mod inspect;
 mod iter;
 mod key;
@@ -61,6 +62,11 @@ mod write_batch;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+
+// The fault-injection layer of the crate's own power-cut and I/O-error tests; not an API.
+#[cfg(feature = "__fault-injection")]
+#[doc(hidden)]
+pub use fs::fault_injection;
 
 // Wrappers over crate-private hot paths for benches/hot_paths.rs; not an API.
 #[cfg(feature = "bench-internals")]

@@ -1,6 +1,8 @@
 //! Options for opening a store and for individual writes.
 
+use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterAllocation};
+use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
 
 /// How data blocks are compressed on disk.
@@ -35,6 +37,8 @@ pub struct Options {
     pub(crate) level0_stop_trigger: usize,
     pub(crate) max_bytes_for_level_base: u64,
     pub(crate) level_size_multiplier: u64,
+    #[cfg(feature = "__fault-injection")]
+    pub(crate) fault_injector: Option<crate::fs::fault_injection::FaultInjector>,
 }
 
 /// The number of levels, L0 to L6.
@@ -62,6 +66,8 @@ impl Default for Options {
             level0_stop_trigger: 12,
             max_bytes_for_level_base: 10 << 20,
             level_size_multiplier: 10,
+            #[cfg(feature = "__fault-injection")]
+            fault_injector: None,
         }
     }
 }
@@ -161,13 +167,15 @@ impl Options {
         self
     }
 
-    /// Number of L0 tables that starts an L0 → L1 compaction (default 4).
+    /// Number of L0 tables that starts an L0 → L1 compaction (default 4). The L0 table counts at
+    /// which writers slow down and stop (8 and 12) are raised to at least `n + 1` and `n + 2`;
+    /// [`Db::open`](crate::Db::open) refuses an `n` too large for that.
     pub fn level0_compaction_trigger(mut self, n: usize) -> Self {
         self.level0_compaction_trigger = n.max(1);
-        self.level0_slowdown_trigger = self.level0_slowdown_trigger.max(n + 1);
+        self.level0_slowdown_trigger = self.level0_slowdown_trigger.max(n.saturating_add(1));
         self.level0_stop_trigger = self
             .level0_stop_trigger
-            .max(self.level0_slowdown_trigger + 1);
+            .max(self.level0_slowdown_trigger.saturating_add(1));
         self
     }
 
@@ -187,6 +195,42 @@ impl Options {
     /// The filter configured for new tables.
     pub fn filter_config(&self) -> &Filter {
         &self.filter
+    }
+
+    /// Runs the store's file operations through `injector` (the crate's own power-cut and I/O
+    /// error tests). Not an API.
+    #[cfg(feature = "__fault-injection")]
+    #[doc(hidden)]
+    pub fn fault_injector(mut self, injector: crate::fs::fault_injection::FaultInjector) -> Self {
+        self.fault_injector = Some(injector);
+        self
+    }
+
+    /// The file system the store writes through.
+    pub(crate) fn file_system(&self) -> FileSystem {
+        #[cfg(feature = "__fault-injection")]
+        return FileSystem::with_faults(self.fault_injector.clone());
+        #[cfg(not(feature = "__fault-injection"))]
+        FileSystem::default()
+    }
+
+    /// Whether the options can work together.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` saying which option is out of range.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let (compact, slow, stop) = (
+            self.level0_compaction_trigger,
+            self.level0_slowdown_trigger,
+            self.level0_stop_trigger,
+        );
+        if !(compact < slow && slow < stop) {
+            return Err(Error::InvalidArgument(format!(
+                "level0_compaction_trigger {compact} must be below the slowdown ({slow}) and stop \
+                 ({stop}) triggers, and the slowdown below the stop"
+            )));
+        }
+        Ok(())
     }
 
     /// The byte budget of a level (L0 is governed by table count instead).

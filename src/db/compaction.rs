@@ -5,9 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::background::catch_panic;
 use super::filename::table_path;
 use super::flush::table_options;
-use super::manifest::sync_dir;
 use super::table_filter::filter_for_new_table;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
@@ -73,9 +73,12 @@ impl DbInner {
     pub(crate) fn run_compaction(&self, job: CompactionJob) -> Result<()> {
         let out_level = job.level + 1;
         let mut outputs: Vec<NewFile> = Vec::new();
-        let result = self.write_compaction_outputs(&job, &mut outputs);
+        // A panic in user code (a filter policy, a prefix extractor) fails the job like an error.
+        let result = catch_panic("compaction", || {
+            self.write_compaction_outputs(&job, &mut outputs)
+        });
         let installed = result.and_then(|()| {
-            sync_dir(&self.dir)?;
+            self.fs.sync_dir(&self.dir)?;
             let edit = VersionEdit {
                 deleted: job
                     .inputs
@@ -90,7 +93,7 @@ impl DbInner {
         });
         if let Err(e) = installed {
             for f in &outputs {
-                let _ = std::fs::remove_file(table_path(&self.dir, f.number));
+                let _ = self.fs.remove_file(&table_path(&self.dir, f.number));
             }
             return Err(e);
         }
@@ -153,11 +156,8 @@ impl DbInner {
         let mut last_key: Option<Vec<u8>> = None;
         let finish = |b: (u64, TableBuilder), outputs: &mut Vec<NewFile>| -> Result<()> {
             let (number, builder) = b;
-            // The builder is consumed here, so the cleanup below cannot see it: a table that
-            // fails to finish must remove its own partial file.
-            let summary = builder.finish().inspect_err(|_| {
-                let _ = std::fs::remove_file(table_path(&self.dir, number));
-            })?;
+            // A builder that fails to finish removes its own partial file.
+            let summary = builder.finish()?;
             self.stats.add(Ticker::TableBytesWritten, summary.file_size);
             outputs.push(NewFile {
                 level: out_level,
@@ -186,8 +186,10 @@ impl DbInner {
                         if builder.is_none() {
                             let number = self.new_file_number();
                             let b = TableBuilder::create(
+                                &self.fs,
                                 &table_path(&self.dir, number),
-                                table_options(&self.options, filter.clone()),
+                                number,
+                                table_options(&self.options, filter.clone(), self.store_id),
                             )?;
                             builder = Some((number, b));
                         }
@@ -208,11 +210,9 @@ impl DbInner {
             }
             Ok(())
         })();
-        if let Some((number, b)) = builder.take() {
-            // Only on failure is a builder still open: remove its partial file.
-            drop(b);
-            let _ = std::fs::remove_file(table_path(&self.dir, number));
-        }
+        // Only on failure is a builder still open; dropping it removes its partial file. Finished
+        // outputs are removed by the caller.
+        drop(builder);
         outcome
     }
 
@@ -244,7 +244,7 @@ impl Db {
         self.flush()?;
         let mut pointers = self.inner.compaction.lock();
         self.inner.check_background_error()?;
-        let result = self.inner.compact_all(&mut pointers);
+        let result = catch_panic("compaction", || self.inner.compact_all(&mut pointers));
         if let Err(e) = &result {
             self.inner.set_background_error(e);
         }

@@ -14,11 +14,11 @@ pub(crate) enum FileKind {
 }
 
 pub(crate) fn log_path(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.log"))
+    dir.join(FileKind::Log(number).name())
 }
 
 pub(crate) fn table_path(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.sst"))
+    dir.join(FileKind::Table(number).name())
 }
 
 pub(crate) fn manifest_name(number: u64) -> String {
@@ -36,6 +36,28 @@ pub(crate) fn lock_path(dir: &Path) -> PathBuf {
 /// The temporary name CURRENT is written under before it is renamed into place.
 pub(crate) fn current_temp_path(dir: &Path) -> PathBuf {
     dir.join("CURRENT.dbtmp")
+}
+
+impl FileKind {
+    /// The file number of a log, table or MANIFEST.
+    pub(crate) fn number(&self) -> Option<u64> {
+        match *self {
+            FileKind::Log(n) | FileKind::Table(n) | FileKind::Manifest(n) => Some(n),
+            FileKind::Current | FileKind::Lock | FileKind::Temp => None,
+        }
+    }
+
+    /// The file's name in the directory.
+    pub(crate) fn name(&self) -> String {
+        match *self {
+            FileKind::Log(n) => format!("{n:06}.log"),
+            FileKind::Table(n) => format!("{n:06}.sst"),
+            FileKind::Manifest(n) => manifest_name(n),
+            FileKind::Current => "CURRENT".to_string(),
+            FileKind::Lock => "LOCK".to_string(),
+            FileKind::Temp => "CURRENT.dbtmp".to_string(),
+        }
+    }
 }
 
 /// Recognises a file name; `None` for files siftdb did not write.
@@ -82,6 +104,16 @@ mod tests {
             Some(FileKind::Manifest(3))
         );
         assert_eq!(parse_file_name("CURRENT"), Some(FileKind::Current));
+        for kind in [
+            FileKind::Log(3),
+            FileKind::Table(1_234_567),
+            FileKind::Manifest(9),
+            FileKind::Current,
+            FileKind::Lock,
+            FileKind::Temp,
+        ] {
+            assert_eq!(parse_file_name(&kind.name()), Some(kind));
+        }
         assert_eq!(parse_file_name("x.sst"), None);
         assert_eq!(parse_file_name("12.txt"), None);
     }

@@ -3,22 +3,25 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::background::catch_panic;
 use super::filename::{log_path, table_path};
-use super::manifest::sync_dir;
+use super::store_id::StoreId;
 use super::table_filter::filter_for_new_table;
 use super::version_edit::{NewFile, VersionEdit};
 use super::{Db, DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
+use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::user_key;
 use crate::options::Options;
 use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
 
-/// The settings new tables are built with, with `filter` as their filter.
-pub(crate) fn table_options(options: &Options, filter: Filter) -> TableOptions {
+/// The settings new tables of store `store_id` are built with, with `filter` as their filter.
+pub(crate) fn table_options(options: &Options, filter: Filter, store_id: StoreId) -> TableOptions {
     TableOptions {
+        store_id,
         block_size: options.block_size,
         restart_interval: options.block_restart_interval,
         compression: options.compression,
@@ -30,46 +33,30 @@ pub(crate) fn table_options(options: &Options, filter: Filter) -> TableOptions {
 
 /// Writes the entries of `it` as L0 table `number`, keeping only the newest version of each key
 /// (no reader can see an older one: reads go to the newest, and scans keep their own memtables).
-/// Returns `None`, and leaves no file, if `it` is empty.
+/// Returns `None`, and leaves no file, if `it` is empty; on error (or panic) no file is left either.
 pub(crate) fn write_level0_table(
+    fs: &FileSystem,
     dir: &Path,
     number: u64,
     options: TableOptions,
     stats: &Stats,
     it: &mut dyn InternalIterator,
 ) -> Result<Option<NewFile>> {
-    let path = table_path(dir, number);
-    let mut builder = TableBuilder::create(&path, options)?;
-    let written = (|| {
-        it.seek_to_first()?;
-        let mut last: Option<Vec<u8>> = None;
-        while it.valid() {
-            let ukey = user_key(it.key());
-            if last.as_deref() != Some(ukey) {
-                last = Some(ukey.to_vec());
-                builder.add(it.key(), it.value())?;
-            }
-            it.next()?;
+    let mut builder = TableBuilder::create(fs, &table_path(dir, number), number, options)?;
+    it.seek_to_first()?;
+    let mut last: Option<Vec<u8>> = None;
+    while it.valid() {
+        let ukey = user_key(it.key());
+        if last.as_deref() != Some(ukey) {
+            last = Some(ukey.to_vec());
+            builder.add(it.key(), it.value())?;
         }
-        Ok::<_, Error>(())
-    })();
-    if let Err(e) = written {
-        drop(builder);
-        let _ = std::fs::remove_file(&path);
-        return Err(e);
+        it.next()?;
     }
     if builder.num_entries() == 0 {
-        drop(builder);
-        std::fs::remove_file(&path)?;
-        return Ok(None);
+        return Ok(None); // the builder removes its empty file
     }
-    let summary = match builder.finish() {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(&path);
-            return Err(e);
-        }
-    };
+    let summary = builder.finish()?;
     stats.add(Ticker::TableBytesWritten, summary.file_size);
     Ok(Some(NewFile {
         level: 0,
@@ -100,9 +87,20 @@ impl DbInner {
             (Arc::clone(mem), newer.log_number(), filter)
         };
         let number = self.new_file_number();
-        let options = table_options(&self.options, filter);
-        let file = write_level0_table(&self.dir, number, options, &self.stats, &mut mem.iter())?;
-        sync_dir(&self.dir)?;
+        let options = table_options(&self.options, filter, self.store_id);
+        // A panic in user code (a filter policy, a prefix extractor) fails the flush like an
+        // error: the memtable and its WAL stay, and the error reaches every waiter.
+        let file = catch_panic("flush", || {
+            write_level0_table(
+                &self.fs,
+                &self.dir,
+                number,
+                options,
+                &self.stats,
+                &mut mem.iter(),
+            )
+        })?;
+        self.fs.sync_dir(&self.dir)?;
         let edit = VersionEdit {
             log_number: Some(newer_log),
             added: file.into_iter().collect(),
@@ -136,7 +134,7 @@ impl DbInner {
         self.stats.inc(Ticker::Flushes);
         // The edit that makes the WAL unnecessary is durable; a failed delete leaves garbage that
         // the next open removes.
-        let _ = std::fs::remove_file(log_path(&self.dir, mem.log_number()));
+        let _ = self.fs.remove_file(&log_path(&self.dir, mem.log_number()));
         Ok(())
     }
 }

@@ -1,18 +1,20 @@
 //! The MANIFEST (a record log of version edits) and CURRENT (the name of the live MANIFEST).
 //!
-//! Each `Db::open` writes a fresh MANIFEST whose first record is a snapshot of the whole version,
-//! syncs it, then switches CURRENT to it by write-temp, fsync, rename, fsync of the directory.
-//! Every later edit is appended and synced before the version it makes is used.
+//! Each `Db::open` writes a fresh MANIFEST whose first record is a snapshot of the whole version
+//! and the store's identity, syncs it and the directory, then switches CURRENT to it by
+//! write-temp, fsync, rename, fsync of the directory. Every later edit is appended and synced
+//! before the version it makes is used.
 
-use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::filename::{current_path, current_temp_path, manifest_name, parse_file_name, FileKind};
+use super::store_id::StoreId;
 use super::version::Version;
 use super::version_edit::{NewFile, VersionEdit};
 use crate::error::{Error, Result};
+use crate::fs::{io_at, FileSystem};
 use crate::wal::reader::{read_log, LogTail};
 use crate::wal::writer::LogWriter;
 
@@ -31,17 +33,24 @@ pub(crate) struct Manifest {
     current: Arc<Version>,
 }
 
+/// What a MANIFEST says.
+pub(crate) struct RecoveredManifest {
+    pub(crate) version: Version,
+    pub(crate) counters: ManifestCounters,
+    pub(crate) store_id: StoreId,
+}
+
 impl Manifest {
     /// Reads the version CURRENT points to; `Ok(None)` for a directory with no CURRENT.
     ///
     /// # Errors
     /// `Error::Corruption` naming CURRENT or the MANIFEST if either is damaged.
-    pub(crate) fn recover(dir: &Path) -> Result<Option<(Version, ManifestCounters)>> {
+    pub(crate) fn recover(dir: &Path) -> Result<Option<RecoveredManifest>> {
         let current = current_path(dir);
         let text = match std::fs::read(&current) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(io_at(&current)(e)),
         };
         let name = std::str::from_utf8(&text)
             .ok()
@@ -55,27 +64,15 @@ impl Manifest {
                 format!("names {name}, which does not exist"),
             ));
         }
-        // A last record cut short by the end of the file is an edit that was never acknowledged
-        // (its append was interrupted): the version before it stands. A complete last record with
-        // a bad checksum may be a synced edit that later went bad; dropping it would silently lose
-        // the tables it added (their WAL is already gone), so that is corruption.
-        let log = read_log(&path)?;
-        if let LogTail::Torn {
-            what,
-            interrupted: false,
-            ..
-        } = &log.tail
-        {
-            return Err(Error::corruption(
-                &path,
-                format!("last edit damaged: {what}"),
-            ));
-        }
+        let edits = read_edits(&path)?;
         let mut version = Version::default();
         let mut counters = ManifestCounters::default();
         let (mut have_log, mut have_next, mut have_seq) = (false, false, false);
-        for record in &log.records {
-            let edit = VersionEdit::decode(record, &path)?;
+        let store_id = edits
+            .first()
+            .and_then(|e| e.store_id)
+            .ok_or_else(|| Error::corruption(&path, "no store identity in the first edit"))?;
+        for edit in &edits {
             if let Some(n) = edit.log_number {
                 counters.log_number = n;
                 have_log = true;
@@ -96,7 +93,7 @@ impl Manifest {
                     ));
                 }
             }
-            version = version.apply(&edit);
+            version = version.apply(edit);
         }
         if !(have_log && have_next && have_seq) {
             return Err(Error::corruption(
@@ -124,18 +121,25 @@ impl Manifest {
                 "next file number is not past every file",
             ));
         }
-        Ok(Some((version, counters)))
+        Ok(Some(RecoveredManifest {
+            version,
+            counters,
+            store_id,
+        }))
     }
 
-    /// Writes MANIFEST-`number` holding `version` and `counters`, and points CURRENT at it.
+    /// Writes MANIFEST-`number` holding `version`, `counters` and `store_id`, makes it durable
+    /// (file and directory entry), and points CURRENT at it.
     pub(crate) fn create(
+        fs: &FileSystem,
         dir: &Path,
         number: u64,
         version: Version,
         counters: ManifestCounters,
+        store_id: StoreId,
     ) -> Result<Manifest> {
         let path = dir.join(manifest_name(number));
-        let mut writer = LogWriter::create(&path)?;
+        let mut writer = LogWriter::create(fs, &path)?;
         let snapshot = VersionEdit {
             log_number: Some(counters.log_number),
             next_file_number: Some(counters.next_file_number),
@@ -155,10 +159,13 @@ impl Manifest {
                     })
                 })
                 .collect(),
+            store_id: Some(store_id),
         };
         writer.add_record(&snapshot.encode())?;
         writer.sync()?;
-        set_current(dir, number)?;
+        // CURRENT must never name a MANIFEST whose directory entry could still be lost.
+        fs.sync_dir(dir)?;
+        set_current(fs, dir, number)?;
         Ok(Manifest {
             writer,
             counters,
@@ -195,20 +202,47 @@ impl Manifest {
     }
 }
 
-/// Points CURRENT at MANIFEST-`number`: write a temporary file, fsync it, rename it over CURRENT,
-/// fsync the directory so the rename itself is durable.
-fn set_current(dir: &Path, number: u64) -> Result<()> {
-    let tmp: PathBuf = current_temp_path(dir);
-    let mut f = File::create(&tmp)?;
-    f.write_all(format!("{}\n", manifest_name(number)).as_bytes())?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, current_path(dir))?;
-    sync_dir(dir)
+/// The edits of the MANIFEST at `path`, in order.
+///
+/// A last record cut short by the end of the file is an edit that was never acknowledged (its
+/// append was interrupted): the version before it stands. A complete last record with a bad
+/// checksum may be a synced edit that later went bad; dropping it would silently lose the tables
+/// it added (their WAL is already gone), so that is corruption.
+///
+/// # Errors
+/// `Error::Corruption` naming the MANIFEST for damage or an edit that does not decode.
+pub(crate) fn read_edits(path: &Path) -> Result<Vec<VersionEdit>> {
+    let log = read_log(path)?;
+    if let LogTail::Torn {
+        what,
+        interrupted: false,
+        ..
+    } = &log.tail
+    {
+        return Err(Error::corruption(
+            path,
+            format!("last edit damaged: {what}"),
+        ));
+    }
+    log.records
+        .iter()
+        .map(|r| VersionEdit::decode(r, path))
+        .collect()
 }
 
-/// fsyncs a directory, making creations, renames and deletions in it durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)?.sync_all()?;
-    Ok(())
+/// Points CURRENT at MANIFEST-`number`: write a temporary file, fsync it, rename it over CURRENT,
+/// fsync the directory so the rename itself is durable.
+fn set_current(fs: &FileSystem, dir: &Path, number: u64) -> Result<()> {
+    let tmp = current_temp_path(dir);
+    // Left by an interrupted switch; the store never creates over an existing file.
+    match fs.remove_file(&tmp) {
+        Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+        other => other?,
+    }
+    let mut f = fs.create(&tmp)?;
+    f.write_all(format!("{}\n", manifest_name(number)).as_bytes())?;
+    f.sync()?;
+    drop(f);
+    fs.rename(&tmp, &current_path(dir))?;
+    fs.sync_dir(dir)
 }

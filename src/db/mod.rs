@@ -13,6 +13,7 @@ mod open;
 mod property;
 mod read;
 mod scan;
+pub(crate) mod store_id;
 mod table_cache;
 mod table_filter;
 pub(crate) mod version;
@@ -30,11 +31,13 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
+use crate::fs::FileSystem;
 use crate::memtable::MemTable;
 use crate::options::{Options, NUM_LEVELS};
 use crate::stats::{Statistics, Stats};
 use crate::wal::writer::LogWriter;
 use manifest::Manifest;
+use store_id::StoreId;
 use table_cache::TableCache;
 use version::Version;
 
@@ -61,6 +64,10 @@ pub(crate) struct State {
 pub(crate) struct WalState {
     pub(crate) log: LogWriter,
     pub(crate) log_number: u64,
+    /// Earlier WALs holding records not yet fsynced, whose memtables are not yet tables (oldest
+    /// first). A synced write syncs them before its own WAL, so it makes every write before it
+    /// durable, not only those in its own file.
+    pub(crate) older: Vec<(u64, LogWriter)>,
 }
 
 /// Where each level's next size-triggered compaction starts (round robin over the key space).
@@ -68,6 +75,10 @@ pub(crate) type CompactPointers = [Vec<u8>; NUM_LEVELS];
 
 pub(crate) struct DbInner {
     pub(crate) dir: PathBuf,
+    /// Every file the store creates, writes, syncs, renames or removes goes through it.
+    pub(crate) fs: FileSystem,
+    /// Written into every table; a table that does not carry it is refused.
+    pub(crate) store_id: StoreId,
     pub(crate) options: Options,
     pub(crate) stats: Arc<Stats>,
     pub(crate) tables: Arc<TableCache>,

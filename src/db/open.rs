@@ -1,5 +1,10 @@
-//! Opening a store: lock the directory, read the MANIFEST, replay the WAL into L0 tables, write a
-//! fresh MANIFEST, start a new WAL, remove what no version needs, start the workers.
+//! Opening a store: lock the directory, read the MANIFEST (or create the store), replay the WALs
+//! into L0 tables, write a fresh MANIFEST, start a new WAL, remove what no version needs, start
+//! the workers.
+//!
+//! Every file open creates gets a number above every file already in the directory, so nothing an
+//! interrupted open (or an interrupted earlier life) left behind is ever overwritten, and a WAL
+//! replayed now is below the new MANIFEST's log number and is never replayed again.
 
 use std::fs::{self, File};
 use std::path::Path;
@@ -8,10 +13,14 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::background::spawn_workers;
-use super::filename::{lock_path, log_path, parse_file_name, table_path, FileKind};
+use super::background::{catch_panic, spawn_workers};
+use super::filename::{
+    current_path, current_temp_path, lock_path, log_path, manifest_name, parse_file_name,
+    table_path, FileKind,
+};
 use super::flush::{table_options, write_level0_table};
-use super::manifest::{sync_dir, Manifest, ManifestCounters};
+use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest};
+use super::store_id::{new_store_id, StoreId};
 use super::table_cache::TableCache;
 use super::version::{Retire, Version};
 use super::version_edit::VersionEdit;
@@ -19,6 +28,7 @@ use super::{Db, DbInner, State, SuperVersion, WalState};
 use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
 use crate::filter::PolicyRegistry;
+use crate::fs::{io_at, FileSystem};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::Stats;
@@ -31,13 +41,17 @@ impl Db {
     /// `create_if_missing(false)`), and recovers every write the WAL holds.
     ///
     /// # Errors
+    /// - `Error::InvalidArgument` if `options` cannot work together (see [`Options`]), if `path`
+    ///   is a file, or if it holds no store and may not be created;
     /// - `Error::Locked` if another `Db` holds the directory;
-    /// - `Error::InvalidArgument` if `path` is a file, or is missing and may not be created;
     /// - `Error::Corruption` naming the file if CURRENT, the MANIFEST, a WAL (other than a torn
-    ///   tail of the newest) or a table needed to open is damaged;
-    /// - `Error::Io` for operating-system failures.
+    ///   tail) or a table needed to open is damaged, if a table is not the one the MANIFEST
+    ///   describes, or if the directory holds a store's files but no CURRENT;
+    /// - `Error::Io` naming the file for operating-system failures.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
         let dir = path.as_ref();
+        let fs = options.file_system();
         match fs::metadata(dir) {
             Ok(m) if !m.is_dir() => {
                 return Err(Error::InvalidArgument(format!(
@@ -53,53 +67,62 @@ impl Db {
                         dir.display()
                     )));
                 }
-                fs::create_dir_all(dir)?;
+                fs::create_dir_all(dir).map_err(io_at(dir))?;
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    fs.sync_dir(parent)?;
+                }
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(io_at(dir)(e)),
         }
+        let lock_file = lock_path(dir);
         let lock = File::options()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(lock_path(dir))?;
+            .open(&lock_file)
+            .map_err(io_at(&lock_file))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_path_buf())),
-            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_at(&lock_file)(e)),
         }
         let stats = Arc::new(Stats::new());
-        let (version, counters) = match Manifest::recover(dir)? {
+        let RecoveredManifest {
+            version,
+            counters,
+            store_id,
+        } = match Manifest::recover(dir)? {
             Some(recovered) => recovered,
-            None => (
-                Version::default(),
-                ManifestCounters {
-                    log_number: 0,
-                    next_file_number: 1,
-                    last_sequence: 0,
-                },
-            ),
+            None => create_store(&fs, dir, &options)?,
         };
-        // A table the MANIFEST names but the directory lacks is lost data: say so now, naming it,
-        // rather than fail later reads with a bare "file not found" (and before the clean-up
-        // below deletes files on the word of that MANIFEST).
-        for f in version.levels.iter().flatten() {
-            let path = table_path(dir, f.number);
-            if !path.try_exists()? {
-                return Err(Error::corruption(
-                    &path,
-                    "table named by the MANIFEST is missing",
-                ));
-            }
-        }
-        let mut next_file = counters.next_file_number;
-        let (recovered, last_sequence) =
-            replay_logs(dir, &options, &stats, counters, &mut next_file)?;
+        check_tables_present(dir, &version)?;
+        // Past every file in the directory, not only those the MANIFEST knows: WALs created after
+        // its last edit, and tables of an interrupted flush, carry numbers at or above its counter.
+        let files = list_files(dir)?;
+        let mut next_file = files
+            .iter()
+            .filter_map(FileKind::number)
+            .map(|n| n + 1)
+            .fold(counters.next_file_number, u64::max);
+        let (recovered, last_sequence) = catch_panic("recovery", || {
+            replay_logs(
+                &fs,
+                dir,
+                &options,
+                &stats,
+                counters,
+                store_id,
+                &files,
+                &mut next_file,
+            )
+        })?;
         let version = version.apply(&recovered);
         let log_number = next_file;
         let manifest_number = next_file + 1;
         next_file += 2;
-        let log = LogWriter::create(&log_path(dir, log_number))?;
+        let log = LogWriter::create(&fs, &log_path(dir, log_number))?;
         let manifest = Manifest::create(
+            &fs,
             dir,
             manifest_number,
             version,
@@ -108,12 +131,14 @@ impl Db {
                 next_file_number: next_file,
                 last_sequence,
             },
+            store_id,
         )?;
-        remove_obsolete_files(dir, manifest.current(), log_number, manifest_number);
+        remove_obsolete_files(&fs, dir, manifest.current(), log_number, manifest_number);
         let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
         let blocks = Arc::new(ShardedLruCache::new(options.block_cache_bytes, 16));
         let tables = Arc::new(TableCache::new(
             dir.to_path_buf(),
+            store_id,
             options.max_open_files,
             blocks,
             Arc::clone(&stats),
@@ -122,10 +147,11 @@ impl Db {
         let retire: Retire = {
             let tables = Arc::clone(&tables);
             let dir = dir.to_path_buf();
+            let fs = fs.clone();
             Arc::new(move |number| {
                 tables.evict(number);
                 // A file that cannot be removed now is garbage the next open removes.
-                let _ = fs::remove_file(table_path(&dir, number));
+                let _ = fs.remove_file(&table_path(&dir, number));
             })
         };
         let sv = Arc::new(SuperVersion {
@@ -135,9 +161,15 @@ impl Db {
         });
         let inner = Arc::new(DbInner {
             dir: dir.to_path_buf(),
+            fs,
+            store_id,
             stats,
             tables,
-            wal: Mutex::new(WalState { log, log_number }),
+            wal: Mutex::new(WalState {
+                log,
+                log_number,
+                older: Vec::new(),
+            }),
             writers: Mutex::new(Default::default()),
             writers_done: Condvar::new(),
             current: RwLock::new(Arc::clone(&sv)),
@@ -160,18 +192,115 @@ impl Db {
     }
 }
 
-/// Replays every WAL the MANIFEST still needs into L0 tables. Returns the edit adding them and the
-/// last sequence seen.
+/// A directory without CURRENT. If it holds nothing of a store, or only what an interrupted
+/// creation leaves (MANIFESTs of an empty store, a `CURRENT.dbtmp`), a new store is created:
+/// its MANIFEST and CURRENT are made durable before any WAL exists, so a directory without
+/// CURRENT never holds a WAL of a store that was ever opened. Anything else is a store that lost
+/// its CURRENT, and starting an empty store over it would delete its tables.
+fn create_store(fs: &FileSystem, dir: &Path, options: &Options) -> Result<RecoveredManifest> {
+    let current = current_path(dir);
+    let mut leftovers = Vec::new();
+    for kind in list_files(dir)? {
+        match kind {
+            FileKind::Log(_) | FileKind::Table(_) => {
+                return Err(Error::corruption(
+                    &current,
+                    format!(
+                        "missing, yet the directory holds {}: refusing to start an empty store \
+                         over a store's files",
+                        kind.name()
+                    ),
+                ));
+            }
+            FileKind::Manifest(_) => {
+                let path = dir.join(kind.name());
+                let empty = read_edits(&path)?
+                    .iter()
+                    .all(|e| e.added.is_empty() && e.deleted.is_empty());
+                if !empty {
+                    return Err(Error::corruption(
+                        &current,
+                        format!("missing, yet {} names tables", kind.name()),
+                    ));
+                }
+                leftovers.push(path);
+            }
+            FileKind::Temp => leftovers.push(current_temp_path(dir)),
+            FileKind::Current | FileKind::Lock => {}
+        }
+    }
+    if !options.create_if_missing {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds no store (no CURRENT) and create_if_missing is off",
+            dir.display()
+        )));
+    }
+    for path in leftovers {
+        fs.remove_file(&path)?;
+    }
+    let store_id = new_store_id();
+    let counters = ManifestCounters {
+        log_number: 0,
+        next_file_number: 2,
+        last_sequence: 0,
+    };
+    let manifest = Manifest::create(fs, dir, 1, Version::default(), counters, store_id)?;
+    Ok(RecoveredManifest {
+        version: Version::clone(manifest.current()),
+        counters,
+        store_id,
+    })
+}
+
+/// Every table the version names must be in the directory with the size the MANIFEST records. A
+/// missing one is lost data; one of another size is not this store's table. Say so now, naming it,
+/// before the clean-up below deletes files on the word of that MANIFEST.
+fn check_tables_present(dir: &Path, version: &Version) -> Result<()> {
+    for f in version.levels.iter().flatten() {
+        let path = table_path(dir, f.number);
+        let size = match fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::corruption(
+                    &path,
+                    "table named by the MANIFEST is missing",
+                ));
+            }
+            Err(e) => return Err(io_at(&path)(e)),
+        };
+        if size != f.size {
+            return Err(Error::corruption(
+                &path,
+                format!(
+                    "the file is {size} bytes, the MANIFEST says {}: not this store's table",
+                    f.size
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Replays every WAL the MANIFEST still needs, oldest first, into L0 tables. Returns the edit
+/// adding them and the last sequence seen.
+///
+/// Replay stops at the first torn tail. A synced write syncs every older WAL first, so records
+/// after a tear were never acknowledged as durable; replaying them would leave a hole in the
+/// history (the writes lost in the tear) with later writes on top of it.
+#[allow(clippy::too_many_arguments)]
 fn replay_logs(
+    fs: &FileSystem,
     dir: &Path,
     options: &Options,
     stats: &Stats,
     counters: ManifestCounters,
+    store_id: StoreId,
+    files: &[FileKind],
     next_file: &mut u64,
 ) -> Result<(VersionEdit, u64)> {
-    let mut logs: Vec<u64> = list_files(dir)?
-        .into_iter()
-        .filter_map(|k| match k {
+    let mut logs: Vec<u64> = files
+        .iter()
+        .filter_map(|k| match *k {
             FileKind::Log(n) if n >= counters.log_number => Some(n),
             _ => None,
         })
@@ -180,27 +309,29 @@ fn replay_logs(
     let mut edit = VersionEdit::default();
     let mut last_sequence = counters.last_sequence;
     let mut mem = Arc::new(MemTable::new(0));
-    let mut torn: Option<(std::path::PathBuf, String)> = None;
     let flush = |mem: &Arc<MemTable>, next_file: &mut u64, edit: &mut VersionEdit| -> Result<()> {
         let number = *next_file;
         *next_file += 1;
-        let table = table_options(options, options.filter.clone());
-        if let Some(f) = write_level0_table(dir, number, table, stats, &mut mem.iter())? {
+        let table = table_options(options, options.filter.clone(), store_id);
+        if let Some(f) = write_level0_table(fs, dir, number, table, stats, &mut mem.iter())? {
             edit.added.push(f);
         }
         Ok(())
     };
+    let mut torn: Option<(std::path::PathBuf, String)> = None;
     for &number in &logs {
         let path = log_path(dir, number);
         let contents = read_log(&path)?;
         if let Some((torn_path, what)) = &torn {
             if !contents.records.is_empty() {
-                // A damaged tail followed by newer writes would be a hole in the history.
-                return Err(Error::corruption(
-                    torn_path,
-                    format!("{what}, and newer logs follow it"),
-                ));
+                log::warn!(
+                    "recovery stopped at {}: {what}; {} unsynced records of {} are dropped",
+                    torn_path.display(),
+                    contents.records.len(),
+                    path.display()
+                );
             }
+            continue;
         }
         for record in &contents.records {
             let entries = decode_batch(record)
@@ -222,15 +353,15 @@ fn replay_logs(
         flush(&mem, next_file, &mut edit)?;
     }
     if !edit.added.is_empty() {
-        sync_dir(dir)?;
+        fs.sync_dir(dir)?;
     }
     Ok((edit, last_sequence))
 }
 
 fn list_files(dir: &Path) -> Result<Vec<FileKind>> {
     let mut out = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
+    for entry in fs::read_dir(dir).map_err(io_at(dir))? {
+        let entry = entry.map_err(io_at(dir))?;
         if let Some(kind) = entry.file_name().to_str().and_then(parse_file_name) {
             out.push(kind);
         }
@@ -240,7 +371,13 @@ fn list_files(dir: &Path) -> Result<Vec<FileKind>> {
 
 /// Removes WALs already in tables, tables no version names, and old MANIFESTs. Failures are
 /// ignored: the files are harmless and the next open tries again.
-fn remove_obsolete_files(dir: &Path, version: &Version, log_number: u64, manifest_number: u64) {
+fn remove_obsolete_files(
+    fs: &FileSystem,
+    dir: &Path,
+    version: &Version,
+    log_number: u64,
+    manifest_number: u64,
+) {
     let live: std::collections::HashSet<u64> =
         version.levels.iter().flatten().map(|f| f.number).collect();
     let Ok(files) = list_files(dir) else {
@@ -250,12 +387,10 @@ fn remove_obsolete_files(dir: &Path, version: &Version, log_number: u64, manifes
         let path = match kind {
             FileKind::Log(n) if n < log_number => log_path(dir, n),
             FileKind::Table(n) if !live.contains(&n) => table_path(dir, n),
-            FileKind::Manifest(n) if n != manifest_number => {
-                dir.join(super::filename::manifest_name(n))
-            }
-            FileKind::Temp => super::filename::current_temp_path(dir),
+            FileKind::Manifest(n) if n != manifest_number => dir.join(manifest_name(n)),
+            FileKind::Temp => current_temp_path(dir),
             _ => continue,
         };
-        let _ = fs::remove_file(path);
+        let _ = fs.remove_file(&path);
     }
 }

@@ -11,11 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use super::filename::table_path;
+use super::store_id::StoreId;
 use super::version::FileMeta;
 use crate::cache::ShardedLruCache;
 use crate::error::Result;
 use crate::filter::PolicyRegistry;
-use crate::sst::table_reader::{BlockCache, TableReader};
+use crate::sst::table_reader::{BlockCache, ExpectedTable, TableReader};
 use crate::stats::Stats;
 
 /// A reader pinned to its table's `FileMeta`; closing it (when the table leaves the last
@@ -51,6 +52,8 @@ impl Deref for TableRef<'_> {
 /// Opens tables on demand, pins them while there is room, and keeps an LRU of the rest.
 pub(crate) struct TableCache {
     dir: PathBuf,
+    /// Every table must carry it (see `ExpectedTable`).
+    store_id: StoreId,
     readers: ShardedLruCache<u64, Arc<TableReader>>,
     pinned: Arc<AtomicUsize>,
     max_pinned: usize,
@@ -62,6 +65,7 @@ pub(crate) struct TableCache {
 impl TableCache {
     pub(crate) fn new(
         dir: PathBuf,
+        store_id: StoreId,
         max_open_files: usize,
         blocks: Arc<BlockCache>,
         stats: Arc<Stats>,
@@ -71,6 +75,7 @@ impl TableCache {
         let lru = (max_open_files / 8).max(8);
         TableCache {
             dir,
+            store_id,
             readers: ShardedLruCache::new(lru, 4),
             pinned: Arc::new(AtomicUsize::new(0)),
             max_pinned: max_open_files.saturating_sub(lru),
@@ -83,7 +88,8 @@ impl TableCache {
     /// The reader of `file`, opening it if it is not open.
     ///
     /// # Errors
-    /// `Error::Corruption` naming the file if its footer, index, properties or filter is damaged.
+    /// `Error::Corruption` naming the file if its footer, index, properties or filter is damaged,
+    /// or if it is not the table the MANIFEST describes (size, store identity, number, key range).
     pub(crate) fn get<'a>(&self, file: &'a FileMeta) -> Result<TableRef<'a>> {
         if let Some(p) = file.pinned_reader() {
             return Ok(TableRef::Pinned(&p.reader));
@@ -93,6 +99,12 @@ impl TableCache {
             None => Arc::new(TableReader::open(
                 &table_path(&self.dir, file.number),
                 file.number,
+                Some(&ExpectedTable {
+                    store_id: &self.store_id,
+                    size: file.size,
+                    smallest: &file.smallest,
+                    largest: &file.largest,
+                }),
                 Arc::clone(&self.blocks),
                 Arc::clone(&self.stats),
                 &self.policies,

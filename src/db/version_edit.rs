@@ -3,10 +3,11 @@
 //! Encoding: a sequence of fields, each a varint tag and its value:
 //! `1` log number (varint) · `2` next file number · `3` last sequence ·
 //! `5` deleted table: level, number · `6` new table: level, number, size, smallest and largest
-//! internal keys (each varint length + bytes).
+//! internal keys (each varint length + bytes) · `7` store identity (varint length 16 + bytes).
 
 use std::path::Path;
 
+use super::store_id::StoreId;
 use crate::coding::{put_length_prefixed, put_varint64, Decoder};
 use crate::error::{Error, Result};
 use crate::options::NUM_LEVELS;
@@ -16,6 +17,7 @@ const TAG_NEXT_FILE: u64 = 2;
 const TAG_LAST_SEQUENCE: u64 = 3;
 const TAG_DELETED_FILE: u64 = 5;
 const TAG_NEW_FILE: u64 = 6;
+const TAG_STORE_ID: u64 = 7;
 
 /// A table as the MANIFEST records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +37,8 @@ pub(crate) struct VersionEdit {
     pub(crate) last_sequence: Option<u64>,
     pub(crate) deleted: Vec<(usize, u64)>,
     pub(crate) added: Vec<NewFile>,
+    /// Only in the first record of a MANIFEST.
+    pub(crate) store_id: Option<StoreId>,
 }
 
 impl VersionEdit {
@@ -49,6 +53,10 @@ impl VersionEdit {
                 put_varint64(&mut b, tag);
                 put_varint64(&mut b, v);
             }
+        }
+        if let Some(id) = &self.store_id {
+            put_varint64(&mut b, TAG_STORE_ID);
+            put_length_prefixed(&mut b, id);
         }
         for &(level, number) in &self.deleted {
             put_varint64(&mut b, TAG_DELETED_FILE);
@@ -109,6 +117,13 @@ impl VersionEdit {
                     .ok_or_else(|| bad("bad new-file entry"))?;
                     e.added.push(f);
                 }
+                TAG_STORE_ID => {
+                    let id = d
+                        .length_prefixed()
+                        .and_then(|b| StoreId::try_from(b).ok())
+                        .ok_or_else(|| bad("bad store identity"))?;
+                    e.store_id = Some(id);
+                }
                 other => return Err(bad(&format!("unknown tag {other}"))),
             }
         }
@@ -134,6 +149,7 @@ mod tests {
                 smallest: b"a\0\0\0\0\0\0\0\x01".to_vec(),
                 largest: b"z\0\0\0\0\0\0\0\x01".to_vec(),
             }],
+            store_id: Some([3; 16]),
         };
         let bytes = e.encode();
         let p = Path::new("MANIFEST-000001");

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::filename::log_path;
-use super::manifest::sync_dir;
 use super::{Db, DbInner, SuperVersion, WalState};
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
@@ -166,6 +165,11 @@ impl DbInner {
         }
         let logged = logged.and_then(|()| {
             if sync {
+                // Every earlier write too: older WALs first, then this one.
+                for (_, older) in wal.older.iter_mut() {
+                    older.sync()?;
+                }
+                wal.older.clear();
                 wal.log.sync()
             } else {
                 wal.log.flush()
@@ -235,16 +239,23 @@ impl DbInner {
         }
     }
 
-    /// Starts a new WAL and memtable; the old memtable joins the flush queue.
+    /// Starts a new WAL and memtable; the old memtable joins the flush queue. The old WAL keeps
+    /// its file open while it holds unsynced records, so the next synced write can sync it.
     pub(crate) fn switch_memtable(&self, wal: &mut WalState) -> Result<()> {
         let number = self.new_file_number();
-        let log = LogWriter::create(&log_path(&self.dir, number))?;
+        let log = LogWriter::create(&self.fs, &log_path(&self.dir, number))?;
         // The new log's directory entry must be durable before a synced write relies on it.
-        sync_dir(&self.dir)?;
+        self.fs.sync_dir(&self.dir)?;
         wal.log.flush()?;
-        wal.log = log;
-        wal.log_number = number;
+        let old = std::mem::replace(&mut wal.log, log);
+        let old_number = std::mem::replace(&mut wal.log_number, number);
+        if old.has_unsynced() {
+            wal.older.push((old_number, old));
+        }
         let mut st = self.state.lock();
+        // A WAL whose memtable is already a table needs no sync.
+        let unflushed = |n: u64| n == old_number || st.sv.imm.iter().any(|m| m.log_number() == n);
+        wal.older.retain(|(n, _)| unflushed(*n));
         let mut imm = Vec::with_capacity(st.sv.imm.len() + 1);
         imm.push(Arc::clone(&st.sv.mem));
         imm.extend(st.sv.imm.iter().cloned());

@@ -146,7 +146,7 @@ pub(crate) fn read_block(
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             bad(format!("short read of block at offset {}", handle.offset))
         } else {
-            Error::Io(e)
+            Error::Io(crate::fs::io_error_at(path, e))
         }
     })?;
     let n = buf.len() - BLOCK_TRAILER_LEN;

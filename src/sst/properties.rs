@@ -27,6 +27,13 @@ pub(crate) struct TableProperties {
     pub(crate) filter_whole_keys: bool,
     /// The name of the prefix extractor whose prefixes the filter holds, or empty.
     pub(crate) prefix_extractor: String,
+    /// The identity of the store that wrote the table (16 bytes; empty if not recorded).
+    pub(crate) store_id: Vec<u8>,
+    /// The file number the table was written under.
+    pub(crate) table_number: u64,
+    /// The table's smallest and largest internal keys.
+    pub(crate) smallest_key: Vec<u8>,
+    pub(crate) largest_key: Vec<u8>,
 }
 
 impl Default for TableProperties {
@@ -46,6 +53,10 @@ impl Default for TableProperties {
             filter_keys: 0,
             filter_whole_keys: true,
             prefix_extractor: String::new(),
+            store_id: Vec::new(),
+            table_number: 0,
+            smallest_key: Vec::new(),
+            largest_key: Vec::new(),
         }
     }
 }
@@ -67,6 +78,10 @@ impl TableProperties {
         num("siftdb.index.size", self.index_bytes);
         num("siftdb.filter.size", self.filter_bytes);
         num("siftdb.filter.keys", self.filter_keys);
+        num("siftdb.table.number", self.table_number);
+        entries.insert("siftdb.store.id", self.store_id.clone());
+        entries.insert("siftdb.smallest.key", self.smallest_key.clone());
+        entries.insert("siftdb.largest.key", self.largest_key.clone());
         entries.insert(
             "siftdb.filter.layout",
             self.filter_layout.as_bytes().to_vec(),
@@ -117,6 +132,10 @@ impl TableProperties {
                 b"siftdb.filter.policy" => p.filter_policy = text()?,
                 b"siftdb.filter.whole_keys" => p.filter_whole_keys = v != [0],
                 b"siftdb.prefix.extractor" => p.prefix_extractor = text()?,
+                b"siftdb.table.number" => p.table_number = num()?,
+                b"siftdb.store.id" => p.store_id = v.to_vec(),
+                b"siftdb.smallest.key" => p.smallest_key = v.to_vec(),
+                b"siftdb.largest.key" => p.largest_key = v.to_vec(),
                 b"siftdb.filter.bits_per_key" => {
                     p.filter_bits_per_key = f64::from_bits(fixed64_at(v, 0)?)
                 }
@@ -149,6 +168,10 @@ mod tests {
             filter_keys: 997,
             filter_whole_keys: false,
             prefix_extractor: "siftdb.FixedPrefix.4".into(),
+            store_id: vec![7; 16],
+            table_number: 42,
+            smallest_key: b"a\x01\0\0\0\0\0\0\0".to_vec(),
+            largest_key: b"z\x01\0\0\0\0\0\0\0".to_vec(),
         };
         assert_eq!(TableProperties::decode(p.encode()), Some(p.clone()));
         assert!(TableProperties::decode(vec![1, 2, 3]).is_none());

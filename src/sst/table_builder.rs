@@ -10,13 +10,14 @@
 //! ```
 //! DESIGN.md holds the bytes of each part.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use crate::db::store_id::StoreId;
 use crate::error::Result;
 use crate::filter::layout::{new_filter_block_builder, FilterBlockBuilder};
 use crate::filter::Filter;
+use crate::fs::{FileSystem, WritableFile};
 use crate::key::{parse_internal_key, user_key, ValueKind};
 use crate::options::Compression;
 use crate::prefix::PrefixExtractor;
@@ -37,6 +38,8 @@ pub(crate) struct TableOptions {
     pub(crate) prefix: Option<PrefixExtractor>,
     /// Whole user keys go into the filter (else only prefixes).
     pub(crate) whole_key_filtering: bool,
+    /// The identity of the store the table belongs to, written into its properties.
+    pub(crate) store_id: StoreId,
 }
 
 /// What a finished table is.
@@ -47,9 +50,15 @@ pub(crate) struct TableSummary {
     pub(crate) largest: Vec<u8>,
 }
 
-/// Writes one table file. Keys (internal keys) must arrive in internal-key order.
+/// Writes one table file. Keys (internal keys) must arrive in internal-key order. A builder
+/// dropped without [`finish`](TableBuilder::finish) succeeding removes its partial file, on error
+/// and on panic alike.
 pub(crate) struct TableBuilder {
-    out: BufWriter<File>,
+    fs: FileSystem,
+    path: PathBuf,
+    /// Set once the table is complete and synced; until then, drop removes the file.
+    finished: bool,
+    out: BufWriter<WritableFile>,
     offset: u64,
     options: TableOptions,
     data_block: BlockBuilder,
@@ -62,10 +71,23 @@ pub(crate) struct TableBuilder {
 }
 
 impl TableBuilder {
-    /// Creates (truncating) the file at `path`.
-    pub(crate) fn create(path: &Path, options: TableOptions) -> Result<TableBuilder> {
-        let file = File::create(path)?;
+    /// Creates table `number` at `path`, which must not exist.
+    pub(crate) fn create(
+        fs: &FileSystem,
+        path: &Path,
+        number: u64,
+        options: TableOptions,
+    ) -> Result<TableBuilder> {
+        let file = fs.create(path)?;
+        let props = TableProperties {
+            store_id: options.store_id.to_vec(),
+            table_number: number,
+            ..TableProperties::default()
+        };
         Ok(TableBuilder {
+            fs: fs.clone(),
+            path: path.to_path_buf(),
+            finished: false,
             out: BufWriter::with_capacity(256 << 10, file),
             offset: 0,
             data_block: BlockBuilder::new(options.restart_interval),
@@ -74,7 +96,7 @@ impl TableBuilder {
             options,
             smallest: Vec::new(),
             last_key: Vec::new(),
-            props: TableProperties::default(),
+            props,
             compressed: Vec::new(),
         })
     }
@@ -180,6 +202,8 @@ impl TableBuilder {
             self.props.filter_keys = f.num_keys();
         }
         self.props.index_bytes = self.index_block.estimated_size() as u64;
+        self.props.smallest_key = self.smallest.clone();
+        self.props.largest_key = self.last_key.clone();
         let props = self.props.encode();
         let handle = write_block(
             &mut self.out,
@@ -216,19 +240,29 @@ impl TableBuilder {
         .encode();
         self.out.write_all(&footer)?;
         self.offset += footer.len() as u64;
-        let file = self.out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
+        self.out.flush()?;
+        self.out.get_mut().sync()?;
+        self.finished = true;
         Ok(TableSummary {
             file_size: self.offset,
-            smallest: self.smallest,
-            largest: self.last_key,
+            smallest: std::mem::take(&mut self.smallest),
+            largest: std::mem::take(&mut self.last_key),
         })
+    }
+}
+
+impl Drop for TableBuilder {
+    fn drop(&mut self) {
+        if !self.finished {
+            // An unfinished table is garbage; if it cannot be removed now, the next open does it.
+            let _ = self.fs.remove_file(&self.path);
+        }
     }
 }
 
 /// Writes `raw` (snappy-compressed when asked and worth it) and its trailer; returns its handle.
 fn write_block(
-    out: &mut BufWriter<File>,
+    out: &mut BufWriter<WritableFile>,
     offset: &mut u64,
     raw: &[u8],
     compress: bool,

@@ -6,12 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cache::ShardedLruCache;
+use crate::db::store_id::StoreId;
 use crate::error::{Error, Result};
 use crate::filter::block_based::BlockBasedFilterReader;
 use crate::filter::full::FullFilterReader;
 use crate::filter::layout::{FilterBlockReader, TableFilter};
 use crate::filter::partitioned::{PartitionLookup, PartitionedFilterReader};
 use crate::filter::{FilterLayout, FilterProbe, PolicyRegistry};
+use crate::fs::io_at;
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE};
 use crate::memtable::Lookup;
@@ -62,31 +64,48 @@ pub(crate) struct TableReader {
     stats: Arc<Stats>,
 }
 
+/// What the MANIFEST says a table is. A file that disagrees is not the table the store wrote
+/// under that name (another store's, or an older file), and is refused rather than read.
+pub(crate) struct ExpectedTable<'a> {
+    pub(crate) store_id: &'a StoreId,
+    pub(crate) size: u64,
+    pub(crate) smallest: &'a [u8],
+    pub(crate) largest: &'a [u8],
+}
+
 impl TableReader {
     /// Opens table `number` at `path`, reading and verifying its footer, metaindex, properties,
-    /// index and (if its policy is known) filter.
+    /// index and (if its policy is known) filter, and, if `expected` is given, that the file is
+    /// that table: its size, store identity, number and key range.
     ///
     /// # Errors
-    /// `Error::Corruption` naming the file if any of those is damaged; `Error::Io` if it cannot be read.
+    /// `Error::Corruption` naming the file if any of those is damaged or differs; `Error::Io` if it
+    /// cannot be read.
     pub(crate) fn open(
         path: &Path,
         number: u64,
+        expected: Option<&ExpectedTable<'_>>,
         cache: Arc<BlockCache>,
         stats: Arc<Stats>,
         policies: &PolicyRegistry,
     ) -> Result<TableReader> {
-        let file = File::open(path)?;
-        let file_len = file.metadata()?.len();
+        let file = File::open(path).map_err(io_at(path))?;
+        let file_len = file.metadata().map_err(io_at(path))?.len();
         let bad = |what: &str| Error::corruption(path, what);
+        if let Some(e) = expected {
+            if file_len != e.size {
+                return Err(bad(&format!(
+                    "the file is {file_len} bytes, the MANIFEST says {}: not this store's table",
+                    e.size
+                )));
+            }
+        }
         if file_len < FOOTER_LEN as u64 {
             return Err(bad("file too short to be a table"));
         }
         let mut footer = [0u8; FOOTER_LEN];
-        std::os::unix::fs::FileExt::read_exact_at(
-            &file,
-            &mut footer,
-            file_len - FOOTER_LEN as u64,
-        )?;
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut footer, file_len - FOOTER_LEN as u64)
+            .map_err(io_at(path))?;
         let footer = Footer::decode(&footer, path)?;
         let metaindex = read_block(&file, path, footer.metaindex, file_len)?;
         let metaindex =
@@ -114,6 +133,9 @@ impl TableReader {
             return Err(bad("malformed metaindex entry"));
         }
         let properties = properties.ok_or_else(|| bad("no properties block"))?;
+        if let Some(e) = expected {
+            check_identity(&properties, number, e).map_err(|what| bad(&what))?;
+        }
         let index = read_block(&file, path, footer.index, file_len)?;
         let index = Arc::new(Block::new(index).ok_or_else(|| bad("malformed index block"))?);
         let index_search = IndexSearch::new(&index);
@@ -511,4 +533,29 @@ impl InternalIterator for TableIter {
     fn value(&self) -> &[u8] {
         self.data.as_ref().map(BlockIter::value).unwrap_or_default()
     }
+}
+
+/// Whether the table's properties say it is the table `expected` describes; if not, what differs.
+fn check_identity(
+    props: &TableProperties,
+    number: u64,
+    expected: &ExpectedTable<'_>,
+) -> std::result::Result<(), String> {
+    if props.store_id != expected.store_id {
+        return Err(if props.store_id.is_empty() {
+            "the table carries no store identity: not this store's table".to_string()
+        } else {
+            "the table belongs to another store".to_string()
+        });
+    }
+    if props.table_number != number {
+        return Err(format!(
+            "the table was written as number {}, not {number}",
+            props.table_number
+        ));
+    }
+    if props.smallest_key != expected.smallest || props.largest_key != expected.largest {
+        return Err("the table's key range is not the one the MANIFEST records".to_string());
+    }
+    Ok(())
 }

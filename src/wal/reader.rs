@@ -59,7 +59,7 @@ pub(crate) enum LogTail {
 /// Returns the complete records and how the file ends (see [`LogTail`]). Damage followed by an
 /// intact fragment is an [`Error::Corruption`] naming the file and the damage's offset.
 pub(crate) fn read_log(path: &Path) -> Result<LogContents> {
-    let bytes = std::fs::read(path)?;
+    let bytes = std::fs::read(path).map_err(crate::fs::io_at(path))?;
     parse_log(path, &bytes)
 }
 
@@ -377,7 +377,8 @@ mod tests {
 
     /// Writes `records` to a new log at `path` and returns each record's end offset.
     fn write_log(path: &Path, records: &[Vec<u8>]) -> Vec<u64> {
-        let mut w = LogWriter::create(path).unwrap();
+        let _ = std::fs::remove_file(path);
+        let mut w = LogWriter::create(&crate::fs::FileSystem::default(), path).unwrap();
         let mut ends = Vec::new();
         for r in records {
             w.add_record(r).unwrap();

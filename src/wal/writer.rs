@@ -6,12 +6,12 @@
 //! header (crc32 u32 LE, payload length u16 LE, type u8) followed by the payload; the crc covers
 //! the type byte and the payload. See `design-fragments/record-log.md` for the byte layout.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::coding::put_fixed32;
 use crate::error::{Error, Result};
+use crate::fs::{FileSystem, WritableFile};
 
 /// The log is laid out in blocks of this many bytes; no fragment crosses a block boundary.
 pub(crate) const BLOCK_SIZE: usize = 32 * 1024;
@@ -107,14 +107,15 @@ pub(crate) fn encode_record(buf: &mut Vec<u8>, log_len: u64, data: &[u8]) {
 /// in an unknown state (part of a record may be on disk), so the writer refuses all further work
 /// rather than append after a possible hole. Dropping the writer flushes what is buffered but
 /// cannot report errors; call `flush` or `sync` to learn of them.
-#[derive(Debug)]
 pub(crate) struct LogWriter {
     /// The file's path, for error messages and for callers that rename or delete it.
     path: PathBuf,
     /// The buffered file; `None` once an I/O error has poisoned the writer.
-    out: Option<BufWriter<File>>,
+    out: Option<BufWriter<WritableFile>>,
     /// Logical length: bytes accepted so far, including those still in the buffer.
     len: u64,
+    /// Whether records were added since the last successful sync.
+    unsynced: bool,
     /// Reused buffer in which one record's bytes are assembled before a single buffered write.
     scratch: Vec<u8>,
 }
@@ -132,16 +133,23 @@ impl LogWriter {
         self.len == 0
     }
 
-    /// Creates the log file at `path`, truncating any existing file. The caller is responsible
-    /// for syncing the parent directory if the file's existence must survive a crash.
-    pub(crate) fn create(path: &Path) -> Result<LogWriter> {
-        let file = File::create(path)?;
+    /// Creates the log file at `path`; a file already there is an error (`AlreadyExists`), never
+    /// truncated. The caller is responsible for syncing the parent directory if the file's
+    /// existence must survive a crash.
+    pub(crate) fn create(fs: &FileSystem, path: &Path) -> Result<LogWriter> {
+        let file = fs.create(path)?;
         Ok(LogWriter {
             path: path.to_path_buf(),
             out: Some(BufWriter::with_capacity(BUFFER_CAPACITY, file)),
             len: 0,
+            unsynced: false,
             scratch: Vec::new(),
         })
+    }
+
+    /// Whether records were added since the last successful [`sync`](Self::sync).
+    pub(crate) fn has_unsynced(&self) -> bool {
+        self.unsynced
     }
 
     /// Appends `data` as one record (which may be empty). The bytes are buffered: they reach the
@@ -163,6 +171,7 @@ impl LogWriter {
         match written {
             Ok(()) => {
                 self.len += encoded_len;
+                self.unsynced = true;
                 Ok(())
             }
             Err(e) => {
@@ -187,15 +196,24 @@ impl LogWriter {
     /// Flushes, then `fdatasync`s the file so every record added so far survives a crash.
     pub(crate) fn sync(&mut self) -> Result<()> {
         let synced = match self.out.as_mut() {
-            Some(out) => out.flush().and_then(|()| out.get_ref().sync_data()),
+            Some(out) => match out.flush() {
+                Ok(()) => out.get_mut().sync(),
+                Err(e) => Err(e.into()),
+            },
             None => return Err(self.poisoned_error()),
         };
         // A failed fsync may have dropped dirty pages, so retrying could report success for data
         // that never reached the disk: poison rather than let the caller try again.
-        synced.map_err(|e| {
-            self.poison();
-            e.into()
-        })
+        match synced {
+            Ok(()) => {
+                self.unsynced = false;
+                Ok(())
+            }
+            Err(e) => {
+                self.poison();
+                Err(e)
+            }
+        }
     }
 
     /// Marks the writer failed. The buffered bytes are discarded instead of flushed (as a plain
@@ -323,7 +341,7 @@ mod tests {
     fn len_counts_buffered_bytes_and_matches_the_file_after_flush_and_sync() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let mut w = LogWriter::create(&path).unwrap();
+        let mut w = LogWriter::create(&FileSystem::default(), &path).unwrap();
         assert!(w.is_empty());
         assert_eq!(w.path, path);
         let mut expected = Vec::new();
@@ -348,24 +366,28 @@ mod tests {
     }
 
     #[test]
-    fn create_truncates_an_existing_file() {
+    fn create_refuses_an_existing_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         std::fs::write(&path, vec![0xAB; 5000]).unwrap();
-        let mut w = LogWriter::create(&path).unwrap();
-        w.add_record(b"x").unwrap();
-        w.flush().unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), w.len());
+        let err = LogWriter::create(&FileSystem::default(), &path)
+            .err()
+            .unwrap();
+        assert!(matches!(&err, Error::Io(e) if e.kind() == io::ErrorKind::AlreadyExists));
+        assert_eq!(std::fs::read(&path).unwrap(), vec![0xAB; 5000]);
     }
 
     #[test]
     fn a_write_error_is_returned_and_poisons_the_writer() {
-        // /dev/full accepts opens and fails every write with ENOSPC.
-        let full = Path::new("/dev/full");
-        if !full.exists() {
-            return;
-        }
-        let mut w = LogWriter::create(full).unwrap();
+        use crate::fs::fault_injection::{FaultInjector, OpKind};
+        let dir = tempfile::tempdir().unwrap();
+        let faults = FaultInjector::new(dir.path()).unwrap();
+        let fs = FileSystem::with_faults(Some(faults.clone()));
+        let writes =
+            || -> crate::fs::fault_injection::OpFilter { Box::new(|s| s.kind == OpKind::Write) };
+        faults.fail_after(0, writes());
+        let path = dir.path().join("000001.log");
+        let mut w = LogWriter::create(&fs, &path).unwrap();
         // Small records sit in the buffer, so the error surfaces at flush.
         w.add_record(b"small").unwrap();
         assert!(matches!(w.flush(), Err(Error::Io(_))));
@@ -374,11 +396,29 @@ mod tests {
         assert!(w.sync().is_err());
 
         // A record larger than the buffer is written through, so add_record itself fails.
-        let mut w = LogWriter::create(full).unwrap();
+        faults.fail_after(0, writes());
+        let path = dir.path().join("000002.log");
+        let mut w = LogWriter::create(&fs, &path).unwrap();
         assert!(w.add_record(&vec![0u8; 3 * BUFFER_CAPACITY]).is_err());
         assert!(w.add_record(b"").is_err());
         assert_eq!(w.len(), 0);
         let err = w.sync().unwrap_err().to_string();
-        assert!(err.contains("/dev/full"), "{err}");
+        assert!(err.contains("000002.log"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_sync_poisons_the_writer_and_names_the_file() {
+        use crate::fs::fault_injection::{FaultInjector, OpKind};
+        let dir = tempfile::tempdir().unwrap();
+        let faults = FaultInjector::new(dir.path()).unwrap();
+        let fs = FileSystem::with_faults(Some(faults.clone()));
+        faults.fail_after(0, Box::new(|s| s.kind == OpKind::Sync));
+        let mut w = LogWriter::create(&fs, &dir.path().join("000003.log")).unwrap();
+        w.add_record(b"x").unwrap();
+        assert!(w.has_unsynced());
+        let err = w.sync().unwrap_err().to_string();
+        assert!(err.contains("000003.log"), "{err}");
+        assert!(w.has_unsynced());
+        assert!(w.add_record(b"y").is_err());
     }
 }
