@@ -2,7 +2,7 @@
 //! scans and the flush.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
@@ -26,6 +26,8 @@ pub(crate) struct MemTable {
     map: SkipMap<InternalKey, Vec<u8>>,
     bytes: AtomicUsize,
     log_number: u64,
+    /// The sequence of its last write, once frozen (`u64::MAX` until then).
+    frozen_at: AtomicU64,
 }
 
 impl MemTable {
@@ -34,12 +36,24 @@ impl MemTable {
             map: SkipMap::new(),
             bytes: AtomicUsize::new(0),
             log_number,
+            frozen_at: AtomicU64::new(u64::MAX),
         }
     }
 
     /// The WAL file whose records this memtable holds.
     pub(crate) fn log_number(&self) -> u64 {
         self.log_number
+    }
+
+    /// Records that no more writes come: `last_sequence` is its last write's sequence, and the
+    /// next memtable's WAL begins at the sequence after it.
+    pub(crate) fn freeze(&self, last_sequence: u64) {
+        self.frozen_at.store(last_sequence, Relaxed);
+    }
+
+    /// The sequence of its last write, if frozen.
+    pub(crate) fn frozen_at(&self) -> Option<u64> {
+        Some(self.frozen_at.load(Relaxed)).filter(|&s| s != u64::MAX)
     }
 
     pub(crate) fn add(&self, seq: u64, kind: ValueKind, key: &[u8], value: &[u8]) {

@@ -115,11 +115,7 @@ impl DbInner {
     /// Applies `edit` to the MANIFEST and publishes the version it makes.
     fn install(&self, edit: VersionEdit) -> Result<()> {
         let mut manifest = self.manifest.lock();
-        let version = manifest.log_and_apply(
-            edit,
-            self.next_file.load(Ordering::SeqCst),
-            self.last_sequence.load(Ordering::Acquire),
-        )?;
+        let version = manifest.log_and_apply(edit, self.next_file.load(Ordering::SeqCst))?;
         let mut st = self.state.lock();
         let sv = SuperVersion {
             mem: Arc::clone(&st.sv.mem),

@@ -101,8 +101,10 @@ impl DbInner {
             )
         })?;
         self.fs.sync_dir(&self.dir)?;
+        // The tables now hold every write up to the memtable's last; the next WAL starts after it.
         let edit = VersionEdit {
             log_number: Some(newer_log),
+            last_sequence: mem.frozen_at(),
             added: file.into_iter().collect(),
             ..Default::default()
         };
@@ -110,8 +112,6 @@ impl DbInner {
         let version = manifest.log_and_apply(
             edit,
             self.next_file.load(std::sync::atomic::Ordering::SeqCst),
-            self.last_sequence
-                .load(std::sync::atomic::Ordering::Acquire),
         )?;
         {
             let mut st = self.state.lock();

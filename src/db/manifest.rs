@@ -21,8 +21,11 @@ use crate::wal::writer::LogWriter;
 /// What the MANIFEST says besides the tables.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ManifestCounters {
+    /// The oldest WAL still needed: older ones are all in tables.
     pub(crate) log_number: u64,
     pub(crate) next_file_number: u64,
+    /// The sequence of the last write the tables hold. The WAL `log_number` begins right after
+    /// it, and WAL records follow each other without gaps, so recovery can tell a lost write.
     pub(crate) last_sequence: u64,
 }
 
@@ -177,7 +180,8 @@ impl Manifest {
         &self.current
     }
 
-    /// Appends `edit` (with the counters filled in), syncs it, and makes its version current.
+    /// Appends `edit` (with the counters filled in: its own log number and last sequence if it
+    /// has them, else the current ones), syncs it, and makes its version current.
     ///
     /// # Errors
     /// Any failure to write or sync; the MANIFEST writer then refuses further edits.
@@ -185,13 +189,14 @@ impl Manifest {
         &mut self,
         mut edit: VersionEdit,
         next_file_number: u64,
-        last_sequence: u64,
     ) -> Result<Arc<Version>> {
         if let Some(n) = edit.log_number {
             self.counters.log_number = n;
         }
         self.counters.next_file_number = next_file_number;
-        self.counters.last_sequence = self.counters.last_sequence.max(last_sequence);
+        if let Some(s) = edit.last_sequence {
+            self.counters.last_sequence = self.counters.last_sequence.max(s);
+        }
         edit.next_file_number = Some(self.counters.next_file_number);
         edit.last_sequence = Some(self.counters.last_sequence);
         edit.log_number = Some(self.counters.log_number);

@@ -282,11 +282,13 @@ fn check_tables_present(dir: &Path, version: &Version) -> Result<()> {
 }
 
 /// Replays every WAL the MANIFEST still needs, oldest first, into L0 tables. Returns the edit
-/// adding them and the last sequence seen.
+/// adding them and the last sequence recovered.
 ///
-/// Replay stops at the first torn tail. A synced write syncs every older WAL first, so records
-/// after a tear were never acknowledged as durable; replaying them would leave a hole in the
-/// history (the writes lost in the tear) with later writes on top of it.
+/// WAL records carry consecutive sequences, the first right after the MANIFEST's last sequence.
+/// Replay stops at the first torn tail or the first record that does not follow on from the one
+/// before (a WAL that lost unsynced writes in a power cut, while a newer WAL kept some). A synced
+/// write syncs every older WAL first, so nothing after such a point was ever acknowledged as
+/// durable; replaying it would put later writes on top of a hole in the history.
 #[allow(clippy::too_many_arguments)]
 fn replay_logs(
     fs: &FileSystem,
@@ -318,35 +320,60 @@ fn replay_logs(
         }
         Ok(())
     };
-    let mut torn: Option<(std::path::PathBuf, String)> = None;
+    // Where replay stopped and why.
+    let mut stopped: Option<String> = None;
     for &number in &logs {
         let path = log_path(dir, number);
         let contents = read_log(&path)?;
-        if let Some((torn_path, what)) = &torn {
-            if !contents.records.is_empty() {
+        let mut replayed = 0;
+        if stopped.is_none() {
+            for record in &contents.records {
+                let entries = decode_batch(record)
+                    .ok_or_else(|| Error::corruption(&path, "malformed write batch record"))?;
+                let Some(first) = entries.first().map(|e| e.seq) else {
+                    replayed += 1;
+                    continue;
+                };
+                if first <= last_sequence {
+                    return Err(Error::corruption(
+                        &path,
+                        format!(
+                            "a record at sequence {first} repeats sequences up to \
+                             {last_sequence} already recovered"
+                        ),
+                    ));
+                }
+                if first != last_sequence + 1 {
+                    stopped = Some(format!(
+                        "{}: its record at sequence {first} does not follow sequence \
+                         {last_sequence}: the writes between were lost before they were synced",
+                        path.display()
+                    ));
+                    break;
+                }
+                for e in &entries {
+                    mem.add(e.seq, e.kind, e.key, e.value);
+                }
+                last_sequence += entries.len() as u64;
+                replayed += 1;
+                if mem.approximate_bytes() >= options.write_buffer_size {
+                    flush(&mem, next_file, &mut edit)?;
+                    mem = Arc::new(MemTable::new(0));
+                }
+            }
+            if let (None, LogTail::Torn { what, .. }) = (&stopped, &contents.tail) {
+                stopped = Some(format!("{}: {what}", path.display()));
+            }
+        }
+        let dropped = contents.records.len() - replayed;
+        if dropped > 0 {
+            if let Some(why) = &stopped {
                 log::warn!(
-                    "recovery stopped at {}: {what}; {} unsynced records of {} are dropped",
-                    torn_path.display(),
-                    contents.records.len(),
+                    "recovery stopped at {why}; {dropped} later records of {} were never \
+                     synced and are dropped",
                     path.display()
                 );
             }
-            continue;
-        }
-        for record in &contents.records {
-            let entries = decode_batch(record)
-                .ok_or_else(|| Error::corruption(&path, "malformed write batch record"))?;
-            for e in &entries {
-                mem.add(e.seq, e.kind, e.key, e.value);
-                last_sequence = last_sequence.max(e.seq);
-            }
-            if mem.approximate_bytes() >= options.write_buffer_size {
-                flush(&mem, next_file, &mut edit)?;
-                mem = Arc::new(MemTable::new(0));
-            }
-        }
-        if let LogTail::Torn { what, .. } = contents.tail {
-            torn = Some((path, what));
         }
     }
     if !mem.is_empty() {

@@ -256,6 +256,8 @@ impl DbInner {
         // A WAL whose memtable is already a table needs no sync.
         let unflushed = |n: u64| n == old_number || st.sv.imm.iter().any(|m| m.log_number() == n);
         wal.older.retain(|(n, _)| unflushed(*n));
+        // Under the WAL lock every committed group is in the old memtable.
+        st.sv.mem.freeze(self.last_sequence.load(Ordering::Acquire));
         let mut imm = Vec::with_capacity(st.sv.imm.len() + 1);
         imm.push(Arc::clone(&st.sv.mem));
         imm.extend(st.sv.imm.iter().cloned());

@@ -351,12 +351,12 @@ impl FaultInjector {
         self.shared.state.lock().dead
     }
 
-    /// The operation the last cut stopped, if an armed cut fired.
+    /// The operation the armed cut stopped, if it fired (until the next revive or power cut).
     pub fn cut_site(&self) -> Option<OpSite> {
         self.shared.state.lock().cut_site.clone()
     }
 
-    /// The operations failed by [`fail_after`](Self::fail_after) so far.
+    /// The operations failed by [`fail_after`](Self::fail_after) since the last power cut.
     pub fn injected(&self) -> Vec<OpSite> {
         self.shared.state.lock().injected.clone()
     }
@@ -367,6 +367,7 @@ impl FaultInjector {
         let mut st = self.shared.state.lock();
         st.dead = false;
         st.cut = None;
+        st.cut_site = None;
         st.failures.clear();
     }
 
@@ -501,10 +502,8 @@ impl FaultInjector {
             fresh.durable.insert(name, id);
         }
         let mut st = self.shared.state.lock();
-        // Handles of a dropped store may still be counted; they refer to the old inodes only.
+        // Inode numbers are never reused, so a handle left from before cannot reach a new file.
         fresh.next_inode = fresh.next_inode.max(st.next_inode);
-        fresh.cut_site = st.cut_site.take();
-        fresh.injected = std::mem::take(&mut st.injected);
         *st = fresh;
         Ok(())
     }

@@ -1,0 +1,424 @@
+//! Random power cuts against a model of acknowledged writes.
+//!
+//! A store with tiny memtables, tables and levels (so flushes, compactions, WAL switches and the
+//! MANIFEST/CURRENT switch of every open happen all the time) runs random write batches over a
+//! small key space, some synced, with the odd `flush` and `compact`. The fault-injection layer
+//! (`siftdb::fault_injection`) stops the machine at a random operation: any operation, or one
+//! aimed at table files (flushes and compactions), at the MANIFEST and CURRENT, at the flush or
+//! compaction thread, or inside `Db::open` itself (recovery, then the new MANIFEST and CURRENT).
+//! Sometimes an operation fails with `EIO` first instead. Then the power goes: each file keeps its
+//! fsynced bytes and none, a prefix, or zeros of the rest; each directory entry changed since the
+//! last directory fsync keeps one of its states. Sometimes only the process crashes instead (all
+//! written bytes stay). Then the store is reopened (and that open may be cut again) and checked:
+//!
+//! - it opens;
+//! - it holds exactly the state after a prefix `0..m` of the batches attempted (no holes, nothing
+//!   reordered, batches whole);
+//! - `m` covers every batch acknowledged before the last acknowledged synced write, `flush` or
+//!   `compact` (each makes everything before it durable), and after a process crash every
+//!   acknowledged batch;
+//! - a Get of every key returns the model's value, through the table filters.
+//!
+//! Short mode (plain `cargo test`): 300 cuts. `SIFTDB_LONG=1`: 10,000;
+//! `SIFTDB_POWER_CUTS=n`: any number. Add `-- --nocapture` to see where the cuts landed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use siftdb::fault_injection::{FaultInjector, OpFilter, OpKind, OpSite, PowerCut};
+use siftdb::{Db, Filter, Options, WriteBatch, WriteOptions};
+
+/// One write batch: keys to set (`Some`) or delete (`None`).
+type Batch = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+const KEYS: u32 = 120;
+
+fn cuts() -> usize {
+    if let Ok(n) = std::env::var("SIFTDB_POWER_CUTS") {
+        return n.parse().expect("SIFTDB_POWER_CUTS is a number");
+    }
+    if std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1") {
+        return 10_000;
+    }
+    300
+}
+
+fn options(epoch: usize, faults: &FaultInjector) -> Options {
+    let filter = match epoch % 3 {
+        0 => Filter::full(10.0),
+        1 => Filter::partitioned(10.0),
+        _ => Filter::block_based(10.0),
+    };
+    Options::default()
+        .write_buffer_size(4096)
+        .max_immutable_memtables(2)
+        .target_file_size(4096)
+        .max_bytes_for_level_base(16 << 10)
+        .level_size_multiplier(4)
+        .level0_compaction_trigger(2)
+        .block_size(512)
+        .filter(filter)
+        .fault_injector(faults.clone())
+}
+
+fn random_batch(rng: &mut StdRng, id: u64) -> Batch {
+    (0..rng.gen_range(1..=4))
+        .map(|_| {
+            let k = format!("key{:05}", rng.gen_range(0..KEYS)).into_bytes();
+            if rng.gen_bool(0.2) {
+                (k, None)
+            } else {
+                // Mostly small values, now and then one that spans WAL blocks.
+                let len = if rng.gen_bool(0.01) {
+                    rng.gen_range(30_000..70_000)
+                } else {
+                    rng.gen_range(0..200)
+                };
+                let mut v = format!("{id}:").into_bytes();
+                v.resize(v.len() + len, b'a' + (id % 26) as u8);
+                (k, Some(v))
+            }
+        })
+        .collect()
+}
+
+type State = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn apply(state: &mut State, batch: &Batch) {
+    for (k, v) in batch {
+        match v {
+            Some(v) => state.insert(k.clone(), v.clone()),
+            None => state.remove(k),
+        };
+    }
+}
+
+/// Where the cut of one life is aimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Aim {
+    AnyOperation,
+    TableFiles,
+    ManifestOrCurrent,
+    FlushThread,
+    CompactionThread,
+    InjectedError,
+}
+
+fn aim(rng: &mut StdRng, faults: &FaultInjector) -> Aim {
+    let (aim, n, filter): (Aim, u64, OpFilter) = match rng.gen_range(0..12) {
+        0..=3 => (Aim::AnyOperation, rng.gen_range(0..400), Box::new(|_| true)),
+        4 | 5 => (
+            Aim::TableFiles,
+            rng.gen_range(0..40),
+            Box::new(|s: &OpSite| s.file.ends_with(".sst")),
+        ),
+        6 | 7 => (
+            Aim::ManifestOrCurrent,
+            rng.gen_range(0..12),
+            Box::new(|s: &OpSite| s.file.starts_with("MANIFEST") || s.file.starts_with("CURRENT")),
+        ),
+        8 => (
+            Aim::FlushThread,
+            rng.gen_range(0..30),
+            Box::new(|s: &OpSite| s.thread == "siftdb-flush"),
+        ),
+        9 => (
+            Aim::CompactionThread,
+            rng.gen_range(0..30),
+            Box::new(|s: &OpSite| s.thread == "siftdb-compact"),
+        ),
+        _ => {
+            let kind = [
+                OpKind::Write,
+                OpKind::Sync,
+                OpKind::Rename,
+                OpKind::SyncDir,
+                OpKind::Create,
+                OpKind::Remove,
+            ][rng.gen_range(0..6)];
+            let n = rng.gen_range(0..20);
+            faults.fail_after(n, Box::new(move |s: &OpSite| s.kind == kind));
+            return Aim::InjectedError;
+        }
+    };
+    faults.cut_after(n, filter);
+    aim
+}
+
+/// The store's contents, read with a scan.
+fn contents(db: &Db, what: &str) -> State {
+    db.scan::<Vec<u8>, _>(..)
+        .map(|r| r.unwrap_or_else(|e| panic!("{what}: scan failed: {e}")))
+        .collect()
+}
+
+#[derive(Default)]
+struct Tally {
+    cuts: usize,
+    in_open: usize,
+    process_crashes: usize,
+    by_aim: BTreeMap<String, usize>,
+    by_thread: BTreeMap<String, usize>,
+    by_file: BTreeMap<String, usize>,
+    injected: usize,
+    batches_acked: usize,
+    synced_acked: usize,
+    batches_lost: usize,
+    bytes_lost: u64,
+    names_reverted: usize,
+}
+
+fn file_kind(name: &str) -> &'static str {
+    if name.ends_with(".log") {
+        "WAL"
+    } else if name.ends_with(".sst") {
+        "table"
+    } else if name.starts_with("MANIFEST") {
+        "MANIFEST"
+    } else if name.starts_with("CURRENT") {
+        "CURRENT"
+    } else {
+        "directory"
+    }
+}
+
+/// Opens the store, letting a cut armed inside open land; after each interrupted open the
+/// machine fails again (a power cut or a process crash) and open is tried again. Returns the store
+/// and whether the power was cut on the way.
+fn open_through_cuts(
+    dir: &Path,
+    epoch: usize,
+    faults: &FaultInjector,
+    rng: &mut StdRng,
+    tally: &mut Tally,
+    what: &str,
+) -> (Db, bool) {
+    let mut power_cut = false;
+    for attempt in 0.. {
+        if attempt < 3 && rng.gen_bool(0.3) {
+            faults.cut_after(rng.gen_range(0..40), Box::new(|_| true));
+        }
+        match Db::open(dir, options(epoch, faults)) {
+            Ok(db) if !faults.is_dead() => {
+                faults.revive(); // disarms a cut that open did not reach
+                return (db, power_cut);
+            }
+            Ok(db) => {
+                // Cut in open's last steps (removing obsolete files), which it does not wait for.
+                drop(db);
+            }
+            Err(e) => {
+                assert!(
+                    faults.is_dead(),
+                    "{what}: open failed without a cut (attempt {attempt}): {e}"
+                );
+            }
+        }
+        tally.in_open += 1;
+        tally.cuts += 1;
+        if let Some(site) = faults.cut_site() {
+            *tally
+                .by_file
+                .entry(file_kind(&site.file).into())
+                .or_default() += 1;
+        }
+        power_cut |= power_fails(faults, rng, tally);
+    }
+    unreachable!()
+}
+
+/// The machine goes down: a power cut (usually) or a process crash.
+fn power_fails(faults: &FaultInjector, rng: &mut StdRng, tally: &mut Tally) -> bool {
+    if rng.gen_bool(0.15) {
+        tally.process_crashes += 1;
+        faults.revive();
+        return false;
+    }
+    let report = faults.power_cut(PowerCut::random(rng.gen())).unwrap();
+    tally.bytes_lost += report.bytes_lost;
+    tally.names_reverted += report.names_reverted;
+    true
+}
+
+#[test]
+fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
+    let cuts = cuts();
+    let started = Instant::now();
+    let mut rng = StdRng::seed_from_u64(0x5eed_0016);
+    let root = tempfile::tempdir().unwrap();
+    let mut tally = Tally::default();
+    let per_epoch = 50;
+    let mut next_id = 0u64;
+    let mut epoch = 0;
+    // Per epoch: the batches attempted so far (their prefix the store must hold), and how many of
+    // them must survive.
+    let mut history: Vec<Batch> = Vec::new();
+    let mut durable = 0usize;
+    let mut acked = 0usize;
+    let mut dir = root.path().join("epoch0");
+    let mut faults = FaultInjector::new(&dir).unwrap();
+    while tally.cuts < cuts {
+        if tally.cuts / per_epoch != epoch {
+            epoch = tally.cuts / per_epoch;
+            dir = root.path().join(format!("epoch{epoch}"));
+            faults = FaultInjector::new(&dir).unwrap();
+            history.clear();
+            durable = 0;
+            acked = 0;
+        }
+        let what = format!("cut {} (epoch {epoch})", tally.cuts);
+        let (db, power_cut) = open_through_cuts(&dir, epoch, &faults, &mut rng, &mut tally, &what);
+        if power_cut {
+            acked = 0;
+        }
+        // The store holds a prefix; what it holds is durable now (recovery flushed it).
+        let (m, recovered) = check(&db, &history, durable, &what);
+        tally.batches_lost += history.len() - m;
+        if m < acked {
+            panic!("{what}: acknowledged batches lost after a process crash: {m} < {acked}");
+        }
+        history.truncate(m);
+        durable = m;
+
+        // One life: batches until the cut stops the store.
+        let injected_before = faults.injected().len();
+        let aimed = aim(&mut rng, &faults);
+        *tally.by_aim.entry(format!("{aimed:?}")).or_default() += 1;
+        let mut model = recovered;
+        for _ in 0..rng.gen_range(1..600) {
+            let batch = random_batch(&mut rng, next_id);
+            next_id += 1;
+            let sync = rng.gen_bool(0.1);
+            let mut b = WriteBatch::new();
+            for (k, v) in &batch {
+                match v {
+                    Some(v) => b.put(k, v),
+                    None => b.delete(k),
+                };
+            }
+            history.push(batch);
+            if db.write_opt(b, &WriteOptions { sync }).is_err() {
+                break;
+            }
+            apply(&mut model, history.last().unwrap());
+            acked = history.len();
+            tally.batches_acked += 1;
+            if sync {
+                durable = history.len();
+                tally.synced_acked += 1;
+            }
+            match rng.gen_range(0..200) {
+                0..=2 => {
+                    if db.flush().is_err() {
+                        break;
+                    }
+                    durable = history.len();
+                }
+                3 => {
+                    if db.compact().is_err() {
+                        break;
+                    }
+                    durable = history.len();
+                }
+                4..=9 => {
+                    // A live read sees every acknowledged write.
+                    let k = format!("key{:05}", rng.gen_range(0..KEYS)).into_bytes();
+                    match db.get(&k) {
+                        Ok(v) => assert_eq!(v.as_ref(), model.get(&k), "{what}: live read"),
+                        Err(_) => break, // a background failure may surface here
+                    }
+                }
+                _ => {}
+            }
+        }
+        // The cut may not have come yet (or was an injected error): the machine stops now.
+        faults.kill();
+        if let Some(site) = faults.cut_site() {
+            *tally.by_thread.entry(site.thread.clone()).or_default() += 1;
+            *tally
+                .by_file
+                .entry(file_kind(&site.file).into())
+                .or_default() += 1;
+        }
+        tally.injected += faults.injected().len() - injected_before;
+        drop(db);
+        tally.cuts += 1;
+        if power_fails(&faults, &mut rng, &mut tally) {
+            acked = 0; // a power cut may lose what was acknowledged but not synced
+        }
+    }
+    eprintln!(
+        "power cuts: {} in {:.1?} ({} inside open, {} process crashes instead, {} after an \
+         injected I/O error); {} batches acknowledged ({} synced), {} unsynced batches lost, {} \
+         unsynced bytes lost, {} directory entries reverted; aimed at {:?}; cut in threads {:?}; \
+         cut on files {:?}",
+        tally.cuts,
+        started.elapsed(),
+        tally.in_open,
+        tally.process_crashes,
+        tally.injected,
+        tally.batches_acked,
+        tally.synced_acked,
+        tally.batches_lost,
+        tally.bytes_lost,
+        tally.names_reverted,
+        tally.by_aim,
+        tally.by_thread,
+        tally.by_file,
+    );
+    assert!(tally.in_open > 0, "no cut landed inside open");
+    assert!(
+        tally.by_file.contains_key("table"),
+        "no cut landed on a table"
+    );
+}
+
+/// The length `m >= durable` of the prefix of `history` whose state is `recovered`.
+fn prefix_length(history: &[Batch], durable: usize, recovered: &State, what: &str) -> usize {
+    let mut state = State::new();
+    for b in &history[..durable.min(history.len())] {
+        apply(&mut state, b);
+    }
+    for m in durable..=history.len() {
+        if m > durable {
+            apply(&mut state, &history[m - 1]);
+        }
+        if &state == recovered {
+            return m;
+        }
+    }
+    let mut expected = State::new();
+    for b in &history[..durable.min(history.len())] {
+        apply(&mut expected, b);
+    }
+    let missing: Vec<_> = expected
+        .iter()
+        .filter(|(k, v)| recovered.get(*k) != Some(v))
+        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        .take(8)
+        .collect();
+    panic!(
+        "{what}: the store holds no prefix of the {} batches that starts with the {durable} \
+         durable ones; keys differing from the durable state: {missing:?}",
+        history.len()
+    );
+}
+
+/// Checks the reopened store against the model: its contents are the state after a prefix of
+/// `history` no shorter than `durable`, and a Get of every key (through the filters) agrees.
+/// Returns the prefix's length and the contents.
+fn check(db: &Db, history: &[Batch], durable: usize, what: &str) -> (usize, State) {
+    let seen = contents(db, what);
+    let m = prefix_length(history, durable, &seen, what);
+    for i in 0..KEYS {
+        let k = format!("key{i:05}").into_bytes();
+        let got = db
+            .get(&k)
+            .unwrap_or_else(|e| panic!("{what}: get failed: {e}"));
+        assert_eq!(got.as_ref(), seen.get(&k), "{what}: get of key {i}");
+    }
+    (m, seen)
+}
