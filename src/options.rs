@@ -73,7 +73,8 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Create the directory if it does not exist (default: true).
+    /// Create the store (and its directory) if there is none (default: true). With `false`,
+    /// [`Db::open`](crate::Db::open) refuses a directory that holds no store.
     pub fn create_if_missing(mut self, yes: bool) -> Self {
         self.create_if_missing = yes;
         self
@@ -246,7 +247,9 @@ impl Options {
 /// Options for one write.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteOptions {
-    /// When true, the write returns only after the WAL has been fsynced, so it survives a crash of
-    /// the machine, not only of the process.
+    /// When true, the write returns only after the WAL has been fsynced (and every older WAL still
+    /// needed), so it, and every write acknowledged before it, survives a crash of the machine.
+    /// Without it a write survives a crash of the process, and a crash of the machine may lose the
+    /// newest unsynced writes, never some writes without those before them.
     pub sync: bool,
 }

@@ -11,7 +11,7 @@
 //! Operation `i` is one atomic batch: put `key(i)`, and for every fifth operation also delete the
 //! key written two operations earlier. The recovered store must equal exactly the state after
 //! some prefix `0..m` of the operations (no holes, nothing reordered, batches whole), and `m`
-//! must cover every acknowledged operation. The brief only requires the latter for `sync: true`;
+//! must cover every acknowledged operation. A user is only promised the latter for `sync: true`;
 //! here it is asserted for `sync: false` too, because every write is handed to the OS before it
 //! is acknowledged and SIGKILL does not lose the page cache (a machine crash would).
 //!

@@ -2,7 +2,7 @@
 //! so that flushes and compactions fail with ENOSPC from the kernel. No mocks and no seams.
 //!
 //! Asserted for every failure: the failing call reports it (flush: `Error::Background`;
-//! compact: the I/O error itself); every key stays readable; the inputs stay (the WAL for a flush,
+//! compact: the I/O error itself, naming the table); every key stays readable; the inputs stay (the WAL for a flush,
 //! the input tables for a compaction) and no partial output table is left behind; later writes
 //! fail with `Error::Background`; after space is freed and the store reopened, every key is there
 //! and writes work again.
@@ -10,8 +10,9 @@
 //! Mounting needs root (CI runs as root). Where `mount` is refused, the tests say so on stderr
 //! and pass without running.
 //!
-//! Not covered: a failing fsync. tmpfs and ext4 only fail fsync on device errors, and this
-//! sandbox has no device-mapper (dm-error/dm-flakey) to inject them.
+//! A failing fsync cannot be had for real here (tmpfs and ext4 fail fsync only on device errors,
+//! and this machine has no device-mapper): `tests/durability.rs` injects one with the
+//! fault-injection layer instead.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

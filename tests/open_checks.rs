@@ -68,6 +68,20 @@ fn value(tag: u8, i: usize, len: usize) -> Vec<u8> {
 }
 
 /// Every file in `dir` but `LOCK`, by name, with its bytes.
+/// Puts keys `range` with their standard values.
+fn put_keys(db: &Db, range: std::ops::Range<usize>) {
+    for i in range {
+        db.put(key(i), value(b'v', i, 40)).unwrap();
+    }
+}
+
+/// Every key of `range` reads back with its standard value.
+fn check_keys(db: &Db, range: std::ops::Range<usize>) {
+    for i in range {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(b'v', i, 40)), "key {i}");
+    }
+}
+
 fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -120,13 +134,9 @@ fn missing_current_with_tables_is_corruption_and_deletes_nothing() {
     let path = dir.path();
     {
         let db = Db::open(path, Options::default()).unwrap();
-        for i in 0..500 {
-            db.put(key(i), value(b'v', i, 40)).unwrap();
-        }
+        put_keys(&db, 0..500);
         db.flush().unwrap();
-        for i in 500..505 {
-            db.put(key(i), value(b'v', i, 40)).unwrap();
-        }
+        put_keys(&db, 500..505);
     }
     let current = path.join("CURRENT");
     let current_bytes = std::fs::read(&current).unwrap();
@@ -163,9 +173,7 @@ fn missing_current_with_tables_is_corruption_and_deletes_nothing() {
 
     std::fs::write(&current, &current_bytes).unwrap();
     let db = Db::open(path, Options::default()).unwrap();
-    for i in 0..505 {
-        assert_eq!(db.get(key(i)).unwrap(), Some(value(b'v', i, 40)), "key {i}");
-    }
+    check_keys(&db, 0..505);
 }
 
 /// `create_if_missing(false)` on an existing empty directory fails with `InvalidArgument` and
@@ -402,9 +410,7 @@ fn filter_policy_panic_during_flush_fails_flush_and_writes_and_loses_nothing() {
         Options::default().filter(Filter::new(FilterLayout::Full, Arc::new(policy)))
     };
     let db = Arc::new(Db::open(dir.path(), options()).unwrap());
-    for i in 0..300 {
-        db.put(key(i), value(b'v', i, 40)).unwrap();
-    }
+    put_keys(&db, 0..300);
     armed.store(true, Ordering::SeqCst);
     let flushed = watchdog("flush with a panicking filter policy", {
         let db = Arc::clone(&db);
@@ -426,9 +432,7 @@ fn filter_policy_panic_during_flush_fails_flush_and_writes_and_loses_nothing() {
 
     armed.store(false, Ordering::SeqCst);
     let db = Db::open(dir.path(), options()).unwrap();
-    for i in 0..300 {
-        assert_eq!(db.get(key(i)).unwrap(), Some(value(b'v', i, 40)), "key {i}");
-    }
+    check_keys(&db, 0..300);
 }
 
 /// A prefix extractor (three-byte prefixes) that panics in `in_domain` and `transform` while
@@ -475,13 +479,9 @@ fn prefix_extractor_panic_during_compact(flush_last_batch: bool) {
         Options::default().prefix_extractor(PrefixExtractor::custom(Arc::new(extractor)))
     };
     let db = Arc::new(Db::open(dir.path(), options()).unwrap());
-    for i in 0..300 {
-        db.put(key(i), value(b'v', i, 40)).unwrap();
-    }
+    put_keys(&db, 0..300);
     db.flush().unwrap();
-    for i in 300..600 {
-        db.put(key(i), value(b'v', i, 40)).unwrap();
-    }
+    put_keys(&db, 300..600);
     if flush_last_batch {
         db.flush().unwrap();
     }
@@ -498,9 +498,7 @@ fn prefix_extractor_panic_during_compact(flush_last_batch: bool) {
 
     armed.store(false, Ordering::SeqCst);
     let db = Db::open(dir.path(), options()).unwrap();
-    for i in 0..600 {
-        assert_eq!(db.get(key(i)).unwrap(), Some(value(b'v', i, 40)), "key {i}");
-    }
+    check_keys(&db, 0..600);
 }
 
 /// A prefix extractor that panics while the flush inside `compact` builds a table: `compact`

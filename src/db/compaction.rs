@@ -68,17 +68,23 @@ impl DbInner {
         Some(job)
     }
 
-    /// Runs `job` and installs its result. On failure the partial outputs are deleted, the inputs
-    /// stay, and the error is returned.
+    /// Runs `job` and installs its result. On failure the inputs stay and the error is returned;
+    /// outputs are deleted if the edit naming them was never written.
     pub(crate) fn run_compaction(&self, job: CompactionJob) -> Result<()> {
         let out_level = job.level + 1;
         let mut outputs: Vec<NewFile> = Vec::new();
         // A panic in user code (a filter policy, a prefix extractor) fails the job like an error.
-        let result = catch_panic("compaction", || {
+        let written = catch_panic("compaction", || {
             self.write_compaction_outputs(&job, &mut outputs)
-        });
-        let installed = result.and_then(|()| {
-            self.fs.sync_dir(&self.dir)?;
+        })
+        .and_then(|()| self.fs.sync_dir(&self.dir));
+        if let Err(e) = written {
+            for f in &outputs {
+                let _ = self.fs.remove_file(&table_path(&self.dir, f.number));
+            }
+            return Err(e);
+        }
+        {
             let edit = VersionEdit {
                 deleted: job
                     .inputs
@@ -86,16 +92,13 @@ impl DbInner {
                     .map(|f| (job.level, f.number))
                     .chain(job.next_level_inputs.iter().map(|f| (out_level, f.number)))
                     .collect(),
-                added: outputs.clone(),
+                added: outputs,
                 ..Default::default()
             };
-            self.install(edit)
-        });
-        if let Err(e) = installed {
-            for f in &outputs {
-                let _ = self.fs.remove_file(&table_path(&self.dir, f.number));
-            }
-            return Err(e);
+            // An edit whose write or sync failed may still reach the disk (or be read back from
+            // the page cache by the next open), so the outputs it names stay; if it did not, the
+            // next open removes them as garbage.
+            self.install(edit)?;
         }
         // The edit is durable: the inputs' files go once no reader holds them.
         for f in job.inputs.iter().chain(&job.next_level_inputs) {

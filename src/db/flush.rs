@@ -140,7 +140,9 @@ impl DbInner {
 }
 
 impl Db {
-    /// Freezes the memtable and waits until every frozen memtable is an L0 table.
+    /// Freezes the memtable and waits until every frozen memtable is an L0 table. When it returns
+    /// `Ok`, every write acknowledged before the call is durable (in fsynced tables named by an
+    /// fsynced MANIFEST edit).
     ///
     /// # Errors
     /// The background error, if a flush failed.

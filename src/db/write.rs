@@ -53,7 +53,8 @@ impl Db {
         self.write_opt(batch, &WriteOptions::default())
     }
 
-    /// Applies `batch` atomically; with `sync: true` it returns only after the WAL is fsynced.
+    /// Applies `batch` atomically; with `sync: true` it returns only after the WAL is fsynced, which
+    /// makes this batch and every batch acknowledged before it durable.
     ///
     /// Concurrent writers commit in groups: one of them appends every waiting batch to the WAL
     /// with a single write (and a single fsync if any asked for one), so a synced write under

@@ -669,11 +669,17 @@ mod tests {
     use crate::fs::FileSystem;
     use std::io::Write;
 
-    #[test]
-    fn a_power_cut_keeps_synced_bytes_and_synced_names_only() {
+    /// A scratch directory, an injector following it, and a file system through the injector.
+    fn layer() -> (tempfile::TempDir, FaultInjector, FileSystem) {
         let dir = tempfile::tempdir().unwrap();
         let faults = FaultInjector::new(dir.path()).unwrap();
         let fs = FileSystem::with_faults(Some(faults.clone()));
+        (dir, faults, fs)
+    }
+
+    #[test]
+    fn a_power_cut_keeps_synced_bytes_and_synced_names_only() {
+        let (dir, faults, fs) = layer();
         let a = dir.path().join("000001.log");
         let mut f = fs.create(&a).unwrap();
         fs.sync_dir(dir.path()).unwrap();
@@ -694,6 +700,16 @@ mod tests {
         assert_eq!(report.names_reverted, 1);
     }
 
+    /// Writes "new" to `CURRENT.dbtmp`, syncs it and renames it over CURRENT (no directory sync).
+    fn switch_current(fs: &FileSystem, dir: &Path) {
+        let tmp = dir.join("CURRENT.dbtmp");
+        let mut t = fs.create(&tmp).unwrap();
+        t.write_all(b"new\n").unwrap();
+        t.sync().unwrap();
+        drop(t);
+        fs.rename(&tmp, &dir.join("CURRENT")).unwrap();
+    }
+
     #[test]
     fn reverted_renames_and_removals_come_back_with_their_synced_bytes() {
         let dir = tempfile::tempdir().unwrap();
@@ -701,37 +717,24 @@ mod tests {
         std::fs::write(dir.path().join("000003.log"), b"log").unwrap();
         let faults = FaultInjector::new(dir.path()).unwrap();
         let fs = FileSystem::with_faults(Some(faults.clone()));
-        let tmp = dir.path().join("CURRENT.dbtmp");
-        let mut t = fs.create(&tmp).unwrap();
-        t.write_all(b"new\n").unwrap();
-        t.sync().unwrap();
-        drop(t);
-        fs.rename(&tmp, &dir.path().join("CURRENT")).unwrap();
+        switch_current(&fs, dir.path());
         fs.remove_file(&dir.path().join("000003.log")).unwrap();
         faults.power_cut(PowerCut::strict()).unwrap();
-        assert_eq!(std::fs::read(dir.path().join("CURRENT")).unwrap(), b"old\n");
-        assert_eq!(
-            std::fs::read(dir.path().join("000003.log")).unwrap(),
-            b"log"
-        );
-        assert!(!tmp.exists());
+        let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+        assert_eq!(read("CURRENT"), b"old\n");
+        assert_eq!(read("000003.log"), b"log");
+        assert!(!dir.path().join("CURRENT.dbtmp").exists());
 
         // The same again, made durable by a directory sync.
-        let mut t = fs.create(&tmp).unwrap();
-        t.write_all(b"new\n").unwrap();
-        t.sync().unwrap();
-        drop(t);
-        fs.rename(&tmp, &dir.path().join("CURRENT")).unwrap();
+        switch_current(&fs, dir.path());
         fs.sync_dir(dir.path()).unwrap();
         faults.power_cut(PowerCut::strict()).unwrap();
-        assert_eq!(std::fs::read(dir.path().join("CURRENT")).unwrap(), b"new\n");
+        assert_eq!(read("CURRENT"), b"new\n");
     }
 
     #[test]
     fn a_cut_stops_every_later_operation_until_revived() {
-        let dir = tempfile::tempdir().unwrap();
-        let faults = FaultInjector::new(dir.path()).unwrap();
-        let fs = FileSystem::with_faults(Some(faults.clone()));
+        let (dir, faults, fs) = layer();
         faults.cut_after(1, Box::new(|s: &OpSite| s.kind == OpKind::Sync));
         let mut f = fs.create(&dir.path().join("000001.log")).unwrap();
         fs.sync_dir(dir.path()).unwrap();
@@ -757,9 +760,7 @@ mod tests {
 
     #[test]
     fn an_injected_failure_fails_one_operation_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let faults = FaultInjector::new(dir.path()).unwrap();
-        let fs = FileSystem::with_faults(Some(faults.clone()));
+        let (dir, faults, fs) = layer();
         faults.fail_after(0, Box::new(|s: &OpSite| s.kind == OpKind::Rename));
         let a = dir.path().join("a");
         drop(fs.create(&a).unwrap());
@@ -777,9 +778,7 @@ mod tests {
     #[test]
     fn random_cuts_keep_a_prefix_of_the_unsynced_bytes_or_zeros() {
         for seed in 0..200 {
-            let dir = tempfile::tempdir().unwrap();
-            let faults = FaultInjector::new(dir.path()).unwrap();
-            let fs = FileSystem::with_faults(Some(faults.clone()));
+            let (dir, faults, fs) = layer();
             let p = dir.path().join("000001.log");
             let mut f = fs.create(&p).unwrap();
             fs.sync_dir(dir.path()).unwrap();

@@ -4,7 +4,7 @@
 //! cross a block boundary, so a reader that meets damage can always find the next block's start,
 //! and a torn write damages only the fragments it touched. Each fragment is a [`HEADER_SIZE`]-byte
 //! header (crc32 u32 LE, payload length u16 LE, type u8) followed by the payload; the crc covers
-//! the type byte and the payload. See `design-fragments/record-log.md` for the byte layout.
+//! the type byte and the payload. DESIGN.md holds the byte layout.
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
