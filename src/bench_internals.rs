@@ -1,7 +1,7 @@
 //! Thin wrappers over crate-private pieces of the read and write paths, for the micro-benchmarks in
 //! `benches/hot_paths.rs`: a data block (built as the table builder builds one, sought as a table
 //! Get seeks it) and a memtable (filled as a write fills it). Compiled only with the
-//! `bench-internals` feature and hidden from the docs; it is not part of the API.
+//! `__bench-internals` feature and hidden from the docs; it is not part of the API.
 
 use std::sync::Arc;
 

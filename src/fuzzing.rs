@@ -1,5 +1,5 @@
 //! Entry points for the fuzz targets in `fuzz/`: each feeds arbitrary bytes to one of the crate's
-//! decoders. Compiled only with the `fuzzing` feature and hidden from the docs; it is not part of
+//! decoders. Compiled only with the `__fuzzing` feature and hidden from the docs; it is not part of
 //! the API. Every function must return normally for every input: a panic is a finding.
 
 use std::path::Path;
@@ -7,15 +7,18 @@ use std::sync::Arc;
 
 use crate::cache::ShardedLruCache;
 use crate::db::version_edit::VersionEdit;
-use crate::filter::block_based::BlockBasedFilterReader;
-use crate::filter::full::FullFilterReader;
-use crate::filter::partitioned::PartitionedFilterReader;
+use crate::error::{Error, Result};
 use crate::filter::{
     CacheLocalBloom, Filter, FilterPolicy, FilterProbe, LevelDbBloom, PolicyRegistry,
 };
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, MAX_SEQUENCE};
 use crate::sst::block::{Block, KeyOrder};
+use crate::sst::filter_block::block_based::BlockBasedFilterReader;
+use crate::sst::filter_block::full::FullFilterReader;
+use crate::sst::filter_block::partitioned::PartitionedFilterReader;
+use crate::sst::filter_block::{BlockSource, FilterBlockReader};
+use crate::sst::format::BlockHandle;
 use crate::sst::table_reader::TableReader;
 use crate::stats::Stats;
 use crate::write_batch::decode_batch;
@@ -55,7 +58,9 @@ pub fn table(path: &Path, data: &[u8], key: &[u8]) {
         return;
     };
     let table = Arc::new(table);
-    let _ = table.lookup(&lookup_key(key, MAX_SEQUENCE), &FilterProbe::new(key));
+    let _ = table.search(&lookup_key(key, MAX_SEQUENCE), &FilterProbe::new(key));
+    let _ = table.prefix_may_match(key);
+    let _ = table.filter_shape();
     let mut it = table.iter(true);
     if it.seek_to_first().is_ok() {
         while it.valid() {
@@ -93,23 +98,52 @@ pub fn version_edit(data: &[u8]) {
     let _ = VersionEdit::decode(data, Path::new("MANIFEST-000001"));
 }
 
+/// What a filter reader reads besides its own block, in the `filters` target: `data` again as
+/// every partition, and a data block at `block_offset` for every key.
+struct FuzzBlocks<'a> {
+    data: &'a [u8],
+    block_offset: u64,
+}
+
+impl BlockSource for FuzzBlocks<'_> {
+    fn filter_partition(&self, _handle: BlockHandle) -> Result<Arc<Vec<u8>>> {
+        Ok(Arc::new(self.data.to_vec()))
+    }
+
+    fn data_block_for(&self, _lookup: &[u8]) -> Result<Option<BlockHandle>> {
+        Ok(Some(BlockHandle {
+            offset: self.block_offset,
+            size: 0,
+        }))
+    }
+
+    fn corruption(&self, what: &str) -> Error {
+        Error::corruption(Path::new("fuzz.sst"), what)
+    }
+}
+
 /// Asks every filter reader about `key` over the filter bytes `data`.
 pub fn filters(data: &[u8], key: &[u8], block_offset: u64) {
     let policies: [Arc<dyn FilterPolicy>; 2] = [
         Arc::new(LevelDbBloom::new(10.0)),
         Arc::new(CacheLocalBloom::new(10.0)),
     ];
-    for p in &policies {
-        std::hint::black_box(p.may_match(data, key));
-        std::hint::black_box(
-            FullFilterReader::new(data.to_vec()).may_match(p.as_ref(), &FilterProbe::new(key)),
-        );
-        if let Some(r) = BlockBasedFilterReader::new(data.to_vec()) {
-            std::hint::black_box(r.may_match(p.as_ref(), block_offset, key));
-            std::hint::black_box(r.may_match(p.as_ref(), 0, key));
-        }
+    let mut readers: Vec<Box<dyn FilterBlockReader>> =
+        vec![Box::new(FullFilterReader::new(data.to_vec()))];
+    if let Some(r) = BlockBasedFilterReader::new(data.to_vec()) {
+        readers.push(Box::new(r));
     }
     if let Some(r) = PartitionedFilterReader::new(data.to_vec()) {
-        std::hint::black_box(r.partition_for(key));
+        readers.push(Box::new(r));
+    }
+    let blocks = FuzzBlocks { data, block_offset };
+    let lookup = lookup_key(key, MAX_SEQUENCE);
+    for p in &policies {
+        std::hint::black_box(p.may_match(data, key));
+        std::hint::black_box(p.probes_in(data));
+        for r in &readers {
+            let _ = r.may_match(p.as_ref(), &FilterProbe::new(key), &lookup, &blocks);
+            let _ = r.describe(p.as_ref(), &blocks);
+        }
     }
 }

@@ -38,6 +38,8 @@
 //! # }
 //! ```
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+// No unsafe code; a module that needs it (a SIMD probe) allows it itself, `// SAFETY:` per block.
+#![deny(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
@@ -59,7 +61,7 @@ mod wal;
 mod write_batch;
 
 // Decoder entry points for the fuzz targets in fuzz/; not an API.
-#[cfg(feature = "fuzzing")]
+#[cfg(feature = "__fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 
@@ -69,7 +71,7 @@ pub mod fuzzing;
 pub use fs::fault_injection;
 
 // Wrappers over crate-private hot paths for benches/hot_paths.rs; not an API.
-#[cfg(feature = "bench-internals")]
+#[cfg(feature = "__bench-internals")]
 #[doc(hidden)]
 pub mod bench_internals;
 

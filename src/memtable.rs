@@ -14,9 +14,9 @@ use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind};
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
 const ENTRY_OVERHEAD: usize = 64;
 
-/// What a lookup found for a user key.
+/// The newest entry for a user key, as a memtable or table holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Lookup {
+pub(crate) enum NewestEntry {
     Value(Vec<u8>),
     Deleted,
 }
@@ -65,7 +65,7 @@ impl MemTable {
 
     /// The newest entry for the user key of `lookup` (a [`lookup_key`](crate::key::lookup_key))
     /// with a sequence ≤ the lookup's. A Get builds one lookup key for every memtable and table.
-    pub(crate) fn get(&self, lookup: &InternalKey) -> Option<Lookup> {
+    pub(crate) fn get(&self, lookup: &InternalKey) -> Option<NewestEntry> {
         // An empty memtable (just after a switch or flush) is answered without an epoch pin. Its
         // count is read after the Get's sequence, so it covers every entry that sequence admits.
         if self.map.is_empty() {
@@ -78,8 +78,8 @@ impl MemTable {
             return None;
         }
         Some(match parsed.kind {
-            ValueKind::Value => Lookup::Value(entry.value().clone()),
-            ValueKind::Deletion => Lookup::Deleted,
+            ValueKind::Value => NewestEntry::Value(entry.value().clone()),
+            ValueKind::Deletion => NewestEntry::Deleted,
         })
     }
 
@@ -173,15 +173,15 @@ mod tests {
         m.add(4, ValueKind::Value, b"ka", b"other");
         assert_eq!(
             m.get(&InternalKey::new(b"k", 1, ValueKind::Value)),
-            Some(Lookup::Value(b"v1".to_vec()))
+            Some(NewestEntry::Value(b"v1".to_vec()))
         );
         assert_eq!(
             m.get(&InternalKey::new(b"k", 2, ValueKind::Value)),
-            Some(Lookup::Value(b"v2".to_vec()))
+            Some(NewestEntry::Value(b"v2".to_vec()))
         );
         assert_eq!(
             m.get(&InternalKey::new(b"k", 10, ValueKind::Value)),
-            Some(Lookup::Deleted)
+            Some(NewestEntry::Deleted)
         );
         assert_eq!(m.get(&InternalKey::new(b"j", 10, ValueKind::Value)), None);
         assert_eq!(m.get(&InternalKey::new(b"ka", 3, ValueKind::Value)), None);

@@ -7,6 +7,7 @@ use crate::prefix::PrefixExtractor;
 
 /// How data blocks are compressed on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Compression {
     /// Blocks are stored as they are.
     None,
@@ -252,4 +253,24 @@ pub struct WriteOptions {
     /// Without it a write survives a crash of the process, and a crash of the machine may lose the
     /// newest unsynced writes, never some writes without those before them.
     pub sync: bool,
+}
+
+impl WriteOptions {
+    /// The default options (no sync), the same as `WriteOptions::default()`. Build from here with
+    /// the methods below: `WriteOptions::new().sync(true)` keeps compiling when fields are added,
+    /// a struct literal does not.
+    ///
+    /// ```
+    /// let opts = siftdb::WriteOptions::new().sync(true);
+    /// assert!(opts.sync);
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the `sync` field: whether the write returns only after the WAL has been fsynced.
+    pub fn sync(mut self, yes: bool) -> Self {
+        self.sync = yes;
+        self
+    }
 }

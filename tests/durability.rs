@@ -122,9 +122,11 @@ fn logs(dir: &Path) -> Vec<String> {
 }
 
 /// Builds the directory a crash leaves when a flush is slow: several WALs, the MANIFEST written
-/// before any of them was flushed. Writes `unsynced` unsynced puts (enough to switch memtables
-/// several times), then `synced` synced ones; then the machine stops (`kill`), the flush is let go
-/// (it fails: the machine is down) and the store is dropped.
+/// before any of them was flushed. Writes `unsynced` unsynced puts (at least 13, so the memtable
+/// fills and its flush starts and waits at the gate), freezes the next memtable with a `flush`
+/// from another thread (which waits too), then writes `synced` synced puts; then the machine
+/// stops (`kill`), the flushes are let go (they fail: the machine is down) and the store is
+/// dropped.
 fn slow_flush_then_crash(
     dir: &Path,
     faults: &FaultInjector,
@@ -137,21 +139,25 @@ fn slow_flush_then_crash(
     for i in 0..unsynced {
         db.put(key(i), value(i, "early")).unwrap();
     }
-    // A flush from another thread: it freezes the memtable and waits at the gate.
+    // A flush from another thread: it freezes the memtable (a new WAL) and waits at the gate.
     let flusher = {
         let db = Arc::clone(&db);
         std::thread::spawn(move || db.flush())
     };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while logs(dir).len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the scenario needs several WALs: {:?}",
+            logs(dir)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     for i in unsynced..unsynced + synced {
         let mut b = WriteBatch::new();
         b.put(key(i), value(i, "synced"));
         db.write_opt(b, &SYNC).unwrap();
     }
-    assert!(
-        logs(dir).len() >= 3,
-        "the scenario needs several WALs: {:?}",
-        logs(dir)
-    );
     faults.kill();
     gate.open();
     assert!(flusher.join().unwrap().is_err(), "the flush met the crash");
@@ -181,7 +187,7 @@ fn check_range(db: &Db, range: std::ops::Range<usize>, unsynced: usize, what: &s
 /// must lose none of them, and a WAL replayed once must never be replayed again over newer writes.
 #[test]
 fn interrupted_opens_lose_no_wal_and_replay_none_twice() {
-    let (unsynced, synced) = (12, 5);
+    let (unsynced, synced) = (16, 5);
     let pristine = tempfile::tempdir().unwrap();
     let faults = FaultInjector::new(pristine.path()).unwrap();
     let gate = slow_flush_then_crash(pristine.path(), &faults, unsynced, synced);

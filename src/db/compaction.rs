@@ -11,7 +11,7 @@ use super::flush::table_options;
 use super::table_filter::filter_for_new_table;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
-use super::{CompactPointers, Db, DbInner, SuperVersion};
+use super::{CompactPointers, Db, DbInner};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{parse_internal_key, ValueKind};
@@ -120,12 +120,7 @@ impl DbInner {
         let mut manifest = self.manifest.lock();
         let version = manifest.log_and_apply(edit, self.next_file.load(Ordering::SeqCst))?;
         let mut st = self.state.lock();
-        let sv = SuperVersion {
-            mem: Arc::clone(&st.sv.mem),
-            imm: st.sv.imm.clone(),
-            version,
-        };
-        self.install_super_version(&mut st, sv);
+        self.install_super_version(&mut st, |sv| sv.version = version);
         drop(st);
         drop(manifest);
         self.changed.notify_all();

@@ -1,11 +1,12 @@
 //! `Db::explain_get`: what a point lookup would consult and read.
 
+use super::read::TableVisit;
 use super::Db;
 use crate::error::Result;
 use crate::filter::FilterProbe;
 use crate::inspect::{FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableStep};
 use crate::key::{InternalKey, ValueKind};
-use crate::memtable::Lookup;
+use crate::memtable::NewestEntry;
 
 impl Db {
     /// Looks `key` up the way [`get`](Db::get) does and reports each step: whether a memtable
@@ -43,14 +44,14 @@ impl Db {
             source: GetSource::Nowhere,
             answer: GetAnswer::NotFound,
         };
-        let probe = InternalKey::new(key, seq, ValueKind::Value);
+        let lookup = InternalKey::new(key, seq, ValueKind::Value);
         let mem_hit =
             sv.mem
-                .get(&probe)
+                .get(&lookup)
                 .map(|l| (GetSource::Memtable, l))
                 .or_else(|| {
                     sv.imm.iter().enumerate().find_map(|(i, m)| {
-                        m.get(&probe).map(|l| (GetSource::ImmutableMemtable(i), l))
+                        m.get(&lookup).map(|l| (GetSource::ImmutableMemtable(i), l))
                     })
                 });
         if let Some((source, hit)) = mem_hit {
@@ -59,66 +60,55 @@ impl Db {
             return Ok(e);
         }
 
-        let version = &sv.version;
-        // The tables a Get consults; L0 tables outside the key's range are listed too, to show the
-        // range check at work (deeper levels have at most one candidate each).
-        let consulted: Vec<(usize, u64)> = version
-            .tables_for_key(key)
-            .map(|(level, f)| (level, f.number))
-            .collect();
-        let l0 = version.levels[0].iter().rev().map(|f| (0, f));
-        let deeper = version.tables_for_key(key).filter(|(level, _)| *level > 0);
-        let lookup = probe.as_bytes();
-        for (level, file) in l0.chain(deeper) {
-            let mut step = TableStep {
-                level,
-                file_number: file.number,
-                smallest: file.smallest_user().to_vec(),
-                largest: file.largest_user().to_vec(),
-                key_in_range: consulted.contains(&(level, file.number)),
-                filter: None,
-                data_block: None,
-                held: TableHeld::NotSearched,
-            };
-            if !step.key_in_range {
-                e.tables.push(step);
-                continue;
-            }
-            let table = inner.tables.get(file)?;
-            // `lookup` reports the filter's verdict without recording it in the statistics.
-            let outcome = table.lookup(lookup, &FilterProbe::new(key))?;
-            step.filter = outcome
-                .filter
-                .map(|(layout, may_match)| FilterCheck { layout, may_match });
-            step.data_block = outcome.data_block.map(Into::into);
-            if step.filter.is_none_or(|c| c.may_match) {
-                step.held = TableHeld::NoEntry;
-            }
-            let found = outcome.found;
-            if let Some(hit) = &found {
-                step.held = match hit {
-                    Lookup::Value(v) => TableHeld::Value(v.len()),
-                    Lookup::Deleted => TableHeld::Tombstone,
-                };
-            }
-            e.tables.push(step);
-            if let Some(hit) = found {
-                e.source = GetSource::Table {
+        let mut steps = Vec::new();
+        let found = inner.search_tables(
+            &sv.version,
+            &lookup,
+            &FilterProbe::new(key),
+            |level, file, visit| {
+                let mut step = TableStep {
                     level,
                     file_number: file.number,
+                    smallest: file.smallest_user().to_vec(),
+                    largest: file.largest_user().to_vec(),
+                    key_in_range: false,
+                    filter: None,
+                    data_block: None,
+                    held: TableHeld::NotSearched,
                 };
-                e.answer = answer_of(hit);
-                break;
-            }
+                // The search reports the filter's verdict; nothing is counted in the statistics.
+                if let TableVisit::Searched(search) = visit {
+                    step.key_in_range = true;
+                    step.filter = search
+                        .filter
+                        .map(|(layout, may_match)| FilterCheck { layout, may_match });
+                    step.data_block = search.data_block.map(Into::into);
+                    step.held = match &search.found {
+                        Some(NewestEntry::Value(v)) => TableHeld::Value(v.len()),
+                        Some(NewestEntry::Deleted) => TableHeld::Tombstone,
+                        None if step.filter.is_none_or(|c| c.may_match) => TableHeld::NoEntry,
+                        None => TableHeld::NotSearched,
+                    };
+                }
+                steps.push(step);
+            },
+        )?;
+        e.tables = steps;
+        if let (Some(hit), Some(last)) = (found, e.tables.last()) {
+            e.source = GetSource::Table {
+                level: last.level,
+                file_number: last.file_number,
+            };
+            e.answer = answer_of(hit);
         }
         Ok(e)
     }
 }
 
-fn answer_of(hit: Lookup) -> GetAnswer {
+fn answer_of(hit: NewestEntry) -> GetAnswer {
     match hit {
-        Lookup::Value(v) => GetAnswer::Value(v),
-        Lookup::Deleted => GetAnswer::Deleted,
+        NewestEntry::Value(v) => GetAnswer::Value(v),
+        NewestEntry::Deleted => GetAnswer::Deleted,
     }
 }
 

@@ -8,7 +8,7 @@ use super::filename::{log_path, table_path};
 use super::store_id::StoreId;
 use super::table_filter::filter_for_new_table;
 use super::version_edit::{NewFile, VersionEdit};
-use super::{Db, DbInner, SuperVersion};
+use super::{Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::fs::FileSystem;
@@ -113,22 +113,10 @@ impl DbInner {
             edit,
             self.next_file.load(std::sync::atomic::Ordering::SeqCst),
         )?;
-        {
-            let mut st = self.state.lock();
-            let imm = st
-                .sv
-                .imm
-                .iter()
-                .filter(|m| !Arc::ptr_eq(m, &mem))
-                .cloned()
-                .collect();
-            let sv = SuperVersion {
-                mem: Arc::clone(&st.sv.mem),
-                imm,
-                version,
-            };
-            self.install_super_version(&mut st, sv);
-        }
+        self.install_super_version(&mut self.state.lock(), |sv| {
+            sv.imm.retain(|m| !Arc::ptr_eq(m, &mem));
+            sv.version = version;
+        });
         drop(manifest);
         self.changed.notify_all();
         self.stats.inc(Ticker::Flushes);

@@ -45,11 +45,23 @@ pub use scan::Scan;
 
 /// The memtables and tables a read sees, swapped as one whenever any of them changes, so a reader
 /// takes one `Arc` under the lock and then reads without it.
+#[derive(Clone)]
 pub(crate) struct SuperVersion {
     pub(crate) mem: Arc<MemTable>,
     /// Frozen memtables waiting for flush, newest first.
     pub(crate) imm: Vec<Arc<MemTable>>,
     pub(crate) version: Arc<Version>,
+}
+
+impl SuperVersion {
+    /// The super-version of a store just opened: an empty memtable over `version`.
+    pub(crate) fn first(mem: Arc<MemTable>, version: Arc<Version>) -> SuperVersion {
+        SuperVersion {
+            mem,
+            imm: Vec::new(),
+            version,
+        }
+    }
 }
 
 /// State shared under `DbInner::state`.
@@ -113,8 +125,16 @@ impl DbInner {
         Arc::clone(&self.state.lock().sv)
     }
 
-    /// Makes `sv` the super-version readers see. Called with the state lock held (`st`).
-    pub(crate) fn install_super_version(&self, st: &mut State, sv: SuperVersion) {
+    /// Makes the current super-version, changed by `change`, the one readers see. The one place a
+    /// super-version is replaced (writes freeze memtables, flushes and compactions install
+    /// versions). Called with the state lock held (`st`).
+    pub(crate) fn install_super_version(
+        &self,
+        st: &mut State,
+        change: impl FnOnce(&mut SuperVersion),
+    ) {
+        let mut sv = SuperVersion::clone(&st.sv);
+        change(&mut sv);
         let sv = Arc::new(sv);
         let old_current = std::mem::replace(&mut *self.current.write(), Arc::clone(&sv));
         st.sv = sv;

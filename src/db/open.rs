@@ -154,11 +154,10 @@ impl Db {
                 let _ = fs.remove_file(&table_path(&dir, number));
             })
         };
-        let sv = Arc::new(SuperVersion {
-            mem: Arc::new(MemTable::new(log_number)),
-            imm: Vec::new(),
-            version: Arc::clone(manifest.current()),
-        });
+        let sv = Arc::new(SuperVersion::first(
+            Arc::new(MemTable::new(log_number)),
+            Arc::clone(manifest.current()),
+        ));
         let inner = Arc::new(DbInner {
             dir: dir.to_path_buf(),
             fs,

@@ -7,12 +7,16 @@
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
-use super::Db;
+use super::version::{FileMeta, Version};
+use super::{Db, DbInner};
 use crate::error::Result;
 use crate::filter::FilterProbe;
-use crate::key::{append_internal_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN};
-use crate::memtable::Lookup;
-use crate::stats::Ticker;
+use crate::key::{
+    append_internal_key, user_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN,
+};
+use crate::memtable::NewestEntry;
+use crate::sst::table_reader::TableSearch;
+use crate::stats::{FilterVerdict, Ticker};
 
 /// A lookup buffer larger than this is not kept for the thread's next Get.
 const KEPT_LOOKUP_BYTES: usize = 4096;
@@ -44,6 +48,47 @@ fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalKey) -> R) -
     r
 }
 
+/// One table a point lookup considered.
+pub(crate) enum TableVisit<'a> {
+    /// An L0 table whose key range does not hold the key: passed over without a look.
+    OutOfRange,
+    /// A table that was searched, and what the search did.
+    Searched(&'a TableSearch),
+}
+
+impl DbInner {
+    /// The walk every point lookup takes through `version`: each L0 table newest first (searched
+    /// if its key range holds the key), then the one table per deeper level whose range may hold
+    /// it, until a table holds an entry for the key. `visit` sees every table considered, in
+    /// order. `lookup` is the lookup key; `probe` its user key's, hashed at most once.
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming the file if a table is damaged; `Error::Io` if one cannot be read.
+    pub(crate) fn search_tables<'v>(
+        &self,
+        version: &'v Version,
+        lookup: &InternalKey,
+        probe: &FilterProbe<'_>,
+        mut visit: impl FnMut(usize, &'v FileMeta, TableVisit<'_>),
+    ) -> Result<Option<NewestEntry>> {
+        let lookup = lookup.as_bytes();
+        let ukey = user_key(lookup);
+        let l0 = version.levels[0].iter().rev().map(|f| (0, f));
+        for (level, file) in l0.chain(version.deeper_tables_for_key(ukey)) {
+            if level == 0 && !file.overlaps(ukey, ukey) {
+                visit(0, file, TableVisit::OutOfRange);
+                continue;
+            }
+            let outcome = self.tables.get(file)?.search(lookup, probe)?;
+            visit(level, file, TableVisit::Searched(&outcome));
+            if outcome.found.is_some() {
+                return Ok(outcome.found);
+            }
+        }
+        Ok(None)
+    }
+}
+
 impl Db {
     /// The value of `key`, or `None` if it is absent or deleted.
     ///
@@ -58,7 +103,7 @@ impl Db {
         // the whole Get; installers wait for it, briefly.
         let sv = inner.current.read();
         let seq = inner.last_sequence.load(Ordering::Acquire);
-        let found = with_lookup_key(key, seq, |lookup| -> Result<Option<Lookup>> {
+        let found = with_lookup_key(key, seq, |lookup| -> Result<Option<NewestEntry>> {
             if let Some(hit) = sv
                 .mem
                 .get(lookup)
@@ -67,26 +112,36 @@ impl Db {
                 inner.stats.inc(Ticker::MemtableHit);
                 return Ok(Some(hit));
             }
-            let probe = FilterProbe::new(key);
             let mut consulted = 0;
-            let mut found = None;
-            for (level, file) in sv.version.tables_for_key(key) {
-                consulted += 1;
-                let table = inner.tables.get(file)?;
-                if let Some(hit) = table.get(lookup.as_bytes(), &probe, level)? {
-                    found = Some(hit);
-                    break;
-                }
-            }
+            let found = inner.search_tables(
+                &sv.version,
+                lookup,
+                &FilterProbe::new(key),
+                |level, _, visit| {
+                    let TableVisit::Searched(search) = visit else {
+                        return;
+                    };
+                    consulted += 1;
+                    // The statistics count what each table's filter answered, by level and layout.
+                    if let Some((layout, maybe)) = search.filter {
+                        let verdict = match (maybe, search.found.is_some()) {
+                            (false, _) => FilterVerdict::Useful,
+                            (true, false) => FilterVerdict::FalsePositive,
+                            (true, true) => FilterVerdict::TruePositive,
+                        };
+                        inner.stats.record_filter(level, layout, verdict);
+                    }
+                },
+            )?;
             inner.stats.add(Ticker::TablesConsulted, consulted);
             Ok(found)
         })?;
         Ok(match found {
-            Some(Lookup::Value(v)) => {
+            Some(NewestEntry::Value(v)) => {
                 inner.stats.inc(Ticker::NumberKeysFound);
                 Some(v)
             }
-            Some(Lookup::Deleted) | None => None,
+            Some(NewestEntry::Deleted) | None => None,
         })
     }
 }

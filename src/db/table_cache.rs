@@ -12,25 +12,12 @@ use std::sync::Arc;
 
 use super::filename::table_path;
 use super::store_id::StoreId;
-use super::version::FileMeta;
+use super::version::{FileMeta, PinnedReader};
 use crate::cache::ShardedLruCache;
 use crate::error::Result;
 use crate::filter::PolicyRegistry;
 use crate::sst::table_reader::{BlockCache, ExpectedTable, TableReader};
 use crate::stats::Stats;
-
-/// A reader pinned to its table's `FileMeta`; closing it (when the table leaves the last
-/// version) frees its pin.
-pub(crate) struct PinnedReader {
-    reader: Arc<TableReader>,
-    pinned: Arc<AtomicUsize>,
-}
-
-impl Drop for PinnedReader {
-    fn drop(&mut self) {
-        self.pinned.fetch_sub(1, Relaxed);
-    }
-}
 
 /// A table's reader: borrowed from its `FileMeta` if pinned, else shared with the LRU.
 pub(crate) enum TableRef<'a> {
@@ -92,7 +79,7 @@ impl TableCache {
     /// or if it is not the table the MANIFEST describes (size, store identity, number, key range).
     pub(crate) fn get<'a>(&self, file: &'a FileMeta) -> Result<TableRef<'a>> {
         if let Some(p) = file.pinned_reader() {
-            return Ok(TableRef::Pinned(&p.reader));
+            return Ok(TableRef::Pinned(p.reader()));
         }
         let reader = match self.readers.get(&file.number) {
             Some(r) => r,
@@ -115,10 +102,10 @@ impl TableCache {
             .fetch_update(Relaxed, Relaxed, |n| (n < self.max_pinned).then_some(n + 1));
         if room.is_ok() {
             // A racing Get may have pinned it first; then ours is dropped and frees its pin.
-            file.pin_reader(PinnedReader {
-                reader: Arc::clone(&reader),
-                pinned: Arc::clone(&self.pinned),
-            });
+            file.pin_reader(PinnedReader::new(
+                Arc::clone(&reader),
+                Arc::clone(&self.pinned),
+            ));
             self.readers.remove(&file.number);
         } else {
             self.readers.insert(file.number, Arc::clone(&reader), 1);

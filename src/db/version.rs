@@ -2,12 +2,37 @@
 //! compaction makes a new one from an edit, and readers keep the one they started with.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
-use super::table_cache::PinnedReader;
 use super::version_edit::{NewFile, VersionEdit};
 use crate::key::{compare_bytes, user_key};
 use crate::options::{Options, NUM_LEVELS};
+use crate::sst::table_reader::TableReader;
+
+/// A table's open reader, pinned in its `FileMeta` by the table cache; dropping it (when the table
+/// leaves the last version) gives its pin back.
+pub(crate) struct PinnedReader {
+    reader: Arc<TableReader>,
+    pinned: Arc<AtomicUsize>,
+}
+
+impl PinnedReader {
+    /// `reader`, holding one of the pins counted by `pinned`.
+    pub(crate) fn new(reader: Arc<TableReader>, pinned: Arc<AtomicUsize>) -> Self {
+        PinnedReader { reader, pinned }
+    }
+
+    pub(crate) fn reader(&self) -> &Arc<TableReader> {
+        &self.reader
+    }
+}
+
+impl Drop for PinnedReader {
+    fn drop(&mut self) {
+        self.pinned.fetch_sub(1, Relaxed);
+    }
+}
 
 /// What deletes a table file once no version uses it any more.
 pub(crate) type Retire = Arc<dyn Fn(u64) + Send + Sync>;
@@ -128,13 +153,15 @@ impl Version {
         self.levels[level].iter().map(|f| f.size).sum()
     }
 
-    /// The tables a point lookup of `ukey` must consult, in the order to consult them: L0 newest
-    /// first, then at most one table per deeper level.
-    pub(crate) fn tables_for_key<'a>(&'a self, ukey: &'a [u8]) -> TablesForKey<'a> {
-        TablesForKey {
+    /// The tables below L0 a point lookup of `ukey` consults, in order: at most one per level,
+    /// the one whose key range may hold it.
+    pub(crate) fn deeper_tables_for_key<'v, 'k>(
+        &'v self,
+        ukey: &'k [u8],
+    ) -> DeeperTablesForKey<'v, 'k> {
+        DeeperTablesForKey {
             version: self,
             ukey,
-            l0_left: self.levels[0].len(),
             level: 1,
         }
     }
@@ -182,29 +209,20 @@ impl Version {
     }
 }
 
-/// The tables a point lookup consults (see [`Version::tables_for_key`]): a plain loop rather than
-/// an iterator chain, since it runs once per Get.
-pub(crate) struct TablesForKey<'a> {
-    version: &'a Version,
-    ukey: &'a [u8],
-    /// L0 tables not yet looked at (they are visited from the newest, the last, down).
-    l0_left: usize,
-    /// The next deeper level to look in.
+/// The tables below L0 a point lookup consults (see [`Version::deeper_tables_for_key`]): a plain
+/// loop rather than an iterator chain, since it runs once per Get.
+pub(crate) struct DeeperTablesForKey<'v, 'k> {
+    version: &'v Version,
+    ukey: &'k [u8],
+    /// The next level to look in.
     level: usize,
 }
 
-impl<'a> Iterator for TablesForKey<'a> {
-    type Item = (usize, &'a Arc<FileMeta>);
+impl<'v> Iterator for DeeperTablesForKey<'v, '_> {
+    type Item = (usize, &'v Arc<FileMeta>);
 
     fn next(&mut self) -> Option<Self::Item> {
         let ukey = self.ukey;
-        while self.l0_left > 0 {
-            self.l0_left -= 1;
-            let f = &self.version.levels[0][self.l0_left];
-            if f.overlaps(ukey, ukey) {
-                return Some((0, f));
-            }
-        }
         while self.level < NUM_LEVELS {
             let level = self.level;
             self.level += 1;
@@ -247,7 +265,7 @@ mod tests {
     }
 
     #[test]
-    fn lookups_visit_l0_newest_first_then_one_table_per_level() {
+    fn lookups_visit_one_table_per_deeper_level() {
         let edit = VersionEdit {
             added: vec![
                 nf(0, 5, "a", "z"),
@@ -259,13 +277,15 @@ mod tests {
             ..Default::default()
         };
         let v = Version::default().apply(&edit);
-        let got: Vec<_> = v.tables_for_key(b"n").map(|(l, f)| (l, f.number)).collect();
-        assert_eq!(got, vec![(0, 9), (0, 5), (1, 4), (2, 1)]);
-        let got: Vec<_> = v
-            .tables_for_key(b"fz")
-            .map(|(l, f)| (l, f.number))
-            .collect();
-        assert_eq!(got, vec![(0, 5), (2, 1)]);
+        let deeper = |k: &[u8]| -> Vec<(usize, u64)> {
+            v.deeper_tables_for_key(k)
+                .map(|(l, f)| (l, f.number))
+                .collect()
+        };
+        assert_eq!(deeper(b"n"), vec![(1, 4), (2, 1)]);
+        assert_eq!(deeper(b"fz"), vec![(2, 1)]);
+        let l0: Vec<u64> = v.levels[0].iter().map(|f| f.number).collect();
+        assert_eq!(l0, vec![5, 9], "L0 is kept oldest first");
         assert!(!v.is_base_level_for_key(1, b"b"));
         assert!(v.is_base_level_for_key(2, b"b"));
         assert_eq!(v.find_overlap(), None);

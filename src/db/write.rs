@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::filename::log_path;
-use super::{Db, DbInner, SuperVersion, WalState};
+use super::{Db, DbInner, WalState};
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
@@ -259,15 +259,10 @@ impl DbInner {
         wal.older.retain(|(n, _)| unflushed(*n));
         // Under the WAL lock every committed group is in the old memtable.
         st.sv.mem.freeze(self.last_sequence.load(Ordering::Acquire));
-        let mut imm = Vec::with_capacity(st.sv.imm.len() + 1);
-        imm.push(Arc::clone(&st.sv.mem));
-        imm.extend(st.sv.imm.iter().cloned());
-        let sv = SuperVersion {
-            mem: Arc::new(MemTable::new(number)),
-            imm,
-            version: Arc::clone(&st.sv.version),
-        };
-        self.install_super_version(&mut st, sv);
+        self.install_super_version(&mut st, |sv| {
+            let frozen = std::mem::replace(&mut sv.mem, Arc::new(MemTable::new(number)));
+            sv.imm.insert(0, frozen);
+        });
         drop(st);
         self.changed.notify_all();
         Ok(())

@@ -203,6 +203,16 @@ impl FilterPolicy for CacheLocalBloom {
         "siftdb.CacheLocalBloom"
     }
 
+    /// The probes are the low 5 bits of the trailer's third byte.
+    fn probes_in(&self, filter: &[u8]) -> Option<u32> {
+        match filter {
+            [data @ .., MARKER, SUB_IMPL, p, 0, 0] if !data.is_empty() && p >> 5 == 0 => {
+                Some(u32::from(*p))
+            }
+            _ => None,
+        }
+    }
+
     fn with_bits_per_key(&self, bits_per_key: f64) -> Option<std::sync::Arc<dyn FilterPolicy>> {
         Some(std::sync::Arc::new(CacheLocalBloom::new(bits_per_key)))
     }
@@ -301,6 +311,16 @@ impl FilterBitsBuilder for CacheLocalBloomBuilder {
 mod tests {
     use super::*;
     use crate::filter::test_support::{build, fp_rate, key, xorshift};
+
+    #[test]
+    fn probes_are_read_from_the_filter_bytes() {
+        let p = CacheLocalBloom::new(10.0);
+        let mut f = vec![0u8; 64];
+        f.extend_from_slice(&[0xFF, 0, 7, 0, 0]);
+        assert_eq!(p.probes_in(&f), Some(7));
+        assert_eq!(p.probes_in(&f[64..]), None);
+        assert_eq!(p.probes_in(&build(&p, "k", 1000)), Some(6));
+    }
 
     #[test]
     fn probe_table() {

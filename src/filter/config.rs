@@ -44,6 +44,13 @@ impl FilterLayout {
         }
     }
 
+    /// The layout and policy name a metaindex entry names, if it names a filter.
+    pub(crate) fn parse_meta_name(name: &str) -> Option<(FilterLayout, &str)> {
+        FilterLayout::ALL
+            .into_iter()
+            .find_map(|layout| Some((layout, name.strip_prefix(layout.meta_prefix())?)))
+    }
+
     pub(crate) fn index(self) -> usize {
         self as usize
     }

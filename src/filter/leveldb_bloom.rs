@@ -121,6 +121,14 @@ impl FilterPolicy for LevelDbBloom {
         "leveldb.BuiltinBloomFilter2"
     }
 
+    /// k is the filter's last byte.
+    fn probes_in(&self, filter: &[u8]) -> Option<u32> {
+        match filter {
+            [_, .., k] if (1..=30).contains(k) => Some(u32::from(*k)),
+            _ => None,
+        }
+    }
+
     fn with_bits_per_key(&self, bits_per_key: f64) -> Option<std::sync::Arc<dyn FilterPolicy>> {
         Some(std::sync::Arc::new(LevelDbBloom::new(bits_per_key)))
     }
@@ -235,6 +243,14 @@ mod tests {
         // Longer than one word, exercising the loop and a tail.
         let long = LevelDbBloom::hash(b"hello world");
         assert_ne!(long, LevelDbBloom::hash(b"hello worle"));
+    }
+
+    #[test]
+    fn probes_are_read_from_the_filter_bytes() {
+        let p = LevelDbBloom::new(10.0);
+        assert_eq!(p.probes_in(&[0, 0, 6]), Some(6));
+        assert_eq!(p.probes_in(&[0, 31]), None);
+        assert_eq!(p.probes_in(&build(&p, "k", 100)), Some(6));
     }
 
     #[test]

@@ -1,17 +1,14 @@
-//! Filters: the policy axis (which bits) and the layout axis (where the bits live in a table).
+//! Filters: the policy axis (which bits a set of keys becomes) and the user's choice of layout.
 //!
 //! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], [`BinaryFuse`], or your own [`FilterPolicy`].
-//! Layouts: block-based (`block_based.rs`), full (`full.rs`), partitioned (`partitioned.rs`).
+//! The layouts themselves (where a table keeps the bits) are part of the table format, in
+//! `sst/filter_block/`; nothing here knows of tables.
 
 mod allocation;
 mod binary_fuse;
-pub(crate) mod block_based;
 mod cache_local_bloom;
 mod config;
-pub(crate) mod full;
-pub(crate) mod layout;
 mod leveldb_bloom;
-pub(crate) mod partitioned;
 mod policy;
 #[cfg(test)]
 mod test_support;

@@ -96,6 +96,14 @@ pub trait FilterPolicy: Send + Sync {
         let _ = bits_per_key;
         None
     }
+
+    /// The probes per key that `filter`, built by this policy, uses, read from its bytes: for
+    /// inspection tools such as `sst_dump`. `None` (the default) if the policy does not say, or
+    /// `filter` is not one of its well-formed filters.
+    fn probes_in(&self, filter: &[u8]) -> Option<u32> {
+        let _ = filter;
+        None
+    }
 }
 
 /// A key about to be tested against several filters, with its 64-bit xxh3 hash (seed 0) computed

@@ -147,6 +147,37 @@ impl Write for WritableFile {
     }
 }
 
+/// Reads exactly `buf.len()` bytes at `offset` of `file`, without moving a shared cursor, so
+/// several threads can read one file at once.
+///
+/// # Errors
+/// `UnexpectedEof` if the file ends first; any other read error.
+#[cfg(unix)]
+pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Reads exactly `buf.len()` bytes at `offset` of `file` (see the Unix version).
+///
+/// # Errors
+/// `UnexpectedEof` if the file ends first; any other read error.
+#[cfg(windows)]
+pub(crate) fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// An `io::Error` that keeps `e`'s kind and says which file it happened to.
 pub(crate) fn io_error_at(path: &Path, e: io::Error) -> io::Error {
     if e.get_ref().is_some_and(|inner| inner.is::<PathError>()) {

@@ -10,7 +10,6 @@
 //! ```
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::coding::{fixed32_at, fixed64_at, put_varint64, Decoder};
@@ -142,7 +141,7 @@ pub(crate) fn read_block(
         })?;
     let len = usize::try_from(end - handle.offset).map_err(|_| bad("block too large".into()))?;
     let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, handle.offset).map_err(|e| {
+    crate::fs::read_exact_at(file, &mut buf, handle.offset).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             bad(format!("short read of block at offset {}", handle.offset))
         } else {

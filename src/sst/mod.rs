@@ -1,7 +1,8 @@
-//! Sorted string tables: blocks, the table writer and the table reader.
+//! Sorted string tables: blocks, filter layouts, the table writer and the table reader.
 
 pub(crate) mod block;
 pub(crate) mod block_builder;
+pub(crate) mod filter_block;
 pub(crate) mod format;
 pub(crate) mod index_search;
 pub(crate) mod properties;

@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 
 use crate::db::store_id::StoreId;
 use crate::error::Result;
-use crate::filter::layout::{new_filter_block_builder, FilterBlockBuilder};
 use crate::filter::Filter;
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{parse_internal_key, user_key, ValueKind};
 use crate::options::Compression;
 use crate::prefix::PrefixExtractor;
 use crate::sst::block_builder::BlockBuilder;
+use crate::sst::filter_block::{new_filter_block_builder, FilterBlockBuilder};
 use crate::sst::format::{
     block_trailer, BlockHandle, Footer, COMPRESSION_NONE, COMPRESSION_SNAPPY,
 };

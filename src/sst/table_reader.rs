@@ -8,21 +8,18 @@ use std::sync::Arc;
 use crate::cache::ShardedLruCache;
 use crate::db::store_id::StoreId;
 use crate::error::{Error, Result};
-use crate::filter::block_based::BlockBasedFilterReader;
-use crate::filter::full::FullFilterReader;
-use crate::filter::layout::{FilterBlockReader, TableFilter};
-use crate::filter::partitioned::{PartitionLookup, PartitionedFilterReader};
 use crate::filter::{FilterLayout, FilterProbe, PolicyRegistry};
-use crate::fs::io_at;
+use crate::fs::{io_at, read_exact_at};
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE};
-use crate::memtable::Lookup;
+use crate::memtable::NewestEntry;
 use crate::prefix::PrefixExtractor;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
+use crate::sst::filter_block::{BlockSource, FilterAnswer, FilterShape, TableFilter};
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::sst::index_search::{IndexPosition, IndexSearch};
 use crate::sst::properties::TableProperties;
-use crate::stats::{FilterVerdict, Stats, Ticker};
+use crate::stats::{Stats, Ticker};
 
 /// A block as the block cache holds it.
 #[derive(Clone)]
@@ -38,13 +35,14 @@ pub(crate) type BlockCache = ShardedLruCache<(u64, u64), CachedBlock>;
 
 /// What one table's point lookup did.
 #[derive(Debug, Default)]
-pub(crate) struct TableLookup {
-    /// The filter's layout and answer ("maybe" = true), if the table has a filter it could read.
+pub(crate) struct TableSearch {
+    /// The filter's layout and answer ("maybe" = true), if the table has a filter it could read
+    /// and asked it.
     pub(crate) filter: Option<(FilterLayout, bool)>,
     /// The data block read, if any.
     pub(crate) data_block: Option<BlockHandle>,
     /// What the table holds for the key.
-    pub(crate) found: Option<Lookup>,
+    pub(crate) found: Option<NewestEntry>,
 }
 
 /// An open table.
@@ -104,8 +102,7 @@ impl TableReader {
             return Err(bad("file too short to be a table"));
         }
         let mut footer = [0u8; FOOTER_LEN];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut footer, file_len - FOOTER_LEN as u64)
-            .map_err(io_at(path))?;
+        read_exact_at(&file, &mut footer, file_len - FOOTER_LEN as u64).map_err(io_at(path))?;
         let footer = Footer::decode(&footer, path)?;
         let metaindex = read_block(&file, path, footer.metaindex, file_len)?;
         let metaindex =
@@ -125,7 +122,12 @@ impl TableReader {
                         .ok_or_else(|| bad("malformed properties block"))?,
                 );
             } else if filter.is_none() {
-                filter = open_filter(&file, path, file_len, name, handle, policies)?;
+                filter = TableFilter::open(
+                    name,
+                    policies,
+                    || read_block(&file, path, handle, file_len),
+                    |layout| Error::corruption(path, format!("malformed {layout} filter block")),
+                )?;
             }
             it.next();
         }
@@ -226,31 +228,12 @@ impl TableReader {
     }
 
     /// The newest entry for the user key of `lookup` (an internal lookup key), asking the filter
-    /// first, and counting the filter's verdict against `level`. `probe` is the user key's, shared
+    /// first, and what the lookup did on the way. `key_probe` is a probe of the user key, shared
     /// by every table a Get consults so the key is hashed once.
-    pub(crate) fn get(
-        &self,
-        lookup: &[u8],
-        probe: &FilterProbe<'_>,
-        level: usize,
-    ) -> Result<Option<Lookup>> {
-        let outcome = self.lookup(lookup, probe)?;
-        if let Some((layout, maybe)) = outcome.filter {
-            let verdict = match (maybe, outcome.found.is_some()) {
-                (false, _) => FilterVerdict::Useful,
-                (true, false) => FilterVerdict::FalsePositive,
-                (true, true) => FilterVerdict::TruePositive,
-            };
-            self.stats.record_filter(level, layout, verdict);
-        }
-        Ok(outcome.found)
-    }
-
-    /// A point lookup, saying what it did: what the filter answered and which data block it read.
-    /// `key_probe` is a probe of `lookup`'s user key.
-    pub(crate) fn lookup(&self, lookup: &[u8], key_probe: &FilterProbe<'_>) -> Result<TableLookup> {
+    pub(crate) fn search(&self, lookup: &[u8], key_probe: &FilterProbe<'_>) -> Result<TableSearch> {
         let ukey = user_key(lookup);
-        let mut outcome = TableLookup::default();
+        let mut outcome = TableSearch::default();
+        let blocks = LookupBlocks::new(self);
         // What the filter holds for this key: the key itself, or (whole-key filtering off) its
         // prefix; a key with neither cannot be filtered.
         let prefix_probe;
@@ -264,40 +247,19 @@ impl TableReader {
                 .map(FilterProbe::new);
             prefix_probe.as_ref()
         };
-        let filter = self.filter.as_ref().zip(probe);
-        // Full and partitioned filters are asked before the index is touched.
-        if let Some((f, probe)) = filter {
-            let maybe = match &f.reader {
-                FilterBlockReader::Full(r) => Some(r.may_match(f.policy.as_ref(), probe)),
-                FilterBlockReader::Partitioned(r) => Some(match r.partition_for(ukey) {
-                    PartitionLookup::PastLastKey => false,
-                    PartitionLookup::Corrupt => {
-                        return Err(self.corrupt("malformed filter partition index"))
-                    }
-                    PartitionLookup::Partition(h) => {
-                        f.policy.may_match_probe(&self.filter_partition(h)?, probe)
-                    }
-                }),
-                FilterBlockReader::BlockBased(_) => None,
-            };
-            outcome.filter = maybe.map(|m| (f.layout(), m));
-            if maybe == Some(false) {
-                return Ok(outcome);
-            }
-        }
-        let Some(handle) = self.index_handle(lookup)? else {
-            return Ok(outcome);
-        };
-        // The block-based filter is asked for the block the index chose.
-        if let Some((f, probe)) = filter {
-            if let FilterBlockReader::BlockBased(r) = &f.reader {
-                let maybe = r.may_match(f.policy.as_ref(), handle.offset, probe.key());
-                outcome.filter = Some((FilterLayout::BlockBased, maybe));
-                if !maybe {
+        if let Some((f, probe)) = self.filter.as_ref().zip(probe) {
+            match f.may_match(probe, lookup, &blocks)? {
+                FilterAnswer::No => {
+                    outcome.filter = Some((f.layout(), false));
                     return Ok(outcome);
                 }
+                FilterAnswer::Maybe => outcome.filter = Some((f.layout(), true)),
+                FilterAnswer::NotAsked => {}
             }
         }
+        let Some(handle) = blocks.data_block_for(lookup)? else {
+            return Ok(outcome);
+        };
         outcome.data_block = Some(handle);
         outcome.found = self.search_block(handle, lookup, ukey)?;
         Ok(outcome)
@@ -313,9 +275,6 @@ impl TableReader {
                 IndexPosition::Unknown => {}
             }
         }
-        let decode = |v: &[u8]| {
-            BlockHandle::decode_exact(v).ok_or_else(|| self.corrupt("bad handle in index block"))
-        };
         let mut index = self.index.iter(KeyOrder::Internal);
         index.seek(lookup);
         if index.is_corrupt() {
@@ -324,7 +283,9 @@ impl TableReader {
         if !index.valid() {
             return Ok(None);
         }
-        decode(index.value()).map(Some)
+        BlockHandle::decode_exact(index.value())
+            .map(Some)
+            .ok_or_else(|| self.corrupt("bad handle in index block"))
     }
 
     /// Whether the table may hold keys starting with `prefix` (an in-domain prefix of the store's
@@ -333,34 +294,18 @@ impl TableReader {
         let (Some(f), Some(_)) = (&self.filter, &self.prefix) else {
             return Ok(None);
         };
-        let maybe = match &f.reader {
-            FilterBlockReader::Full(r) => r.may_match(f.policy.as_ref(), &FilterProbe::new(prefix)),
-            FilterBlockReader::Partitioned(r) => match r.partition_for(prefix) {
-                PartitionLookup::PastLastKey => false,
-                PartitionLookup::Corrupt => {
-                    return Err(self.corrupt("malformed filter partition index"))
-                }
-                PartitionLookup::Partition(h) => {
-                    f.policy.may_match(&self.filter_partition(h)?, prefix)
-                }
-            },
-            FilterBlockReader::BlockBased(r) => {
-                // The first key with this prefix, if any, is in the block the index finds for it.
-                let mut index = self.index.iter(KeyOrder::Internal);
-                index.seek(&lookup_key(prefix, MAX_SEQUENCE));
-                if index.is_corrupt() {
-                    return Err(self.corrupt("malformed index block entry"));
-                }
-                if !index.valid() {
-                    false
-                } else {
-                    let handle = BlockHandle::decode_exact(index.value())
-                        .ok_or_else(|| self.corrupt("bad handle in index block"))?;
-                    r.may_match(f.policy.as_ref(), handle.offset, prefix)
-                }
-            }
-        };
-        Ok(Some(maybe))
+        // The first key with this prefix, if the table has one, sorts at the prefix itself.
+        let first = lookup_key(prefix, MAX_SEQUENCE);
+        let answer = f.may_match(&FilterProbe::new(prefix), &first, &LookupBlocks::new(self))?;
+        Ok(Some(answer == FilterAnswer::Maybe))
+    }
+
+    /// The filter's shape, for inspection; `None` without a filter the store can read.
+    pub(crate) fn filter_shape(&self) -> Result<Option<FilterShape>> {
+        self.filter
+            .as_ref()
+            .map(|f| f.describe(&LookupBlocks::new(self)))
+            .transpose()
     }
 
     fn search_block(
@@ -368,7 +313,7 @@ impl TableReader {
         handle: BlockHandle,
         lookup: &[u8],
         ukey: &[u8],
-    ) -> Result<Option<Lookup>> {
+    ) -> Result<Option<NewestEntry>> {
         let block = self.data_block(handle, true)?;
         let mut it = block.iter(KeyOrder::Internal);
         it.seek(lookup);
@@ -387,8 +332,8 @@ impl TableReader {
             return Ok(None);
         }
         Ok(Some(match parsed.kind {
-            ValueKind::Value => Lookup::Value(it.value().to_vec()),
-            ValueKind::Deletion => Lookup::Deleted,
+            ValueKind::Value => NewestEntry::Value(it.value().to_vec()),
+            ValueKind::Deletion => NewestEntry::Deleted,
         }))
     }
 
@@ -412,43 +357,40 @@ impl Drop for TableReader {
     }
 }
 
-/// Reads the filter a metaindex entry names, if its layout and policy are known.
-fn open_filter(
-    file: &File,
-    path: &Path,
-    file_len: u64,
-    name: &[u8],
-    handle: BlockHandle,
-    policies: &PolicyRegistry,
-) -> Result<Option<TableFilter>> {
-    let Ok(name) = std::str::from_utf8(name) else {
-        return Ok(None);
-    };
-    for layout in FilterLayout::ALL {
-        let Some(policy_name) = name.strip_prefix(layout.meta_prefix()) else {
-            continue;
-        };
-        // A policy this store does not know: read the table without its filter.
-        let Some(policy) = policies.find(policy_name) else {
-            return Ok(None);
-        };
-        let block = read_block(file, path, handle, file_len)?;
-        let bad = || Error::corruption(path, format!("malformed {layout} filter block"));
-        let reader = match layout {
-            FilterLayout::BlockBased => {
-                FilterBlockReader::BlockBased(BlockBasedFilterReader::new(block).ok_or_else(bad)?)
-            }
-            FilterLayout::Full => FilterBlockReader::Full(FullFilterReader::new(block)),
-            FilterLayout::Partitioned => {
-                FilterBlockReader::Partitioned(PartitionedFilterReader::new(block).ok_or_else(bad)?)
-            }
-        };
-        return Ok(Some(TableFilter {
-            policy: Arc::clone(policy),
-            reader,
-        }));
+/// The blocks one lookup's filter may read: filter partitions through the cache, and the index,
+/// whose answer is kept so that a block-based filter and the lookup after it seek it once.
+struct LookupBlocks<'a> {
+    table: &'a TableReader,
+    index_answer: std::cell::Cell<Option<Option<BlockHandle>>>,
+}
+
+impl<'a> LookupBlocks<'a> {
+    fn new(table: &'a TableReader) -> Self {
+        LookupBlocks {
+            table,
+            index_answer: std::cell::Cell::new(None),
+        }
     }
-    Ok(None)
+}
+
+impl BlockSource for LookupBlocks<'_> {
+    fn filter_partition(&self, handle: BlockHandle) -> Result<Arc<Vec<u8>>> {
+        self.table.filter_partition(handle)
+    }
+
+    /// Seeks the index once per lookup: every caller asks for the same key.
+    fn data_block_for(&self, lookup: &[u8]) -> Result<Option<BlockHandle>> {
+        if let Some(answer) = self.index_answer.get() {
+            return Ok(answer);
+        }
+        let answer = self.table.index_handle(lookup)?;
+        self.index_answer.set(Some(answer));
+        Ok(answer)
+    }
+
+    fn corruption(&self, what: &str) -> Error {
+        self.table.corrupt(what)
+    }
 }
 
 /// Walks a table in order: the index block picks data blocks, a block iterator walks each.

@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use super::writer::{fragment_crc, BLOCK_SIZE, FIRST, FULL, HEADER_SIZE, LAST, MIDDLE};
+use super::format::{fragment_crc, BLOCK_SIZE, FIRST, FULL, HEADER_SIZE, LAST, MIDDLE};
 use crate::coding::fixed32_at;
 use crate::error::{Error, Result};
 

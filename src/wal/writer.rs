@@ -1,38 +1,15 @@
-//! Appends records to a record log (the write-ahead log or the MANIFEST).
-//!
-//! The file is a sequence of [`BLOCK_SIZE`] blocks. Each record is cut into fragments that never
-//! cross a block boundary, so a reader that meets damage can always find the next block's start,
-//! and a torn write damages only the fragments it touched. Each fragment is a [`HEADER_SIZE`]-byte
-//! header (crc32 u32 LE, payload length u16 LE, type u8) followed by the payload; the crc covers
-//! the type byte and the payload. DESIGN.md holds the byte layout.
+//! Appends records to a record log (the write-ahead log or the MANIFEST), in the format of
+//! `docs/log_format.md` (constants in `format.rs`).
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use super::format::{
+    fragment_crc, BLOCK_SIZE, FIRST, FULL, HEADER_SIZE, LAST, MAX_FRAGMENT_PAYLOAD, MIDDLE,
+};
 use crate::coding::put_fixed32;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
-
-/// The log is laid out in blocks of this many bytes; no fragment crosses a block boundary.
-pub(crate) const BLOCK_SIZE: usize = 32 * 1024;
-
-/// Bytes in a fragment header: crc32 (4) + payload length (2) + type (1).
-pub(crate) const HEADER_SIZE: usize = 7;
-
-/// The largest payload one fragment can carry: a whole block minus its header.
-pub(crate) const MAX_FRAGMENT_PAYLOAD: usize = BLOCK_SIZE - HEADER_SIZE;
-
-// The payload length is stored in a u16, so a block-sized fragment must fit in one.
-const _: () = assert!(MAX_FRAGMENT_PAYLOAD <= u16::MAX as usize);
-
-/// Fragment type: a whole record in one fragment.
-pub(crate) const FULL: u8 = 1;
-/// Fragment type: the first piece of a record that continues in later fragments.
-pub(crate) const FIRST: u8 = 2;
-/// Fragment type: an inner piece of a record (neither first nor last).
-pub(crate) const MIDDLE: u8 = 3;
-/// Fragment type: the final piece of a record begun by a [`FIRST`] fragment.
-pub(crate) const LAST: u8 = 4;
 
 /// Bytes of user-space buffering in front of the file. Two blocks, so that a stream of small
 /// records costs one `write` syscall per 64 KiB rather than one per record or fragment.
@@ -41,14 +18,6 @@ const BUFFER_CAPACITY: usize = 2 * BLOCK_SIZE;
 /// A scratch buffer grown past this by a huge record is dropped afterwards rather than kept, so
 /// one large record does not pin its memory for the writer's lifetime.
 const SCRATCH_KEEP_LIMIT: usize = 1 << 20;
-
-/// The checksum stored in a fragment header: crc32 over the type byte, then the payload.
-pub(crate) fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&[kind]);
-    hasher.update(payload);
-    hasher.finalize()
-}
 
 /// Appends one fragment (header + payload) to `buf`. `payload` must be at most
 /// [`MAX_FRAGMENT_PAYLOAD`] bytes; [`encode_record`] guarantees that.

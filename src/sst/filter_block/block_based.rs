@@ -8,10 +8,12 @@
 
 use std::sync::Arc;
 
-use super::layout::{FilterBlockBuilder, WriteBlock};
-use super::{FilterBitsBuilder, FilterPolicy};
+use super::{
+    BlockSource, FilterAnswer, FilterBlockBuilder, FilterBlockReader, FilterShape, WriteBlock,
+};
 use crate::coding::{fixed32_at, put_fixed32};
 use crate::error::Result;
+use crate::filter::{FilterBitsBuilder, FilterLayout, FilterPolicy, FilterProbe};
 use crate::sst::format::BlockHandle;
 
 /// lg of the span of data-block offsets one filter covers (2 KiB).
@@ -115,39 +117,79 @@ impl BlockBasedFilterReader {
         })
     }
 
-    /// Whether `user_key` may be in the data block that starts at `block_offset`.
-    pub(crate) fn may_match(
+    /// The bytes of filter `index`: `Some(empty)` for a range with no keys, `None` past the
+    /// filters or where the offsets are damaged.
+    fn filter(&self, index: usize) -> Option<&[u8]> {
+        if index >= self.num {
+            return None;
+        }
+        let start_at = self.array_start + index * 4;
+        let start = fixed32_at(&self.data, start_at)? as usize;
+        let limit = if index + 1 < self.num {
+            fixed32_at(&self.data, start_at + 4)? as usize
+        } else {
+            self.array_start
+        };
+        (start <= limit && limit <= self.array_start).then(|| &self.data[start..limit])
+    }
+
+    /// Whether `user_key` may be in the data block that starts at `block_offset`. Past the
+    /// filters, or on damaged offsets, the answer is "maybe", as LevelDB's.
+    pub(crate) fn may_match_in_block(
         &self,
         policy: &dyn FilterPolicy,
         block_offset: u64,
         user_key: &[u8],
     ) -> bool {
-        let index = block_offset >> self.base_lg;
-        let Ok(index) = usize::try_from(index) else {
-            return true;
-        };
-        if index >= self.num {
-            // Past the filters: say "maybe", as LevelDB does.
-            return true;
-        }
-        let start_at = self.array_start + index * 4;
-        let start = fixed32_at(&self.data, start_at).map(|v| v as usize);
-        let limit = if index + 1 < self.num {
-            fixed32_at(&self.data, start_at + 4).map(|v| v as usize)
-        } else {
-            Some(self.array_start)
-        };
-        match (start, limit) {
-            (Some(s), Some(l)) if s == l && l <= self.array_start => false,
-            (Some(s), Some(l)) if s < l && l <= self.array_start => {
-                policy.may_match(&self.data[s..l], user_key)
-            }
-            _ => true,
+        let filter = usize::try_from(block_offset >> self.base_lg)
+            .ok()
+            .and_then(|i| self.filter(i));
+        match filter {
+            Some([]) => false,
+            Some(f) => policy.may_match(f, user_key),
+            None => true,
         }
     }
+}
 
-    pub(crate) fn size(&self) -> usize {
+impl FilterBlockReader for BlockBasedFilterReader {
+    fn layout(&self) -> FilterLayout {
+        FilterLayout::BlockBased
+    }
+
+    /// Asks the filter of the one data block the index picks for `lookup`.
+    fn may_match(
+        &self,
+        policy: &dyn FilterPolicy,
+        probe: &FilterProbe<'_>,
+        lookup: &[u8],
+        blocks: &dyn BlockSource,
+    ) -> Result<FilterAnswer> {
+        let Some(block) = blocks.data_block_for(lookup)? else {
+            return Ok(FilterAnswer::NotAsked);
+        };
+        let maybe = self.may_match_in_block(policy, block.offset, probe.key());
+        Ok(FilterAnswer::from_maybe(maybe))
+    }
+
+    fn pinned_bytes(&self) -> usize {
         self.data.len()
+    }
+
+    /// Probes are read from the first filter that holds keys.
+    fn describe(
+        &self,
+        policy: &dyn FilterPolicy,
+        _blocks: &dyn BlockSource,
+    ) -> Result<FilterShape> {
+        let probes = (0..self.num)
+            .filter_map(|i| self.filter(i))
+            .find(|f| !f.is_empty())
+            .and_then(|f| policy.probes_in(f));
+        Ok(FilterShape {
+            probes,
+            partitions: None,
+        })
     }
 }
 
@@ -178,9 +220,9 @@ mod tests {
     #[test]
     fn empty_builder_gives_the_bare_trailer() {
         let r = build(&[]);
-        assert_eq!(r.size(), 5);
+        assert_eq!(r.pinned_bytes(), 5);
         // No filters at all: out of range, so "maybe".
-        assert!(r.may_match(&LevelDbBloom::new(10.0), 0, b"x"));
+        assert!(r.may_match_in_block(&LevelDbBloom::new(10.0), 0, b"x"));
     }
 
     #[test]
@@ -194,16 +236,16 @@ mod tests {
         ]);
         // Blocks at 0 and 1000 share filter 0.
         for k in [&b"foo"[..], b"bar", b"box"] {
-            assert!(r.may_match(&policy, 0, k));
-            assert!(r.may_match(&policy, 1000, k));
+            assert!(r.may_match_in_block(&policy, 0, k));
+            assert!(r.may_match_in_block(&policy, 1000, k));
         }
-        assert!(!r.may_match(&policy, 0, b"hello"));
-        assert!(r.may_match(&policy, 3100, b"hello"));
-        assert!(!r.may_match(&policy, 3100, b"foo"));
+        assert!(!r.may_match_in_block(&policy, 0, b"hello"));
+        assert!(r.may_match_in_block(&policy, 3100, b"hello"));
+        assert!(!r.may_match_in_block(&policy, 3100, b"foo"));
         // Offsets 4096..8191 map to empty filters: nothing matches there.
-        assert!(!r.may_match(&policy, 5000, b"hello"));
-        assert!(r.may_match(&policy, 9000, b"zed"));
-        assert!(!r.may_match(&policy, 9000, b"foo"));
+        assert!(!r.may_match_in_block(&policy, 5000, b"hello"));
+        assert!(r.may_match_in_block(&policy, 9000, b"zed"));
+        assert!(!r.may_match_in_block(&policy, 9000, b"foo"));
     }
 
     #[test]
@@ -215,6 +257,6 @@ mod tests {
         bogus.extend_from_slice(&8u32.to_le_bytes());
         bogus.push(11);
         let r = BlockBasedFilterReader::new(bogus).unwrap();
-        assert!(r.may_match(&LevelDbBloom::new(10.0), 0, b"k"));
+        assert!(r.may_match_in_block(&LevelDbBloom::new(10.0), 0, b"k"));
     }
 }

@@ -1,10 +1,13 @@
-//! The full layout: one filter over every user key of the table, stored as one block.
+//! The full layout: one filter over every user key of the table, stored as one block, kept in
+//! memory and asked before the index.
 
 use std::sync::Arc;
 
-use super::layout::{FilterBlockBuilder, WriteBlock};
-use super::{FilterBitsBuilder, FilterPolicy, FilterProbe};
+use super::{
+    BlockSource, FilterAnswer, FilterBlockBuilder, FilterBlockReader, FilterShape, WriteBlock,
+};
 use crate::error::Result;
+use crate::filter::{FilterBitsBuilder, FilterLayout, FilterPolicy, FilterProbe};
 use crate::sst::format::BlockHandle;
 
 /// Feeds every key of the table to one policy builder.
@@ -58,12 +61,37 @@ impl FullFilterReader {
     pub(crate) fn new(data: Vec<u8>) -> Self {
         FullFilterReader { data }
     }
+}
 
-    pub(crate) fn may_match(&self, policy: &dyn FilterPolicy, probe: &FilterProbe<'_>) -> bool {
-        policy.may_match_probe(&self.data, probe)
+impl FilterBlockReader for FullFilterReader {
+    fn layout(&self) -> FilterLayout {
+        FilterLayout::Full
     }
 
-    pub(crate) fn size(&self) -> usize {
+    fn may_match(
+        &self,
+        policy: &dyn FilterPolicy,
+        probe: &FilterProbe<'_>,
+        _lookup: &[u8],
+        _blocks: &dyn BlockSource,
+    ) -> Result<FilterAnswer> {
+        Ok(FilterAnswer::from_maybe(
+            policy.may_match_probe(&self.data, probe),
+        ))
+    }
+
+    fn pinned_bytes(&self) -> usize {
         self.data.len()
+    }
+
+    fn describe(
+        &self,
+        policy: &dyn FilterPolicy,
+        _blocks: &dyn BlockSource,
+    ) -> Result<FilterShape> {
+        Ok(FilterShape {
+            probes: policy.probes_in(&self.data),
+            partitions: None,
+        })
     }
 }

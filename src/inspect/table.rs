@@ -1,32 +1,13 @@
-//! Inspection of tables and lookups, for tools such as `examples/sst_dump.rs`.
-//!
-//! [`TableInfo::open`] reads one `.sst` file without opening a store: its footer, properties,
-//! data blocks and filter. [`Db::explain_get`](crate::Db::explain_get) says what a point lookup
-//! consults and reads; its answer is a [`GetExplanation`].
-//!
-//! ```no_run
-//! use siftdb::inspect::TableInfo;
-//!
-//! # fn main() -> siftdb::Result<()> {
-//! let info = TableInfo::open("db/000012.sst")?;
-//! println!("{} entries in {} data blocks", info.num_entries, info.data_blocks.len());
-//! if let Some(f) = &info.filter {
-//!     println!("{} filter, {}, {:.2} bits/key", f.layout, f.policy, f.bits_per_key());
-//! }
-//! # Ok(())
-//! # }
-//! ```
+//! A read-only view of one table file: [`TableInfo`].
 
-use std::fmt;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cache::ShardedLruCache;
-use crate::coding::fixed32_at;
 use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterLayout, PolicyRegistry};
+use crate::fs::{io_at, read_exact_at};
 use crate::options::Compression;
 use crate::sst::block::{Block, KeyOrder};
 use crate::sst::format::{
@@ -86,10 +67,11 @@ pub struct FilterInfo {
     pub keys: u64,
     /// The bits per key the policy was configured with when the table was written.
     pub configured_bits_per_key: f64,
-    /// Probes per key (k), read from the filter bytes for the built-in policies; `None` for other
-    /// policies or a filter built from no keys.
+    /// Probes per key (k), as the policy reads them from its filter bytes
+    /// ([`FilterPolicy::probes_in`](crate::FilterPolicy::probes_in)); `None` for a policy that
+    /// does not say or this crate does not know, or a filter built from no keys.
     pub probes: Option<u32>,
-    /// Number of partitions (partitioned layout only).
+    /// Number of partitions (partitioned layout, policy known).
     pub partitions: Option<usize>,
     /// The filter's top-level block: the whole filter (full), LevelDB's filter block
     /// (block-based) or the partition index (partitioned).
@@ -166,17 +148,17 @@ impl TableInfo {
         let registry = PolicyRegistry::new(&Filter::none(), None);
         let reader = TableReader::open(path, 0, None, cache, Arc::new(Stats::new()), &registry)?;
         let p = reader.properties().clone();
-        let policy_known = reader.filter().is_some();
+        let shape = reader.filter_shape()?;
 
         // What the reader does not expose (handles, per-block trailers) is read again here; the
         // footer, metaindex and index were verified once already by `TableReader::open`.
-        let file = File::open(path)?;
-        let file_size = file.metadata()?.len();
+        let file = File::open(path).map_err(io_at(path))?;
+        let file_size = file.metadata().map_err(io_at(path))?.len();
         let mut footer = [0u8; FOOTER_LEN];
         let footer_at = file_size
             .checked_sub(FOOTER_LEN as u64)
             .ok_or_else(|| bad("file too short to be a table".into()))?;
-        file.read_exact_at(&mut footer, footer_at)?;
+        read_exact_at(&file, &mut footer, footer_at).map_err(io_at(path))?;
         let footer = Footer::decode(&footer, path)?;
 
         let metaindex = parse_block(&file, path, footer.metaindex, file_size, "metaindex")?;
@@ -215,31 +197,21 @@ impl TableInfo {
             return Err(bad("malformed index block entry".into()));
         }
 
-        let filter = match meta_blocks
-            .iter()
-            .find_map(|m| filter_entry(&m.name).map(|(layout, policy)| (layout, policy, m.block)))
-        {
-            None => None,
-            Some((layout, policy, block)) => {
-                let handle = BlockHandle {
-                    offset: block.offset,
-                    size: block.size,
-                };
-                let (probes, partitions) =
-                    read_filter_shape(&file, path, file_size, layout, &policy, handle)?;
-                Some(FilterInfo {
-                    layout,
-                    policy,
-                    policy_known,
-                    bytes: p.filter_bytes,
-                    keys: p.filter_keys,
-                    configured_bits_per_key: p.filter_bits_per_key,
-                    probes,
-                    partitions,
-                    block,
-                })
-            }
-        };
+        // The policy reads its own bytes (probes); the layout says how many partitions.
+        let filter = meta_blocks.iter().find_map(|m| {
+            let (layout, policy) = FilterLayout::parse_meta_name(&m.name)?;
+            Some(FilterInfo {
+                layout,
+                policy: policy.to_string(),
+                policy_known: shape.is_some(),
+                bytes: p.filter_bytes,
+                keys: p.filter_keys,
+                configured_bits_per_key: p.filter_bits_per_key,
+                probes: shape.and_then(|s| s.probes),
+                partitions: shape.and_then(|s| s.partitions),
+                block: m.block,
+            })
+        });
 
         Ok(TableInfo {
             path: path.to_path_buf(),
@@ -288,7 +260,7 @@ fn trailer_compression(
             Error::corruption(path, format!("data block handle {h:?} points past the end"))
         })?;
     let mut byte = [0u8; 1];
-    file.read_exact_at(&mut byte, at)?;
+    read_exact_at(file, &mut byte, at).map_err(io_at(path))?;
     match byte[0] {
         COMPRESSION_NONE => Ok(Compression::None),
         COMPRESSION_SNAPPY => Ok(Compression::Snappy),
@@ -296,282 +268,6 @@ fn trailer_compression(
             path,
             format!("unknown compression type {other} at offset {}", h.offset),
         )),
-    }
-}
-
-/// The layout and policy a metaindex entry names, if it names a filter.
-fn filter_entry(name: &str) -> Option<(FilterLayout, String)> {
-    FilterLayout::ALL.into_iter().find_map(|layout| {
-        name.strip_prefix(layout.meta_prefix())
-            .map(|policy| (layout, policy.to_string()))
-    })
-}
-
-/// Probes and partition count of the filter whose top-level block is at `handle`.
-fn read_filter_shape(
-    file: &File,
-    path: &Path,
-    file_len: u64,
-    layout: FilterLayout,
-    policy: &str,
-    handle: BlockHandle,
-) -> Result<(Option<u32>, Option<usize>)> {
-    let block = read_block(file, path, handle, file_len)?;
-    let bad = || Error::corruption(path, format!("malformed {layout} filter block"));
-    Ok(match layout {
-        FilterLayout::Full => (probes_of(policy, &block), None),
-        FilterLayout::BlockBased => {
-            // filters | u32 start of each | u32 start of that array | lg(base): the first
-            // non-empty filter carries the probes like every other.
-            let n = block.len();
-            let array =
-                fixed32_at(&block, n.checked_sub(5).ok_or_else(bad)?).ok_or_else(bad)? as usize;
-            let starts: Vec<usize> = block
-                .get(array..n - 5)
-                .ok_or_else(bad)?
-                .chunks_exact(4)
-                .filter_map(|c| fixed32_at(c, 0).map(|s| s as usize))
-                .collect();
-            let mut probes = None;
-            for (i, &start) in starts.iter().enumerate() {
-                let end = starts.get(i + 1).copied().unwrap_or(array);
-                if start < end {
-                    probes = probes_of(policy, block.get(start..end).ok_or_else(bad)?);
-                    break;
-                }
-            }
-            (probes, None)
-        }
-        FilterLayout::Partitioned => {
-            let index = Arc::new(Block::new(block).ok_or_else(bad)?);
-            let mut it = index.iter(KeyOrder::Bytewise);
-            it.seek_to_first();
-            let mut partitions = 0;
-            let mut probes = None;
-            while it.valid() {
-                let h = BlockHandle::decode_exact(it.value()).ok_or_else(bad)?;
-                if partitions == 0 {
-                    probes = probes_of(policy, &read_block(file, path, h, file_len)?);
-                }
-                partitions += 1;
-                it.next();
-            }
-            if it.is_corrupt() {
-                return Err(bad());
-            }
-            (probes, Some(partitions))
-        }
-    })
-}
-
-/// The probes a built-in policy's filter bytes carry: LevelDB's bloom keeps k in its last byte,
-/// the cache-local bloom in the third byte of its 5-byte trailer (low 5 bits).
-fn probes_of(policy: &str, filter: &[u8]) -> Option<u32> {
-    match policy {
-        "leveldb.BuiltinBloomFilter2" => match filter {
-            [_, .., k] if (1..=30).contains(k) => Some(u32::from(*k)),
-            _ => None,
-        },
-        "siftdb.CacheLocalBloom" => match filter {
-            [data @ .., 0xFF, 0, p, 0, 0] if !data.is_empty() && p >> 5 == 0 => Some(u32::from(*p)),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// What a filter answered one lookup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FilterCheck {
-    /// The layout of the filter that was asked.
-    pub layout: FilterLayout,
-    /// `false`: "certainly not here", the table's data blocks were not read.
-    pub may_match: bool,
-}
-
-/// What a table held for the key, as far as the lookup looked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TableHeld {
-    /// The table was not searched: the key is outside its range or its filter said "no".
-    NotSearched,
-    /// The table was searched and holds no entry for the key.
-    NoEntry,
-    /// A value of this many bytes.
-    Value(usize),
-    /// A tombstone: the key was deleted.
-    Tombstone,
-}
-
-/// One table a point lookup considered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableStep {
-    /// The table's level.
-    pub level: usize,
-    /// The table's file number (`NNNNNN.sst`).
-    pub file_number: u64,
-    /// Smallest user key of the table.
-    pub smallest: Vec<u8>,
-    /// Largest user key of the table.
-    pub largest: Vec<u8>,
-    /// Whether the key lies in `[smallest, largest]`; a table outside is skipped before its filter.
-    pub key_in_range: bool,
-    /// The filter's answer, if the table has a filter the store can read and it was asked.
-    pub filter: Option<FilterCheck>,
-    /// The data block read, if any.
-    pub data_block: Option<BlockInfo>,
-    /// What the table held for the key.
-    pub held: TableHeld,
-}
-
-/// The answer of a point lookup.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GetAnswer {
-    /// The newest entry is this value.
-    Value(Vec<u8>),
-    /// The newest entry is a tombstone.
-    Deleted,
-    /// No memtable or table holds the key.
-    NotFound,
-}
-
-/// Which part of the store answered a point lookup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GetSource {
-    /// The active memtable.
-    Memtable,
-    /// A frozen memtable waiting for flush (0 = newest).
-    ImmutableMemtable(usize),
-    /// A table.
-    Table {
-        /// Its level.
-        level: usize,
-        /// Its file number.
-        file_number: u64,
-    },
-    /// Nothing held the key.
-    Nowhere,
-}
-
-/// What [`Db::explain_get`](crate::Db::explain_get) found: the memtables, then each table the
-/// lookup considered in order, then the answer. `Display` prints it as a short report.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetExplanation {
-    /// The key looked up.
-    pub key: Vec<u8>,
-    /// The sequence number the lookup read at.
-    pub sequence: u64,
-    /// Memtables checked: the active one plus the frozen ones.
-    pub memtables: usize,
-    /// The tables considered, in the order a Get considers them, up to the one that answered.
-    pub tables: Vec<TableStep>,
-    /// Where the answer came from.
-    pub source: GetSource,
-    /// The answer, as [`Db::get`](crate::Db::get) would give it (`Deleted` reads as `None`).
-    pub answer: GetAnswer,
-}
-
-impl GetExplanation {
-    /// Data blocks the lookup read.
-    pub fn data_blocks_read(&self) -> usize {
-        self.tables
-            .iter()
-            .filter(|t| t.data_block.is_some())
-            .count()
-    }
-}
-
-/// Bytes as text: printable ASCII as is, other bytes as `\xNN`, cut after `max` bytes.
-pub(crate) fn escape(bytes: &[u8], max: usize) -> String {
-    let mut out = String::new();
-    for &b in bytes.iter().take(max) {
-        if b.is_ascii_graphic() || b == b' ' {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    if bytes.len() > max {
-        out.push('…');
-    }
-    out
-}
-
-impl fmt::Display for GetExplanation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "get \"{}\" at sequence {}",
-            escape(&self.key, 64),
-            self.sequence
-        )?;
-        let mem = match self.source {
-            GetSource::Memtable => "answered by the active memtable".to_string(),
-            GetSource::ImmutableMemtable(i) => format!("answered by frozen memtable {i}"),
-            _ => "no entry".to_string(),
-        };
-        writeln!(f, "  memtables ({}): {mem}", self.memtables)?;
-        for t in &self.tables {
-            write!(
-                f,
-                "  L{} #{:06} [{} .. {}]: ",
-                t.level,
-                t.file_number,
-                escape(&t.smallest, 24),
-                escape(&t.largest, 24)
-            )?;
-            if !t.key_in_range {
-                writeln!(f, "key out of range, skipped")?;
-                continue;
-            }
-            match t.filter {
-                Some(c) if !c.may_match => {
-                    writeln!(f, "{} filter says no, no data block read", c.layout)?;
-                    continue;
-                }
-                Some(c) => write!(f, "{} filter says maybe, ", c.layout)?,
-                None => write!(f, "no filter, ")?,
-            }
-            match t.data_block {
-                Some(b) => write!(f, "data block @{} ({} bytes): ", b.offset, b.size)?,
-                None => write!(f, "index: past the last block: ")?,
-            }
-            let false_positive = t.filter.is_some_and(|c| c.may_match);
-            match &t.held {
-                TableHeld::NoEntry | TableHeld::NotSearched if false_positive => {
-                    writeln!(f, "no entry (a false positive)")?
-                }
-                TableHeld::NoEntry | TableHeld::NotSearched => writeln!(f, "no entry")?,
-                TableHeld::Value(n) => writeln!(f, "value ({n} bytes)")?,
-                TableHeld::Tombstone => writeln!(f, "tombstone")?,
-            }
-        }
-        let from = match self.source {
-            GetSource::Memtable => " from the active memtable".to_string(),
-            GetSource::ImmutableMemtable(i) => format!(" from frozen memtable {i}"),
-            GetSource::Table { level, file_number } => format!(" from L{level} #{file_number:06}"),
-            GetSource::Nowhere => String::new(),
-        };
-        match &self.answer {
-            GetAnswer::Value(v) => write!(
-                f,
-                "answer: value \"{}\" ({} bytes){from}",
-                escape(v, 32),
-                v.len()
-            )?,
-            GetAnswer::Deleted => write!(f, "answer: deleted (tombstone){from}")?,
-            GetAnswer::NotFound => write!(f, "answer: not found")?,
-        }
-        writeln!(
-            f,
-            " ({} data block{} read)",
-            self.data_blocks_read(),
-            if self.data_blocks_read() == 1 {
-                ""
-            } else {
-                "s"
-            }
-        )
     }
 }
 
@@ -675,19 +371,5 @@ mod tests {
             TableInfo::open(dir.path()),
             Err(Error::InvalidArgument(_))
         ));
-    }
-
-    #[test]
-    fn probes_from_bytes() {
-        assert_eq!(
-            probes_of("leveldb.BuiltinBloomFilter2", &[0, 0, 6]),
-            Some(6)
-        );
-        assert_eq!(probes_of("leveldb.BuiltinBloomFilter2", &[0, 31]), None);
-        let mut cl = vec![0u8; 64];
-        cl.extend_from_slice(&[0xFF, 0, 7, 0, 0]);
-        assert_eq!(probes_of("siftdb.CacheLocalBloom", &cl), Some(7));
-        assert_eq!(probes_of("siftdb.CacheLocalBloom", &cl[64..]), None);
-        assert_eq!(probes_of("someone.Else", &cl), None);
     }
 }

@@ -1,15 +1,18 @@
 //! The partitioned layout: the full filter cut, at data-block boundaries, into partitions of about
 //! `partition_bytes`, each stored as its own block, behind a top-level index block.
 //!
-//! The top-level index is an ordinary block with bytewise keys: the last user key of each partition
-//! → that partition's block handle (varints). A lookup seeks the first key ≥ the user key; past the
-//! last one the key is out of the table's range and the answer is "no".
+//! The top-level index is pinned with the table; a lookup seeks the partition for its user key and
+//! reads it through the block cache. Past the last partition the key is out of the table's range
+//! and the answer is "no".
 
 use std::sync::Arc;
 
-use super::layout::{FilterBlockBuilder, WriteBlock};
-use super::{FilterBitsBuilder, FilterPolicy};
-use crate::error::Result;
+use super::{
+    BlockSource, FilterAnswer, FilterBlockBuilder, FilterBlockReader, FilterShape, WriteBlock,
+};
+use crate::error::{Error, Result};
+use crate::filter::{FilterBitsBuilder, FilterLayout, FilterPolicy, FilterProbe};
+use crate::key::user_key;
 use crate::sst::block::{Block, KeyOrder};
 use crate::sst::block_builder::BlockBuilder;
 use crate::sst::format::BlockHandle;
@@ -105,7 +108,7 @@ impl FilterBlockBuilder for PartitionedFilterBuilder {
 
 /// Where a key's partition is.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum PartitionLookup {
+pub(crate) enum PartitionPosition {
     /// The partition that would hold the key.
     Partition(BlockHandle),
     /// The key sorts after every key of the table: certainly absent.
@@ -127,23 +130,22 @@ impl PartitionedFilterReader {
         })
     }
 
-    pub(crate) fn partition_for(&self, user_key: &[u8]) -> PartitionLookup {
+    pub(crate) fn partition_for(&self, user_key: &[u8]) -> PartitionPosition {
         let mut it = self.index.iter(KeyOrder::Bytewise);
         it.seek(user_key);
         if it.is_corrupt() {
-            return PartitionLookup::Corrupt;
+            return PartitionPosition::Corrupt;
         }
         if !it.valid() {
-            return PartitionLookup::PastLastKey;
+            return PartitionPosition::PastLastKey;
         }
         match BlockHandle::decode_exact(it.value()) {
-            Some(h) => PartitionLookup::Partition(h),
-            None => PartitionLookup::Corrupt,
+            Some(h) => PartitionPosition::Partition(h),
+            None => PartitionPosition::Corrupt,
         }
     }
 
-    /// Every partition's handle, in key order.
-    #[cfg(test)]
+    /// Every partition's handle, in key order; `None` if the index is damaged.
     pub(crate) fn partitions(&self) -> Option<Vec<BlockHandle>> {
         let mut out = Vec::new();
         let mut it = self.index.iter(KeyOrder::Bytewise);
@@ -154,9 +156,49 @@ impl PartitionedFilterReader {
         }
         (!it.is_corrupt()).then_some(out)
     }
+}
 
-    pub(crate) fn size(&self) -> usize {
+/// The damage a malformed partition index is reported as.
+fn corrupt_index(blocks: &dyn BlockSource) -> Error {
+    blocks.corruption("malformed filter partition index")
+}
+
+impl FilterBlockReader for PartitionedFilterReader {
+    fn layout(&self) -> FilterLayout {
+        FilterLayout::Partitioned
+    }
+
+    fn may_match(
+        &self,
+        policy: &dyn FilterPolicy,
+        probe: &FilterProbe<'_>,
+        lookup: &[u8],
+        blocks: &dyn BlockSource,
+    ) -> Result<FilterAnswer> {
+        let maybe = match self.partition_for(user_key(lookup)) {
+            PartitionPosition::PastLastKey => false,
+            PartitionPosition::Corrupt => return Err(corrupt_index(blocks)),
+            PartitionPosition::Partition(h) => {
+                policy.may_match_probe(&blocks.filter_partition(h)?, probe)
+            }
+        };
+        Ok(FilterAnswer::from_maybe(maybe))
+    }
+
+    fn pinned_bytes(&self) -> usize {
         self.index.size()
+    }
+
+    fn describe(&self, policy: &dyn FilterPolicy, blocks: &dyn BlockSource) -> Result<FilterShape> {
+        let partitions = self.partitions().ok_or_else(|| corrupt_index(blocks))?;
+        let probes = match partitions.first() {
+            Some(&h) => policy.probes_in(&blocks.filter_partition(h)?),
+            None => None,
+        };
+        Ok(FilterShape {
+            probes,
+            partitions: Some(partitions.len()),
+        })
     }
 }
 
@@ -198,12 +240,12 @@ mod tests {
         assert_eq!(reader.partitions().unwrap().len(), written.len() - 1);
         for k in &keys {
             match reader.partition_for(k) {
-                PartitionLookup::Partition(h) => {
+                PartitionPosition::Partition(h) => {
                     assert!(policy.may_match(&written[h.offset as usize], k))
                 }
                 other => panic!("{other:?} for a present key"),
             }
         }
-        assert_eq!(reader.partition_for(b"zzz"), PartitionLookup::PastLastKey);
+        assert_eq!(reader.partition_for(b"zzz"), PartitionPosition::PastLastKey);
     }
 }

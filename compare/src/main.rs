@@ -2,12 +2,14 @@
 //! process.
 //!
 //! ```text
-//! cargo run --release --features compare --example compare -- \
+//! cargo run --release -p siftdb-compare -- \
 //!     [--keys 1000000] [--reads 1000000] [--compacted] [--stores siftdb,rocksdb,fjall] [--json]
 //! ```
 //!
-//! The feature `compare` pulls in fjall and the `rocksdb` crate; the latter builds RocksDB's C++
-//! sources (needs clang and libclang-dev; 15-25 minutes on 2 cores). CI does not build it.
+//! This crate (`compare/`, a workspace member that is never published and that a plain `cargo`
+//! command at the root does not build) pulls in fjall and the `rocksdb` crate; the latter builds
+//! RocksDB's C++ sources (needs clang and libclang-dev; 15-25 minutes on 2 cores). CI does not
+//! build it.
 //!
 //! Keys are 16-byte zero-padded decimals of even numbers, values 100 bytes, inserted in random
 //! order; WAL on, no fsync. Phases: fillrandom, then flush and wait until the store has no
