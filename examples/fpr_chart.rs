@@ -1,4 +1,4 @@
-//! False positive rate against bits per key for the two built-in filter policies, measured on the
+//! False positive rate against bits per key for the built-in filter policies, measured on the
 //! policies themselves (a builder and `may_match`, no store), next to what theory predicts.
 //!
 //! cargo run --release --example fpr_chart                            # writes docs/fpr_chart.{svg,csv}

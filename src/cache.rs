@@ -1,5 +1,6 @@
-//! A sharded LRU cache: the block cache (`(file number, block offset)` → `Arc<Block>`, charged by
-//! block size) and the table cache (file number → `Arc<TableReader>`, charge 1).
+//! A sharded LRU cache: the block cache (`(file number, block offset)` → a data block or a filter
+//! partition, charged by size) and the table cache's LRU (file number → `Arc<TableReader>`,
+//! charge 1).
 //!
 //! Each shard is a mutex around a hash map from key to a slot in a `Vec`, and the slots form an
 //! intrusive doubly linked list by index, most recently used at the head. Every operation is O(1)

@@ -1,4 +1,5 @@
-//! Internal keys: a user key followed by an 8-byte tag `(sequence << 8) | kind`, little-endian.
+//! Internal keys: a user key followed by a tag of sequence and kind (format:
+//! `docs/table_format.md`, *Internal keys*).
 //!
 //! Internal keys sort by user key ascending, then by sequence descending, so the newest version of a
 //! key comes first and a lookup for `(key, snapshot)` lands on the newest version visible to it.

@@ -57,6 +57,7 @@ mod options;
 mod prefix;
 mod sst;
 mod stats;
+mod store_id;
 mod wal;
 mod write_batch;
 

@@ -1,7 +1,6 @@
 //! `WriteBatch`: puts and deletes applied atomically, and the WAL record that carries them.
 //!
-//! Encoding (one WAL record): `u64 LE first sequence | u32 LE count | entries`, each entry
-//! `kind u8 (1 = put, 0 = delete) | varint key length | key | [varint value length | value]`.
+//! Format: `docs/log_format.md`, *WAL records: write batches*.
 
 use crate::coding::{fixed32_at, fixed64_at, put_length_prefixed, Decoder};
 use crate::key::ValueKind;

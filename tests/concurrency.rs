@@ -4,6 +4,8 @@
 //! they see is one the writer wrote for that key, and that a key, once seen, never disappears
 //! (keys are never deleted here).
 
+mod common;
+use common::long;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -131,8 +133,7 @@ fn allowed(i: u64, got: Option<&[u8]>, floor: u64, ceil: u64) -> bool {
 /// finish by a deadline (a deadlock), instead of hanging CI.
 #[test]
 fn readers_writer_deletes_and_compactions_stay_consistent_and_finish() {
-    let long = std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1");
-    let run_for = Duration::from_secs(if long { 120 } else { 6 });
+    let run_for = Duration::from_secs(if long() { 120 } else { 6 });
     let keys: u64 = 2000;
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(

@@ -16,56 +16,11 @@
 //! Short mode samples the offsets; `SIFTDB_LONG=1` tries every one.
 
 mod common;
-use common::{block_entries, handle, varint};
+use common::{block_entries, copy_dir, files_with_ext, handle, long, manifest, scratch, varint};
 use std::path::{Path, PathBuf};
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use siftdb::{Compression, Db, Error, Filter, Options};
-
-fn long() -> bool {
-    std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1")
-}
-
-/// Scratch space on tmpfs when there is one: these tests open a store thousands of times and
-/// every open fsyncs, which a tmpfs makes free.
-fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::tempdir_in(shm) {
-            return d;
-        }
-    }
-    tempfile::tempdir().unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let _ = std::fs::remove_dir_all(to);
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
-    v.sort();
-    v
-}
-
-fn file_named(dir: &Path, prefix: &str) -> PathBuf {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
-        .unwrap()
-}
 
 fn is_corruption_of(e: &Error, file: &Path) -> bool {
     matches!(e, Error::Corruption { file: f, .. } if f.file_name() == file.file_name())
@@ -501,7 +456,7 @@ fn manifest_damage_is_corruption_or_harmless() {
     let root = scratch();
     let pristine = root.path().join("pristine");
     build_tables(&pristine, Filter::full(10.0));
-    let manifest = file_named(&pristine, "MANIFEST-");
+    let manifest = manifest(&pristine);
     let bytes = std::fs::read(&manifest).unwrap();
     let work = root.path().join("work");
     let mut rng = StdRng::seed_from_u64(21);

@@ -23,6 +23,8 @@
 //! Short mode (plain `cargo test`): 2 × 50 kills. Long mode: `SIFTDB_LONG=1` (1,000 kills per
 //! test) or `SIFTDB_CRASH_KILLS=n`.
 
+mod common;
+use common::{file_names, long};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -236,20 +238,11 @@ struct Interrupted {
     table_work: usize,
 }
 
-fn list(dir: &Path) -> Vec<String> {
-    match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
 fn kills(short: usize) -> usize {
     if let Ok(n) = std::env::var("SIFTDB_CRASH_KILLS") {
         return n.parse().unwrap();
     }
-    if std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1") {
+    if long() {
         return 1000;
     }
     short
@@ -284,7 +277,7 @@ fn crash_loop(sync: bool, seed: u64) {
         // the CURRENT switch), two MANIFESTs (inside an open, after the new MANIFEST and before
         // the clean-up), tables the reopen deletes (a flush or compaction that had not finished,
         // or inputs not yet deleted after one had).
-        let before = list(&dir);
+        let before = file_names(&dir);
         if before.iter().any(|n| n == "CURRENT.dbtmp") {
             seen.current_switch += 1;
         }
@@ -292,7 +285,7 @@ fn crash_loop(sync: bool, seed: u64) {
             seen.open += 1;
         }
         let m = check(&dir, epoch, acked, kill);
-        let after = list(&dir);
+        let after = file_names(&dir);
         if before
             .iter()
             .any(|n| n.ends_with(".sst") && !after.contains(n))

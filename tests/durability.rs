@@ -6,6 +6,8 @@
 //! Each scenario is pinned down deterministically: flushes are held at a gate inside the filter
 //! policy, so WALs pile up exactly as they do when a flush is slow.
 
+mod common;
+use common::{copy_dir, names_with_ext};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -111,16 +113,6 @@ fn value(i: usize, tag: &str) -> Vec<u8> {
 
 const SYNC: WriteOptions = WriteOptions { sync: true };
 
-fn logs(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".log"))
-        .collect();
-    v.sort();
-    v
-}
-
 /// Builds the directory a crash leaves when a flush is slow: several WALs, the MANIFEST written
 /// before any of them was flushed. Writes `unsynced` unsynced puts (at least 13, so the memtable
 /// fills and its flush starts and waits at the gate), freezes the next memtable with a `flush`
@@ -145,11 +137,11 @@ fn slow_flush_then_crash(
         std::thread::spawn(move || db.flush())
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while logs(dir).len() < 3 {
+    while names_with_ext(dir, "log").len() < 3 {
         assert!(
             std::time::Instant::now() < deadline,
             "the scenario needs several WALs: {:?}",
-            logs(dir)
+            names_with_ext(dir, "log")
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
@@ -238,16 +230,6 @@ fn interrupted_opens_lose_no_wal_and_replay_none_twice() {
         k += 1;
     }
     assert!(k > 10, "only {k} cut points inside open");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
 }
 
 /// A synced write makes every write before it durable, also those in older WALs whose memtables

@@ -2,6 +2,8 @@
 //! compaction and reopen; measured FP rates through real Gets; the counter identities; reopening
 //! with another filter; a damaged filter block.
 
+mod common;
+use common::{check_across_flush_compaction_and_reopen, files_with_ext};
 use std::sync::Arc;
 
 use siftdb::{
@@ -64,18 +66,11 @@ fn no_false_negatives_for_any_policy_and_layout_across_flush_compaction_and_reop
                 "{name} after {stage}"
             );
         };
-        {
-            let db = Db::open(dir.path(), options(filter.clone())).unwrap();
-            for i in 0..n {
-                db.put(key(i), i.to_le_bytes()).unwrap();
-            }
-            db.flush().unwrap();
-            check(&db, "flush");
-            db.compact().unwrap();
-            check(&db, "compaction");
-        }
         let db = Db::open(dir.path(), options(filter.clone())).unwrap();
-        check(&db, "reopen");
+        for i in 0..n {
+            db.put(key(i), i.to_le_bytes()).unwrap();
+        }
+        check_across_flush_compaction_and_reopen(db, dir.path(), options(filter.clone()), check);
     }
 }
 
@@ -356,11 +351,7 @@ fn a_damaged_filter_block_is_corruption_never_a_false_no() {
             }
             db.flush().unwrap();
         }
-        let sst = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.extension().is_some_and(|e| e == "sst"))
-            .unwrap();
+        let sst = files_with_ext(dir.path(), "sst").pop().unwrap();
         // The filter block(s) sit between the data blocks and the properties: flip a byte in the
         // middle of that region, found through the table's own properties (the filter size).
         let mut bytes = std::fs::read(&sst).unwrap();

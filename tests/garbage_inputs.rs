@@ -14,8 +14,11 @@
 //! `SIFTDB_LONG=1` runs 20 times as many inputs.
 
 mod common;
-use common::{block_entries, handle, varint};
-use std::path::{Path, PathBuf};
+use common::{
+    block_entries, copy_dir, file_names, files_with_ext, handle, key, long, manifest, scratch,
+    varint,
+};
+use std::path::Path;
 
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -24,40 +27,11 @@ use siftdb::{
 };
 
 fn iterations(short: usize) -> usize {
-    if std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1") {
+    if long() {
         short * 20
     } else {
         short
     }
-}
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap())
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let _ = std::fs::remove_dir_all(to);
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-fn find(dir: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| pred(p.file_name().unwrap().to_str().unwrap()))
-        .collect();
-    v.sort();
-    v
-}
-
-fn key(i: usize) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
 }
 
 fn value(i: usize) -> Vec<u8> {
@@ -197,7 +171,7 @@ fn rechecksummed_table_blocks_never_panic() {
         }
         db.flush().unwrap();
         drop(db);
-        let table = find(&pristine, |n| n.ends_with(".sst")).pop().unwrap();
+        let table = files_with_ext(&pristine, "sst").pop().unwrap();
         let bytes = std::fs::read(&table).unwrap();
         let blocks = table_blocks(&bytes);
         let work = root.path().join("work");
@@ -234,7 +208,7 @@ fn random_and_mutated_table_files_never_panic_or_lie() {
     }
     db.flush().unwrap();
     drop(db);
-    let table = find(&pristine, |n| n.ends_with(".sst")).pop().unwrap();
+    let table = files_with_ext(&pristine, "sst").pop().unwrap();
     let bytes = std::fs::read(&table).unwrap();
     let work = root.path().join("work");
     let mut rng = StdRng::seed_from_u64(32);
@@ -352,7 +326,7 @@ fn rechecksummed_wal_records_never_panic() {
         }
     }
     drop(db);
-    let log = find(&pristine, |n| n.ends_with(".log")).pop().unwrap();
+    let log = files_with_ext(&pristine, "log").pop().unwrap();
     let records = log_records(&std::fs::read(&log).unwrap());
     assert_eq!(records.len(), 60);
     let work = root.path().join("work");
@@ -387,9 +361,7 @@ fn rechecksummed_manifest_edits_never_panic() {
     }
     db.compact().unwrap();
     drop(db);
-    let manifest = find(&pristine, |n| n.starts_with("MANIFEST-"))
-        .pop()
-        .unwrap();
+    let manifest = manifest(&pristine);
     let records = log_records(&std::fs::read(&manifest).unwrap());
     assert!(records.len() > 3);
     let work = root.path().join("work");
@@ -473,9 +445,8 @@ fn write_fuzz_seeds() {
             db.put(key(i), value(i)).unwrap();
         }
         drop(db);
-        for p in find(&dir, |_| true) {
-            let name = p.file_name().unwrap().to_str().unwrap().to_string();
-            let bytes = std::fs::read(&p).unwrap();
+        for name in file_names(&dir) {
+            let bytes = std::fs::read(dir.join(&name)).unwrap();
             if name.ends_with(".sst") {
                 // The table target takes a key-length byte, then the key, then the file.
                 let mut seed = vec![8u8];

@@ -14,6 +14,8 @@
 //! and this machine has no device-mapper): `tests/durability.rs` injects one with the
 //! fault-injection layer instead.
 
+mod common;
+use common::files_with_ext;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -101,19 +103,6 @@ fn value(i: usize) -> Vec<u8> {
     v
 }
 
-fn count(dir: &Path, ext: &str) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == ext)
-        })
-        .count()
-}
-
 fn check_all(db: &Db, n: usize, what: &str) {
     for i in 0..n {
         assert_eq!(
@@ -156,7 +145,7 @@ fn enospc_during_flush_keeps_the_wal_and_stops_writes() {
             db.put(key(i), value(i)).unwrap();
         }
         fs.fill_leaving(free_kib << 10);
-        let logs_before = count(&dir, "log");
+        let logs_before = files_with_ext(&dir, "log").len();
         match db.flush() {
             Ok(()) => {
                 // Enough room after all: then everything must simply work.
@@ -174,8 +163,15 @@ fn enospc_during_flush_keeps_the_wal_and_stops_writes() {
         }
         // Readable from the frozen memtable; nothing half-written left as a table.
         check_all(&db, n, &what);
-        assert_eq!(count(&dir, "sst"), 0, "{what}: partial table left behind");
-        assert!(count(&dir, "log") >= logs_before, "{what}: WAL removed");
+        assert_eq!(
+            files_with_ext(&dir, "sst").len(),
+            0,
+            "{what}: partial table left behind"
+        );
+        assert!(
+            files_with_ext(&dir, "log").len() >= logs_before,
+            "{what}: WAL removed"
+        );
         assert!(
             matches!(db.put(b"x", b"y"), Err(Error::Background(_))),
             "{what}: writes must fail after a failed flush"
@@ -214,7 +210,7 @@ fn enospc_during_compaction_keeps_the_inputs_and_stops_writes() {
             }
             db.flush().unwrap();
         }
-        assert_eq!(count(&dir, "sst"), tables);
+        assert_eq!(files_with_ext(&dir, "sst").len(), tables);
         fs.fill_leaving(free_kib << 10);
         match db.compact() {
             Ok(()) => {
@@ -241,7 +237,11 @@ fn enospc_during_compaction_keeps_the_inputs_and_stops_writes() {
             Some("4"),
             "{what}"
         );
-        assert_eq!(count(&dir, "sst"), tables, "{what}: partial output left");
+        assert_eq!(
+            files_with_ext(&dir, "sst").len(),
+            tables,
+            "{what}: partial output left"
+        );
         check_all(&db, n, &what);
         assert!(
             matches!(db.put(b"x", b"y"), Err(Error::Background(_))),

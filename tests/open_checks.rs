@@ -16,7 +16,9 @@
 //!
 //! Calls that could hang run under a watchdog that turns a hang into a test failure.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod common;
+use common::{key, names_with_ext};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -55,10 +57,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-fn key(i: usize) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
 /// A value of `len` bytes that starts with `tag` (the store it belongs to) and is otherwise the
 /// same for every store.
 fn value(tag: u8, i: usize, len: usize) -> Vec<u8> {
@@ -67,7 +65,6 @@ fn value(tag: u8, i: usize, len: usize) -> Vec<u8> {
     v
 }
 
-/// Every file in `dir` but `LOCK`, by name, with its bytes.
 /// Puts keys `range` with their standard values.
 fn put_keys(db: &Db, range: std::ops::Range<usize>) {
     for i in range {
@@ -82,6 +79,7 @@ fn check_keys(db: &Db, range: std::ops::Range<usize>) {
     }
 }
 
+/// Every file in `dir` but `LOCK`, by name, with its bytes.
 fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -108,14 +106,6 @@ fn differences(before: &BTreeMap<String, Vec<u8>>, after: &BTreeMap<String, Vec<
         out.push(format!("{name} created"));
     }
     out.join(", ")
-}
-
-fn sst_names(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".sst"))
-        .collect()
 }
 
 fn describe<T>(r: &Result<T, Error>) -> String {
@@ -225,8 +215,8 @@ fn build_store(dir: &Path, tag: u8, count: usize, value_len: usize) {
 
 /// Copies B's only table over A's table of the same name and returns its path in A.
 fn swap_in_foreign_table(a: &Path, b: &Path) -> PathBuf {
-    let a_tables = sst_names(a);
-    let b_tables = sst_names(b);
+    let a_tables = names_with_ext(a, "sst");
+    let b_tables = names_with_ext(b, "sst");
     assert_eq!(
         a_tables.len(),
         1,
@@ -310,7 +300,7 @@ fn foreign_table_of_same_name_and_size_is_never_read_as_own_data() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     build_store(a.path(), b'A', 500, 100);
     build_store(b.path(), b'B', 500, 100);
-    let name = sst_names(a.path()).into_iter().next().unwrap();
+    let name = names_with_ext(a.path(), "sst").into_iter().next().unwrap();
     let (len_a, len_b) = (
         std::fs::metadata(a.path().join(&name)).unwrap().len(),
         std::fs::metadata(b.path().join(&name)).unwrap().len(),

@@ -23,6 +23,8 @@
 //! `SIFTDB_POWER_CUTS=n`: any number; `SIFTDB_POWER_CUT_SEED=s`: another random sequence. Add
 //! `-- --nocapture` to see where the cuts landed.
 
+mod common;
+use common::{key, long};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
@@ -41,7 +43,7 @@ fn cuts() -> usize {
     if let Ok(n) = std::env::var("SIFTDB_POWER_CUTS") {
         return n.parse().expect("SIFTDB_POWER_CUTS is a number");
     }
-    if std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1") {
+    if long() {
         return 10_000;
     }
     300
@@ -68,7 +70,7 @@ fn options(epoch: usize, faults: &FaultInjector) -> Options {
 fn random_batch(rng: &mut StdRng, id: u64) -> Batch {
     (0..rng.gen_range(1..=4))
         .map(|_| {
-            let k = format!("key{:05}", rng.gen_range(0..KEYS)).into_bytes();
+            let k = key(rng.gen_range(0..KEYS) as usize);
             if rng.gen_bool(0.2) {
                 (k, None)
             } else {
@@ -327,7 +329,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
                 }
                 4..=9 => {
                     // A live read sees every acknowledged write.
-                    let k = format!("key{:05}", rng.gen_range(0..KEYS)).into_bytes();
+                    let k = key(rng.gen_range(0..KEYS) as usize);
                     match db.get(&k) {
                         Ok(v) => assert_eq!(v.as_ref(), model.get(&k), "{what}: live read"),
                         Err(_) => break, // a background failure may surface here
@@ -417,7 +419,7 @@ fn check(db: &Db, history: &[Batch], durable: usize, what: &str) -> (usize, Stat
     let seen = contents(db, what);
     let m = prefix_length(history, durable, &seen, what);
     for i in 0..KEYS {
-        let k = format!("key{i:05}").into_bytes();
+        let k = key(i as usize);
         let got = db
             .get(&k)
             .unwrap_or_else(|e| panic!("{what}: get failed: {e}"));

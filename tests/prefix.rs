@@ -2,6 +2,8 @@
 //! layout across flush, compaction and reopen; skipped tables are counted exactly; another
 //! extractor reads old tables correctly; point Gets with whole-key filtering off use prefixes.
 
+mod common;
+use common::check_across_flush_compaction_and_reopen;
 use siftdb::{Db, Filter, Options, PrefixExtractor, Ticker};
 
 fn key(prefix: u32, i: u32) -> Vec<u8> {
@@ -58,27 +60,25 @@ fn prefix_scans_match_filtered_full_scans_for_every_layout() {
                 .collect();
             assert_eq!(got, want, "{filter:?} range after {stage}");
         };
-        {
-            let db = Db::open(dir.path(), options(filter.clone())).unwrap();
-            // Only even prefixes exist; each with 40 keys, some deleted.
-            for p in (0..400).step_by(2) {
-                for i in 0..40 {
-                    db.put(key(p, i), format!("v{p}-{i}")).unwrap();
-                }
-            }
-            for p in (0..400).step_by(2) {
-                for i in (0..40).filter(|i| (p + i) % 3 == 0) {
-                    db.delete(key(p, i)).unwrap();
-                }
-            }
-            check(&db, "writes");
-            db.flush().unwrap();
-            check(&db, "flush");
-            db.compact().unwrap();
-            check(&db, "compaction");
-        }
         let db = Db::open(dir.path(), options(filter.clone())).unwrap();
-        check(&db, "reopen");
+        // Only even prefixes exist; each with 40 keys, some deleted.
+        for p in (0..400).step_by(2) {
+            for i in 0..40 {
+                db.put(key(p, i), format!("v{p}-{i}")).unwrap();
+            }
+        }
+        for p in (0..400).step_by(2) {
+            for i in (0..40).filter(|i| (p + i) % 3 == 0) {
+                db.delete(key(p, i)).unwrap();
+            }
+        }
+        check(&db, "writes");
+        let db = check_across_flush_compaction_and_reopen(
+            db,
+            dir.path(),
+            options(filter.clone()),
+            check,
+        );
         let before = db.statistics();
         for p in (1..400).step_by(2) {
             assert_eq!(db.scan_prefix(format!("{p:05}")).count(), 0);

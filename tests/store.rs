@@ -1,6 +1,8 @@
 //! Whole-store behaviour on real files: put/get/delete/overwrite across flush, compaction and
 //! reopen; locking; bad input.
 
+mod common;
+use common::files_with_ext;
 use siftdb::{Db, Error, Filter, Options, WriteBatch, WriteOptions};
 
 fn small_options() -> Options {
@@ -187,12 +189,7 @@ fn more_tables_than_open_files_read_right_and_compacted_files_are_deleted() {
         db.put(key(i), value(i, 0)).unwrap();
     }
     db.flush().unwrap();
-    let tables = |dir: &std::path::Path| {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().path().extension() == Some("sst".as_ref()))
-            .count()
-    };
+    let tables = |dir: &std::path::Path| files_with_ext(dir, "sst").len();
     db.compact().unwrap();
     let before = tables(dir.path());
     assert!(

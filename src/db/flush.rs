@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use super::background::catch_panic;
 use super::filename::{log_path, table_path};
-use super::store_id::StoreId;
 use super::table_filter::filter_for_new_table;
 use super::version_edit::{NewFile, VersionEdit};
 use super::{Db, DbInner};
@@ -17,6 +16,7 @@ use crate::key::user_key;
 use crate::options::Options;
 use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
+use crate::store_id::StoreId;
 
 /// The settings new tables of store `store_id` are built with, with `filter` as their filter.
 pub(crate) fn table_options(options: &Options, filter: Filter, store_id: StoreId) -> TableOptions {

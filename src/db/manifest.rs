@@ -10,11 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::filename::{current_path, current_temp_path, manifest_name, parse_file_name, FileKind};
-use super::store_id::StoreId;
 use super::version::Version;
 use super::version_edit::{NewFile, VersionEdit};
 use crate::error::{Error, Result};
 use crate::fs::{io_at, FileSystem};
+use crate::store_id::StoreId;
 use crate::wal::reader::{read_log, LogTail};
 use crate::wal::writer::LogWriter;
 

@@ -13,7 +13,6 @@ mod open;
 mod property;
 mod read;
 mod scan;
-pub(crate) mod store_id;
 mod table_cache;
 mod table_filter;
 pub(crate) mod version;
@@ -35,9 +34,9 @@ use crate::fs::FileSystem;
 use crate::memtable::MemTable;
 use crate::options::{Options, NUM_LEVELS};
 use crate::stats::{Statistics, Stats};
+use crate::store_id::StoreId;
 use crate::wal::writer::LogWriter;
 use manifest::Manifest;
-use store_id::StoreId;
 use table_cache::TableCache;
 use version::Version;
 

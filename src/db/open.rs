@@ -20,7 +20,6 @@ use super::filename::{
 };
 use super::flush::{table_options, write_level0_table};
 use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest};
-use super::store_id::{new_store_id, StoreId};
 use super::table_cache::TableCache;
 use super::version::{Retire, Version};
 use super::version_edit::VersionEdit;
@@ -32,6 +31,7 @@ use crate::fs::{io_at, FileSystem};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::Stats;
+use crate::store_id::{new_store_id, StoreId};
 use crate::wal::reader::{read_log, LogTail};
 use crate::wal::writer::LogWriter;
 use crate::write_batch::decode_batch;

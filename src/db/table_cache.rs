@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use super::filename::table_path;
-use super::store_id::StoreId;
 use super::version::{FileMeta, PinnedReader};
 use crate::cache::ShardedLruCache;
 use crate::error::Result;
 use crate::filter::PolicyRegistry;
 use crate::sst::table_reader::{BlockCache, ExpectedTable, TableReader};
 use crate::stats::Stats;
+use crate::store_id::StoreId;
 
 /// A table's reader: borrowed from its `FileMeta` if pinned, else shared with the LRU.
 pub(crate) enum TableRef<'a> {

@@ -1,16 +1,14 @@
 //! A version edit: one MANIFEST record, the change from one version of the table set to the next.
 //!
-//! Encoding: a sequence of fields, each a varint tag and its value:
-//! `1` log number (varint) · `2` next file number · `3` last sequence ·
-//! `5` deleted table: level, number · `6` new table: level, number, size, smallest and largest
-//! internal keys (each varint length + bytes) · `7` store identity (varint length 16 + bytes).
+//! Format (every tag) and the counters' meaning: `docs/log_format.md`, *MANIFEST records: version
+//! edits*.
 
 use std::path::Path;
 
-use super::store_id::StoreId;
 use crate::coding::{put_length_prefixed, put_varint64, Decoder};
 use crate::error::{Error, Result};
 use crate::options::NUM_LEVELS;
+use crate::store_id::StoreId;
 
 const TAG_LOG_NUMBER: u64 = 1;
 const TAG_NEXT_FILE: u64 = 2;

@@ -5,19 +5,7 @@
 //! false positive rate for the same bits (0.9535 % instead of 0.84 % at 10 bits/key), because
 //! keys spread unevenly over lines.
 //!
-//! Format (`len` bytes of lines, `len` a multiple of 64, then a 5-byte trailer):
-//!
-//! ```text
-//! [0, len)         L = len / 64 lines of 64 bytes
-//! len              0xFF   marker: not a LevelDB-style filter
-//! len + 1          0x00   sub-implementation: cache-local bloom
-//! len + 2          ((log2(64) − 6) << 5) | probes, i.e. line-size code 0 and probes (1..=24)
-//! len + 3, len + 4 0x00   reserved
-//! ```
-//!
-//! A key's 64-bit hash `h` (xxh3) picks line `((h as u32) as u64 · L) >> 32` with its low half;
-//! its high half `g` gives the probes: `bit = g >> 23` (0..511 within the line, bit `bit % 8` of
-//! byte `bit / 8`), then `g = g · 0x9e3779b9`, `probes` times.
+//! Format, hashing and probing: `docs/filters.md`, *Cache-local bloom*.
 
 use xxhash_rust::xxh3::xxh3_64;
 

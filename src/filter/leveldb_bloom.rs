@@ -1,14 +1,11 @@
 //! LevelDB's built-in bloom filter, bit for bit (`leveldb.BuiltinBloomFilter2`).
 //!
-//! Format: `bits/8` bytes of bit array, then one byte holding the number of probes `k`. Bit `i`
-//! is bit `i % 8` (least significant first) of byte `i / 8`. A key's probes are
-//! `h, h + δ, h + 2δ, …` modulo the number of bits, where `h` is LevelDB's 32-bit hash of the key
-//! and `δ = h.rotate_right(17)`.
+//! Format, hash and probing: `docs/filters.md`, *LevelDB bloom*.
 //!
-//! Because `δ` comes from the same 32 bits as `h`, large filters fill less evenly than theory
-//! assumes: about 0.89 % false positives at 10k keys and 10 bits/key, but 1.29 % at 1M keys. It
-//! suits small per-block filters; for whole-table filters prefer
-//! [`CacheLocalBloom`](super::CacheLocalBloom).
+//! A key's probes step by `δ = h.rotate_right(17)` from its 32-bit hash `h`; because `δ` comes from
+//! the same 32 bits as `h`, large filters fill less evenly than theory assumes, and the measured
+//! rate drifts above theory as filters grow (`docs/benchmarks.md`). It suits small per-block
+//! filters; for whole-table filters prefer [`CacheLocalBloom`](super::CacheLocalBloom).
 
 use super::policy::{FilterBitsBuilder, FilterPolicy};
 use super::theory;

@@ -564,7 +564,7 @@ impl FaultInjector {
     }
 
     pub(crate) fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let sync = || File::open(dir).and_then(|d| d.sync_all());
+        let sync = || super::sync_directory(dir);
         if dir != self.shared.dir {
             return sync();
         }

@@ -102,10 +102,21 @@ impl FileSystem {
         if let Some(f) = self.faults() {
             return f.sync_dir(dir).map_err(io_at(dir));
         }
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_at(dir))
+        sync_directory(dir).map_err(io_at(dir))
     }
+}
+
+/// fsyncs a directory (Unix: its entries are only durable once the directory itself is synced).
+#[cfg(unix)]
+fn sync_directory(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Windows cannot open a directory as a file without special flags, and NTFS journals directory
+/// changes itself: there is nothing to sync.
+#[cfg(windows)]
+fn sync_directory(_dir: &Path) -> io::Result<()> {
+    Ok(())
 }
 
 /// A file open for appending, made by [`FileSystem::create`]. Unbuffered: callers put a

@@ -1,16 +1,9 @@
 //! Reading blocks: validating the restart array and iterating over prefix-compressed entries.
 //!
-//! A block (LevelDB's format) is a run of entries followed by a restart array:
-//!
-//! ```text
-//! entry:    varint32 shared | varint32 unshared | varint32 value_len | key[shared..] | value
-//! trailer:  u32 LE restart offset × num_restarts | u32 LE num_restarts (≥ 1)
-//! ```
-//!
-//! An entry's key is the first `shared` bytes of the previous entry's key followed by its own
-//! `unshared` bytes. Every `restart_interval` entries an entry stores its key whole (`shared` = 0)
-//! and its offset goes into the restart array, so a seek can binary-search the restart points and
-//! only scan a few entries linearly. The empty block is `00 00 00 00 01 00 00 00`.
+//! Format (LevelDB's): `docs/table_format.md`, *Blocks*. Each entry's key shares a prefix with
+//! the previous one; every `restart_interval` entries a key is stored whole and listed in the
+//! restart array, so a seek can binary-search the restart points and only scan a few entries
+//! linearly.
 //!
 //! Blocks come from disk behind a checksum, but the iterator still treats every length as
 //! untrusted: malformed bytes make it invalid with [`BlockIter::is_corrupt`] set, never a panic and

@@ -1,6 +1,6 @@
 //! Builds one block: prefix-compressed sorted entries followed by a restart array.
 //!
-//! The format (LevelDB's) is described byte for byte in `src/sst/block.rs` and DESIGN.md.
+//! Format (LevelDB's): `docs/table_format.md`, *Blocks*.
 
 use crate::coding::{put_fixed32, put_varint64};
 

@@ -1,13 +1,6 @@
-//! Block handles, block trailers and the table footer.
+//! Block handles, block trailers and the table footer, and the checked read of one block.
 //!
-//! Every block in a table is followed by a 5-byte trailer: one compression byte (0 = none,
-//! 1 = snappy) and the crc32 (crc32fast) of the stored contents and that byte, little-endian.
-//! The footer is the last 56 bytes of the file:
-//!
-//! ```text
-//! metaindex handle, index handle (varints) zero-padded to 40 bytes
-//! u32 LE format version (1) | u32 LE crc32 of the 44 bytes before | u64 LE magic 0x7369_6674_6462_0001
-//! ```
+//! Format: `docs/table_format.md`, *Block handle*, *Block trailer* and *Footer*.
 
 use std::fs::File;
 use std::path::Path;

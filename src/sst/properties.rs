@@ -1,5 +1,6 @@
 //! The properties block: facts about a table, as a block of bytewise-sorted name → value entries.
-//! Numbers are varints; `filter.bits_per_key` is the f64's bits as a fixed64; names are raw bytes.
+//!
+//! Format and every name: `docs/table_format.md`, *Properties block*.
 
 use std::collections::BTreeMap;
 

@@ -1,19 +1,11 @@
 //! Writes a table: data blocks, filter block(s), properties, metaindex, index, footer.
 //!
-//! ```text
-//! [data block][trailer] …
-//! [filter block(s)][trailer]     by layout: one block-based block, one full filter, or partitions + top index
-//! [properties block][trailer]
-//! [metaindex block][trailer]     "<layout prefix><policy name>" → filter handle, "properties" → handle
-//! [index block][trailer]         last internal key of each data block → its handle
-//! [footer]                       see format.rs
-//! ```
-//! DESIGN.md holds the bytes of each part.
+//! Format: `docs/table_format.md`, *Layout*; what the filter layouts are fed:
+//! `docs/filters.md`, *What the table writer feeds a layout*.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::db::store_id::StoreId;
 use crate::error::Result;
 use crate::filter::Filter;
 use crate::fs::{FileSystem, WritableFile};
@@ -26,6 +18,7 @@ use crate::sst::format::{
     block_trailer, BlockHandle, Footer, COMPRESSION_NONE, COMPRESSION_SNAPPY,
 };
 use crate::sst::properties::TableProperties;
+use crate::store_id::StoreId;
 
 /// The settings a table is built with.
 #[derive(Clone)]

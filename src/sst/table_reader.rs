@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cache::ShardedLruCache;
-use crate::db::store_id::StoreId;
 use crate::error::{Error, Result};
 use crate::filter::{FilterLayout, FilterProbe, PolicyRegistry};
 use crate::fs::{io_at, read_exact_at};
@@ -20,6 +19,7 @@ use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::sst::index_search::{IndexPosition, IndexSearch};
 use crate::sst::properties::TableProperties;
 use crate::stats::{Stats, Ticker};
+use crate::store_id::StoreId;
 
 /// A block as the block cache holds it.
 #[derive(Clone)]

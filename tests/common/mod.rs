@@ -1,5 +1,104 @@
-//! Helpers shared by the whole-store tests that take a table file apart by hand: they read the
-//! format of DESIGN.md directly (not through the crate), so a test can aim at one region.
+//! Helpers shared by the whole-store tests: long-mode switches, scratch directories, copying and
+//! listing a store's files, the keys several tests write, and (for the tests that take a table
+//! file apart by hand) parsers that read the format of DESIGN.md directly, not through the crate,
+//! so a test can aim at one region.
+
+// Every tests/*.rs is its own crate and uses only some of these helpers; in each, the others
+// would warn as dead code.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use siftdb::{Db, Options};
+
+/// Whether `SIFTDB_LONG=1` asks for the long runs.
+pub fn long() -> bool {
+    std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1")
+}
+
+/// Scratch space on tmpfs when there is one: tests that open a store thousands of times fsync on
+/// every open, which a tmpfs makes free.
+pub fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// Replaces `to` with a copy of the store in `from`, all but its `LOCK`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// The names of the files in `dir`, sorted; none if `dir` does not exist (yet).
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = entries
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The names of the files in `dir` with the extension `ext` (`"sst"`, `"log"`), sorted.
+pub fn names_with_ext(dir: &Path, ext: &str) -> Vec<String> {
+    file_names(dir)
+        .into_iter()
+        .filter(|n| Path::new(n).extension().is_some_and(|e| e == ext))
+        .collect()
+}
+
+/// The paths of the files in `dir` with the extension `ext` (`"sst"`, `"log"`), sorted.
+pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    names_with_ext(dir, ext)
+        .into_iter()
+        .map(|n| dir.join(n))
+        .collect()
+}
+
+/// The path of the store's MANIFEST in `dir` (the last by name, were there several).
+pub fn manifest(dir: &Path) -> PathBuf {
+    let name = file_names(dir)
+        .into_iter()
+        .rfind(|n| n.starts_with("MANIFEST-"))
+        .unwrap();
+    dir.join(name)
+}
+
+/// Key `i` of the tests that write `key00000`, `key00001`, ….
+pub fn key(i: usize) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// Flushes `db` and then compacts it, calling `check` after each, then reopens the store in `dir`
+/// with `options` and calls `check` again; returns the reopened store.
+pub fn check_across_flush_compaction_and_reopen(
+    db: Db,
+    dir: &Path,
+    options: Options,
+    check: impl Fn(&Db, &str),
+) -> Db {
+    db.flush().unwrap();
+    check(&db, "flush");
+    db.compact().unwrap();
+    check(&db, "compaction");
+    drop(db);
+    let db = Db::open(dir, options).unwrap();
+    check(&db, "reopen");
+    db
+}
 
 /// A varint at `*pos` of a pristine file, advancing `*pos`.
 pub fn varint(b: &[u8], pos: &mut usize) -> u64 {

@@ -9,36 +9,8 @@
 //! for about 1.125 · w bits per key on large sets (9.04 bits/key at 1M keys for 8 bits, against
 //! ≈ 12.1 for a cache-local bloom with the same rate and 8 for the information-theoretic limit).
 //!
-//! Format (`A` = array length fingerprints of `w / 8` bytes each, then a 25-byte trailer):
-//!
-//! ```text
-//! [0, F)       F = A · w / 8 bytes: slot i is byte i (w = 8) or u16 LE at 2i (w = 16)
-//! F + 0..8     seed, u64 LE
-//! F + 8..12    segment length L, u32 LE (a power of two; 0 when A = 0)
-//! F + 12..16   segment count length C = (number of segments) · L, u32 LE
-//! F + 16..20   array length A = C + 2L, u32 LE
-//! F + 20       0xFF   marker: not a LevelDB-style filter (same place as the cache-local bloom's)
-//! F + 21       0x01   sub-implementation: 3-wise binary fuse (the cache-local bloom is 0)
-//! F + 22       w: 8 or 16
-//! F + 23       kind: 0 = filter; 1 = construction gave up, matches everything
-//! F + 24       0x00   reserved
-//! ```
-//!
-//! A key's 64-bit xxh3 hash `h` (seed 0, as [`CacheLocalBloom::hash`](super::CacheLocalBloom::hash))
-//! is remixed with the seed, `m = fmix64(h + seed)` (MurmurHash3's finalizer, a bijection), and
-//! then
-//!
-//! ```text
-//! h0 = (m · C) >> 64               (128-bit product: a slot of the first C slots)
-//! h1 = (h0 + L)  ^ ((m >> 18) & (L − 1))
-//! h2 = (h0 + 2L) ^ (m & (L − 1))
-//! fingerprint = (m ^ (m >> 32)) truncated to w bits
-//! ```
-//!
-//! and the key may be present iff `slot[h0] ^ slot[h1] ^ slot[h2] == fingerprint`. `A = 0` with
-//! kind 0 is the empty key set (matches nothing). Anything else that is not exactly this format
-//! (too short, unknown marker, sub-implementation, width, kind or reserved byte, inconsistent
-//! lengths) answers "may match", which is always safe.
+//! Format, hashing, probing and construction: `docs/filters.md`, *Binary fuse*. Bytes that are
+//! not exactly that format answer "may match", which is always safe.
 //!
 //! Width comes from the bytes: a `BinaryFuse::fuse16()` object reads a filter built by
 //! `BinaryFuse::fuse8()` exactly as the 8-bit object does, and the other way round.

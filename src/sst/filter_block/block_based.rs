@@ -1,10 +1,7 @@
-//! The block-based layout (LevelDB's filter block): one filter per 2 KiB of data-block offsets.
+//! The block-based layout (LevelDB's filter block): one filter per 2 KiB of data-block offsets,
+//! each holding the keys of the data blocks that start in its range.
 //!
-//! ```text
-//! filter 0 | filter 1 | … | u32 LE start of each filter | u32 LE start of that array | u8 lg(base) = 11
-//! ```
-//! Filter `i` holds the keys of every data block whose start offset lies in
-//! `[i << 11, (i + 1) << 11)`; ranges with no block start get an empty filter.
+//! Format: `docs/filters.md`, *Block-based*.
 
 use std::sync::Arc;
 

@@ -25,7 +25,7 @@ pub(crate) struct PartitionedFilterBuilder {
     partitions: Vec<(Vec<u8>, Vec<u8>)>,
     last_key: Vec<u8>,
     /// A partition is full but not closed yet: it waits for the next key's prefix, so that a
-    /// prefix whose keys straddle the cut is in both partitions (the bug class of rocksdb#4024).
+    /// prefix whose keys straddle the cut is in both partitions (else a prefix check could miss it, a bug RocksDB once had).
     cut_pending: bool,
     keys: u64,
     bytes: u64,
