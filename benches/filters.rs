@@ -1,9 +1,13 @@
-//! Filter policy benchmarks: build cost per key, probe cost per query for present and absent keys,
-//! at 10 bits/key on a 10k-key and a 1M-key filter, for siftdb's two bloom policies and the
-//! `fastbloom` crate (fed the same xxh3 hash) as a reference, and for the binary fuse filters
-//! (8- and 16-bit fingerprints, whose size follows from the key count). Each filter's measured
-//! false positive rate and bits/key are printed to stderr once, at setup; at 1M keys so are the
-//! bits/key the cache-local bloom needs to match the 8-bit fuse filter's rate.
+//! Filter policy benchmarks, side by side in one run: siftdb's two bloom policies (the `fastbloom`
+//! crate, fed the same xxh3 hash, as a reference), the binary fuse filters (8- and 16-bit
+//! fingerprints, whose size follows from the key count) and the Ribbon filter, on filters of 10k,
+//! 20k, 100k and 1M keys. Criterion times the build per filter and a probe per query for present
+//! and absent keys. At setup, for each size, a table goes to stderr with each filter's bits/key
+//! actually spent (trailer included), its measured false positive rate, `log2(1/rate)` (the
+//! fewest bits/key any filter with that rate can spend) and the ratio of the two; the blooms run
+//! at 10 bits/key, the Ribbon at 7 (about the bloom's rate) and at the fewest bits/key, in steps of
+//! 0.05, whose measured rate is at most the cache-local bloom's, with its bytes as a share of the
+//! bloom's.
 //!
 //! Run with `cargo bench --bench filters`; probe figures are per query, build figures per filter
 //! (divide by the key count, or read the throughput line).
@@ -14,12 +18,14 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fastbloom::BloomFilter;
-use siftdb::filter::{BinaryFuse, CacheLocalBloom, LevelDbBloom};
+use siftdb::filter::{BinaryFuse, CacheLocalBloom, LevelDbBloom, Ribbon};
 use siftdb::FilterPolicy;
 use xxhash_rust::xxh3::xxh3_64;
 
 const BITS_PER_KEY: f64 = 10.0;
-const SIZES: [usize; 2] = [10_000, 1_000_000];
+const SIZES: [usize; 4] = [10_000, 20_000, 100_000, 1_000_000];
+/// The Ribbon's bits/key for about the cache-local bloom's rate at 10.
+const RIBBON_BITS_PER_KEY: f64 = 7.0;
 
 /// A 16-byte key, stored inline so the key array itself is read sequentially, not chased.
 type Key = [u8; 16];
@@ -100,24 +106,25 @@ fn absent_key(mut i: usize) -> Key {
     k
 }
 
-/// The measured FP rate and bits/key of `filter` over `probes` absent keys, printed, and the rate
-/// returned. 16-bit fingerprints need 16M probes (≈ 244 false positives) for a rate good to ±6 %.
-fn report_fuse(policy: &BinaryFuse, filter: &[u8], n: usize, probes: usize) -> f64 {
-    let hits = (0..probes)
-        .filter(|&i| policy.may_match(filter, &absent_key(i)))
-        .count();
+/// One row of the setup table for `filter`, `bits` bits/key over `n` keys, `hits` of `probes`
+/// absent probes matching; returns the rate.
+fn row(n: usize, name: &str, bits: f64, hits: usize, probes: usize) -> f64 {
     let fp = hits as f64 / probes as f64;
-    let bits = filter.len() as f64 * 8.0 / n as f64;
     let limit = -fp.log2();
     eprintln!(
-        "FP rate, {n} keys, {}: {} ({hits} of {} absent probes), {bits:.3} bits/key, \
-         log2(1/FPR) = {limit:.3}, ratio to the limit {:.3}",
-        policy.name(),
+        "{n:>9} {name:<40} {bits:>8.3} {:>10} {limit:>7.3} {:>6.3}",
         rate(hits, probes),
-        probes,
         bits / limit,
     );
     fp
+}
+
+/// [`row`] for a policy's filter, measured over the first `probes` absent keys.
+fn report(n: usize, name: &str, policy: &dyn FilterPolicy, filter: &[u8], probes: usize) -> f64 {
+    let hits = (0..probes)
+        .filter(|&i| policy.may_match(filter, &absent_key(i)))
+        .count();
+    row(n, name, filter.len() as f64 * 8.0 / n as f64, hits, probes)
 }
 
 /// The fewest bits/key (from 10, in steps of 0.1) at which the cache-local bloom's measured FP rate on
@@ -132,57 +139,81 @@ fn bloom_bits_for(present: &[Key], absent: &[Key], target: f64) -> Option<(f64, 
     })
 }
 
+/// The fewest Ribbon bits/key (from 6.5, in steps of 0.05) whose filter's measured FP rate over
+/// `probes` absent keys is at most `target`: the policy and its filter.
+fn ribbon_for_rate(present: &[Key], probes: usize, target: f64) -> Option<(Ribbon, Vec<u8>)> {
+    (130..=200).map(|q| f64::from(q) / 20.0).find_map(|bpk| {
+        let p = Ribbon::new(bpk);
+        let f = policy_build(&p, present);
+        let hits = (0..probes)
+            .filter(|&i| p.may_match(&f, &absent_key(i)))
+            .count();
+        (hits as f64 / probes as f64 <= target).then_some((p, f))
+    })
+}
+
 fn bench_filters(c: &mut Criterion) {
     let leveldb = LevelDbBloom::new(BITS_PER_KEY);
     let local = CacheLocalBloom::new(BITS_PER_KEY);
     let fuse8 = BinaryFuse::fuse8();
     let fuse16 = BinaryFuse::fuse16();
+    let ribbon = Ribbon::new(RIBBON_BITS_PER_KEY);
+    // At least 1M absent probes for a rate good to about ±1 % of itself at 1 %; 16M for fuse16
+    // (≈ 244 false positives, ±6 %).
+    let probes = 1_000_000;
 
+    eprintln!(
+        "{:>9} {:<40} {:>8} {:>10} {:>7} {:>6}",
+        "keys", "filter", "bits/key", "FP rate", "log2(1/FP)", "ratio"
+    );
     for n in SIZES {
         let present = keys("user", n);
-        // At least 1M absent keys for the FP rate, so it is good to about ±0.01 %.
-        let absent = keys("miss", n.max(1_000_000));
+        let absent = keys("miss", n.max(probes));
+        assert_eq!(absent_key(n - 1), absent[n - 1]);
 
         let ldb_filter = policy_build(&leveldb, &present);
         let local_filter = policy_build(&local, &present);
         let fast = fastbloom_build(&present);
-        let ldb_fp = absent
-            .iter()
-            .filter(|k| leveldb.may_match(&ldb_filter, &k[..]))
-            .count();
-        let local_fp = absent
-            .iter()
-            .filter(|k| local.may_match(&local_filter, &k[..]))
-            .count();
-        let fast_fp = absent
+        let fuse8_filter = policy_build(&fuse8, &present);
+        let fuse16_filter = policy_build(&fuse16, &present);
+        let ribbon_filter = policy_build(&ribbon, &present);
+        report(n, "LevelDbBloom 10 b/k", &leveldb, &ldb_filter, probes);
+        let local_fp = report(n, "CacheLocalBloom 10 b/k", &local, &local_filter, probes);
+        let fast_hits = absent[..probes]
             .iter()
             .filter(|k| fast.contains(&xxh3_64(&k[..])))
             .count();
-        eprintln!(
-            "FP rate, {n} keys, {BITS_PER_KEY} bits/key, {} absent probes: leveldb {} (k={}, {} B) \
-             | cache-local {} (k={}, {} B) | fastbloom {} (k={}, {} B)",
-            absent.len(),
-            rate(ldb_fp, absent.len()),
-            leveldb.num_probes(),
-            ldb_filter.len(),
-            rate(local_fp, absent.len()),
-            local.num_probes(),
-            local_filter.len(),
-            rate(fast_fp, absent.len()),
-            fast.num_hashes(),
-            fast.num_bits() / 8,
+        row(
+            n,
+            &format!("fastbloom 0.9 10 b/k (k={})", fast.num_hashes()),
+            fast.num_bits() as f64 / n as f64,
+            fast_hits,
+            probes,
         );
-        assert_eq!(absent_key(n - 1), absent[n - 1]);
-        let fuse8_filter = policy_build(&fuse8, &present);
-        let fuse16_filter = policy_build(&fuse16, &present);
-        let fuse8_fp = report_fuse(&fuse8, &fuse8_filter, n, absent.len());
-        report_fuse(&fuse16, &fuse16_filter, n, 16_000_000);
+        let fuse8_fp = report(n, "BinaryFuse8", &fuse8, &fuse8_filter, probes);
+        report(n, "BinaryFuse16", &fuse16, &fuse16_filter, 16 * probes);
+        report(n, "Ribbon 7 b/k", &ribbon, &ribbon_filter, probes);
+        match ribbon_for_rate(&present, probes, local_fp) {
+            Some((p, f)) => {
+                report(
+                    n,
+                    &format!("Ribbon at the bloom's rate ({} b/k)", p.bits_per_key()),
+                    &p,
+                    &f,
+                    probes,
+                );
+                eprintln!(
+                    "{n:>9}   Ribbon bytes / CacheLocalBloom bytes at its rate: {:.1} %",
+                    100.0 * f.len() as f64 / local_filter.len() as f64
+                );
+            }
+            None => eprintln!("{n:>9}   no Ribbon up to 10 b/k reaches {local_fp}"),
+        }
         if n >= 1_000_000 {
             match bloom_bits_for(&present, &absent, fuse8_fp) {
                 Some((bits, fp)) => eprintln!(
-                    "cache-local bloom at the fuse8 rate ({}): {bits:.3} bits/key ({:.3} %); \
+                    "{n:>9}   CacheLocalBloom at the fuse8 rate: {bits:.3} bits/key ({:.3} %); \
                      fuse8 uses {:.1} % of its bytes",
-                    rate((fuse8_fp * absent.len() as f64) as usize, absent.len()),
                     fp * 100.0,
                     100.0 * fuse8_filter.len() as f64 * 8.0 / n as f64 / bits,
                 ),
@@ -214,6 +245,9 @@ fn bench_filters(c: &mut Criterion) {
         g.bench_function("binary_fuse16", |b| {
             b.iter(|| policy_build(&fuse16, black_box(&present)))
         });
+        g.bench_function("ribbon", |b| {
+            b.iter(|| policy_build(&ribbon, black_box(&present)))
+        });
         g.finish();
 
         for (what, probe_keys) in [("present", &present[..]), ("absent", absent)] {
@@ -243,6 +277,12 @@ fn bench_filters(c: &mut Criterion) {
             });
             g.bench_function(BenchmarkId::from_parameter("binary_fuse16"), |b| {
                 probe_loop(b, probe_keys, |k| fuse16.may_match(&fuse16_filter, k))
+            });
+            g.bench_function(BenchmarkId::from_parameter("ribbon"), |b| {
+                probe_loop(b, probe_keys, |k| ribbon.may_match(&ribbon_filter, k))
+            });
+            g.bench_function(BenchmarkId::from_parameter("ribbon_prehashed"), |b| {
+                probe_loop(b, &hashes, |&h| ribbon.may_match_hash(&ribbon_filter, h))
             });
             g.finish();
         }

@@ -1,5 +1,6 @@
-//! The same data under each filter layout, side by side: what the filters answered for a batch of
-//! missing Gets and a batch of present Gets, and what they cost in bytes.
+//! The same data under each filter layout, side by side, and the Ribbon policy in the full layout
+//! at the same bits/key: what the filters answered for a batch of missing Gets and a batch of
+//! present Gets, and what they cost in bytes.
 //!
 //! cargo run --release --example filters
 //! cargo run --release --example filters -- --keys 20000 --probes 20000
@@ -17,7 +18,7 @@ use siftdb::inspect::TableInfo;
 use siftdb::{Db, Filter, FilterCounts, Options, Ticker, WriteBatch};
 
 #[derive(Parser, Debug)]
-#[command(about = "Compare siftdb's filter layouts on the same data")]
+#[command(about = "Compare siftdb's filter layouts (and the Ribbon policy) on the same data")]
 struct Args {
     /// Keys loaded into each store.
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -76,6 +77,7 @@ fn run(args: &Args) -> siftdb::Result<()> {
         ("block-based", Filter::block_based(b)),
         ("full", Filter::full(b)),
         ("partitioned", Filter::partitioned(b)),
+        ("ribbon (full)", Filter::ribbon(b)),
     ];
     println!(
         "{} keys (16 B keys, 100 B values), {} missing and {} present Gets per layout, {b} bits/key\n",

@@ -1,5 +1,6 @@
-//! False positive rate against bits per key for the built-in filter policies, measured on the
-//! policies themselves (a builder and `may_match`, no store), next to what theory predicts.
+//! False positive rate against bits per key for the built-in filter policies (LevelDB's bloom, the
+//! cache-local bloom, the binary fuse and the Ribbon filter), measured on the policies themselves
+//! (a builder and `may_match`, no store), next to what theory predicts.
 //!
 //! cargo run --release --example fpr_chart                            # writes docs/fpr_chart.{svg,csv}
 //! cargo run --release --example fpr_chart -- --keys 20000 --probes 20000 --out-dir /tmp/fpr
@@ -21,7 +22,7 @@ use clap::{Parser, ValueEnum};
 use plotters::prelude::*;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
-use siftdb::{BinaryFuse, CacheLocalBloom, FilterPolicy, LevelDbBloom};
+use siftdb::{BinaryFuse, CacheLocalBloom, FilterPolicy, LevelDbBloom, Ribbon};
 
 #[derive(Parser, Debug)]
 #[command(about = "Measure and chart the false positive rate of siftdb's filter policies")]
@@ -121,8 +122,9 @@ impl std::fmt::Write for DecimalWriter<'_> {
 }
 
 /// Builds one filter of `policy` over `keys` present keys and counts the false positives among
-/// `probes` absent keys; also returns the filter's size in bytes.
-fn measure(policy: &dyn FilterPolicy, args: &Args) -> (u64, usize) {
+/// `probes` absent keys; also returns the filter's size in bytes and its probes as the policy
+/// reads them from the bytes.
+fn measure(policy: &dyn FilterPolicy, args: &Args) -> (u64, usize, Option<u32>) {
     let mut builder = policy.builder();
     let mut present = Keys::new(args.key_kind, true);
     for _ in 0..args.keys {
@@ -138,7 +140,7 @@ fn measure(policy: &dyn FilterPolicy, args: &Args) -> (u64, usize) {
     let fps = (0..args.probes)
         .filter(|_| policy.may_match(&filter, absent.next_key()))
         .count() as u64;
-    (fps, filter.len())
+    (fps, filter.len(), policy.probes_in(&filter))
 }
 
 /// The binary fuse filters: fixed fingerprint widths, so one point each, at the bits/key their
@@ -147,7 +149,7 @@ fn fuse_points(args: &Args) -> Vec<Point> {
     [(BinaryFuse::fuse8(), 8u32), (BinaryFuse::fuse16(), 16)]
         .into_iter()
         .map(|(policy, w)| {
-            let (fp, bytes) = measure(&policy, args);
+            let (fp, bytes, _) = measure(&policy, args);
             Point {
                 policy: "BinaryFuse".to_string(),
                 bits_per_key: bytes as f64 * 8.0 / args.keys as f64,
@@ -160,6 +162,25 @@ fn fuse_points(args: &Args) -> Vec<Point> {
         .collect()
 }
 
+/// The Ribbon filter at every bits/key: the bits it really spends (trailer included), its result
+/// bits as `k` (each halves the rate, as a bloom probe does at the optimum), and the theory for
+/// this many keys (the rate depends a little on the key count).
+fn ribbon_points(args: &Args) -> Vec<Point> {
+    BITS.map(|bits| {
+        let policy = Ribbon::new(f64::from(bits));
+        let (fp, bytes, k) = measure(&policy, args);
+        Point {
+            policy: "Ribbon".to_string(),
+            bits_per_key: bytes as f64 * 8.0 / args.keys as f64,
+            k: k.unwrap_or(0),
+            false_positives: fp,
+            measured: fp as f64 / args.probes as f64,
+            theory: Some(policy.theoretical_fp_rate_for(args.keys as usize)),
+        }
+    })
+    .collect()
+}
+
 /// Every bits/key for one policy family (`make` builds the policy at a bits/key).
 fn sweep(
     name: &str,
@@ -168,7 +189,7 @@ fn sweep(
 ) -> Vec<Point> {
     BITS.map(|bits| {
         let (policy, k) = make(f64::from(bits));
-        let (fp, _) = measure(policy.as_ref(), args);
+        let (fp, _, _) = measure(policy.as_ref(), args);
         Point {
             policy: name.to_string(),
             bits_per_key: f64::from(bits),
@@ -182,8 +203,8 @@ fn sweep(
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    // The two policies are measured on two threads; each sweep is independent.
-    let (leveldb, local) = std::thread::scope(|s| {
+    // The three sweeps are measured on three threads; each is independent.
+    let (leveldb, local, ribbon) = std::thread::scope(|s| {
         let a = s.spawn(|| {
             sweep(
                 "LevelDbBloom",
@@ -206,12 +227,14 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 args,
             )
         });
-        (a.join(), b.join())
+        let c = s.spawn(|| ribbon_points(args));
+        (a.join(), b.join(), c.join())
     });
     let series = [
         leveldb.map_err(|_| "measuring thread panicked")?,
         local.map_err(|_| "measuring thread panicked")?,
         fuse_points(args),
+        ribbon.map_err(|_| "measuring thread panicked")?,
     ];
 
     let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.4}%", r * 100.0));
@@ -293,6 +316,7 @@ fn draw(
         RGBColor(31, 119, 180),
         RGBColor(214, 39, 40),
         RGBColor(44, 160, 44),
+        RGBColor(255, 127, 14),
     ];
     for (points, color) in series.iter().zip(colors) {
         let Some(name) = points.first().map(|p| p.policy.clone()) else {

@@ -27,8 +27,8 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore, SeedableRng};
 use siftdb::{
-    Db, Filter, FilterAllocation, Options, PrefixExtractor, Statistics, Ticker, WriteBatch,
-    WriteOptions,
+    BinaryFuse, CacheLocalBloom, Db, Filter, FilterAllocation, FilterLayout, FilterPolicy,
+    LevelDbBloom, Options, PrefixExtractor, Ribbon, Statistics, Ticker, WriteBatch, WriteOptions,
 };
 
 #[derive(Parser, Debug)]
@@ -57,6 +57,10 @@ struct Args {
     /// Filter layout for new tables.
     #[arg(long, value_enum, default_value_t = FilterArg::Full)]
     filter: FilterArg,
+    /// Filter policy in that layout; default: LevelDB's bloom in the block-based layout, the
+    /// cache-local bloom in the others.
+    #[arg(long, value_enum)]
+    policy: Option<PolicyArg>,
     /// Filter bits per key.
     #[arg(long, default_value_t = 10.0, value_parser = parse_bits_per_key)]
     bits_per_key: f64,
@@ -92,6 +96,13 @@ struct Args {
     /// Seed for key order and read choices.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Block cache size in MiB (default: the store's, 32).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
+    block_cache_mb: Option<u64>,
+    /// Put index and filter blocks in the block cache, charged to it, instead of keeping them
+    /// with the tables (`Options::cache_index_and_filter_blocks`).
+    #[arg(long)]
+    cache_index_and_filter_blocks: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -114,6 +125,20 @@ enum FilterArg {
     BlockBased,
     Full,
     Partitioned,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PolicyArg {
+    /// The cache-local bloom.
+    Bloom,
+    /// The Ribbon filter: 7 bits/key give about the bloom's rate at 10.
+    Ribbon,
+    /// The binary fuse filter with 8-bit fingerprints (about 9 bits/key whatever --bits-per-key).
+    Fuse8,
+    /// The binary fuse filter with 16-bit fingerprints (about 18 bits/key).
+    Fuse16,
+    /// LevelDB's bloom.
+    Leveldb,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -181,11 +206,27 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    let filter = match args.filter {
-        FilterArg::None => Filter::none(),
-        FilterArg::BlockBased => Filter::block_based(args.bits_per_key),
-        FilterArg::Full => Filter::full(args.bits_per_key),
-        FilterArg::Partitioned => Filter::partitioned(args.bits_per_key),
+    let bits = args.bits_per_key;
+    let filter = match (args.filter, args.policy) {
+        (FilterArg::None, _) => Filter::none(),
+        (FilterArg::BlockBased, None) => Filter::block_based(bits),
+        (FilterArg::Full, None) => Filter::full(bits),
+        (FilterArg::Partitioned, None) => Filter::partitioned(bits),
+        (layout, Some(policy)) => {
+            let layout = match layout {
+                FilterArg::BlockBased => FilterLayout::BlockBased,
+                FilterArg::Partitioned => FilterLayout::Partitioned,
+                FilterArg::Full | FilterArg::None => FilterLayout::Full,
+            };
+            let policy: Arc<dyn FilterPolicy> = match policy {
+                PolicyArg::Bloom => Arc::new(CacheLocalBloom::new(bits)),
+                PolicyArg::Ribbon => Arc::new(Ribbon::new(bits)),
+                PolicyArg::Fuse8 => Arc::new(BinaryFuse::fuse8()),
+                PolicyArg::Fuse16 => Arc::new(BinaryFuse::fuse16()),
+                PolicyArg::Leveldb => Arc::new(LevelDbBloom::new(bits)),
+            };
+            Filter::new(layout, policy)
+        }
     };
     // A temporary directory lives as long as `_tmp` and is removed when it drops.
     let (_tmp, dir) = match &args.dir {
@@ -203,7 +244,12 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let options = Options::default()
         .filter(filter.clone())
         .filter_allocation(allocation)
-        .no_filter_on_last_level(args.no_filter_on_last_level);
+        .no_filter_on_last_level(args.no_filter_on_last_level)
+        .cache_index_and_filter_blocks(args.cache_index_and_filter_blocks);
+    let options = match args.block_cache_mb {
+        Some(mb) => options.block_cache_bytes(usize::try_from(mb << 20).unwrap_or(usize::MAX)),
+        None => options,
+    };
     // A prefix extractor only where prefixes are asked for: it adds entries to every filter.
     let wants_prefixes = args.prefix_len.is_some() || args.phases.contains(&Phase::Seekprefix);
     let options = if wants_prefixes {

@@ -1,10 +1,14 @@
-//! A sharded LRU cache: the block cache (`(file number, block offset)` → a data block or a filter
-//! partition, charged by size) and the table cache's LRU (file number → `Arc<TableReader>`,
-//! charge 1).
+//! A sharded LRU cache: the block cache (`(file number, block offset)` → a data block, a filter
+//! partition, or an index or filter block charged to the cache, charged by size) and the table
+//! cache's LRU (file number → `Arc<TableReader>`, charge 1).
 //!
-//! Each shard is a mutex around a hash map from key to a slot in a `Vec`, and the slots form an
-//! intrusive doubly linked list by index, most recently used at the head. Every operation is O(1)
-//! expected. Sharding by key hash keeps concurrent readers from all queueing on one lock.
+//! Each shard is a mutex around a hash map from key to a slot in a `Vec`, and the slots form two
+//! intrusive doubly linked lists by index, most recently used at the head: one per [`Priority`].
+//! Eviction takes the least recently used low-priority entry (data blocks), and a high-priority one
+//! (index and filter blocks) only when no low-priority entry is left or the high-priority entries
+//! hold more than their share of the capacity: so the blocks every lookup of a table needs outlive
+//! the data blocks one lookup needed. Every operation is O(1) expected. Sharding by key hash keeps
+//! concurrent readers from all queueing on one lock.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
@@ -48,8 +52,17 @@ type CacheKeyHash = BuildHasherDefault<CacheKeyHasher>;
 
 use parking_lot::Mutex;
 
-/// The end of a shard's linked list.
+/// The end of a shard's linked lists.
 const NIL: usize = usize::MAX;
+
+/// Which list an entry lives in, and so how soon it is evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Priority {
+    /// Evicted only after every low-priority entry, while within its share of the capacity.
+    High = 0,
+    /// Evicted first.
+    Low = 1,
+}
 
 /// One cached entry and its list links.
 #[derive(Debug)]
@@ -60,13 +73,15 @@ struct Node<K, V> {
     value: V,
     /// The capacity it occupies.
     charge: usize,
-    /// The next more recently used slot, or `NIL` at the head.
+    /// Its list.
+    priority: Priority,
+    /// The next more recently used slot of its list, or `NIL` at the head.
     prev: usize,
-    /// The next less recently used slot, or `NIL` at the tail.
+    /// The next less recently used slot of its list, or `NIL` at the tail.
     next: usize,
 }
 
-/// One independently locked LRU.
+/// One independently locked LRU of two lists.
 #[derive(Debug)]
 struct Shard<K, V> {
     /// Key → slot in `nodes`.
@@ -74,67 +89,84 @@ struct Shard<K, V> {
     /// The entries, densely packed: removal moves the last slot into the hole so no free list is
     /// needed and no dead slot keeps a value alive.
     nodes: Vec<Node<K, V>>,
-    /// The most recently used slot, or `NIL` if empty.
-    head: usize,
-    /// The least recently used slot, or `NIL` if empty.
-    tail: usize,
-    /// Sum of the charges of the entries.
-    usage: usize,
+    /// Per priority, the most recently used slot, or `NIL` if its list is empty.
+    head: [usize; 2],
+    /// Per priority, the least recently used slot, or `NIL` if its list is empty.
+    tail: [usize; 2],
+    /// Per priority, the sum of the charges of its entries.
+    usage: [usize; 2],
     /// Usage this shard evicts down to.
     capacity: usize,
+    /// The most the high-priority entries keep from eviction while low-priority ones remain.
+    high_capacity: usize,
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> Shard<K, V> {
-    /// An empty shard holding at most `capacity` charge.
-    fn new(capacity: usize) -> Self {
+    /// An empty shard holding at most `capacity` charge, of which high-priority entries are
+    /// protected up to `high_capacity`.
+    fn new(capacity: usize, high_capacity: usize) -> Self {
         Shard {
             map: HashMap::default(),
             nodes: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            usage: 0,
+            head: [NIL; 2],
+            tail: [NIL; 2],
+            usage: [0; 2],
             capacity,
+            high_capacity,
         }
     }
 
-    /// Detaches slot `i` from the list, leaving it in `nodes`.
+    fn total_usage(&self) -> usize {
+        self.usage[0] + self.usage[1]
+    }
+
+    /// Detaches slot `i` from its list, leaving it in `nodes`.
     fn unlink(&mut self, i: usize) {
-        let (prev, next) = (self.nodes[i].prev, self.nodes[i].next);
+        let (prev, next, p) = (
+            self.nodes[i].prev,
+            self.nodes[i].next,
+            self.nodes[i].priority as usize,
+        );
         match prev {
-            NIL => self.head = next,
-            p => self.nodes[p].next = next,
+            NIL => self.head[p] = next,
+            q => self.nodes[q].next = next,
         }
         match next {
-            NIL => self.tail = prev,
+            NIL => self.tail[p] = prev,
             n => self.nodes[n].prev = prev,
         }
     }
 
-    /// Links the detached slot `i` in as most recently used.
+    /// Links the detached slot `i` in as the most recently used of its list.
     fn push_front(&mut self, i: usize) {
+        let p = self.nodes[i].priority as usize;
         self.nodes[i].prev = NIL;
-        self.nodes[i].next = self.head;
-        match self.head {
-            NIL => self.tail = i,
+        self.nodes[i].next = self.head[p];
+        match self.head[p] {
+            NIL => self.tail[p] = i,
             h => self.nodes[h].prev = i,
         }
-        self.head = i;
+        self.head[p] = i;
     }
 
     /// Removes slot `i` (already removed from `map`) and returns its node.
     fn remove_slot(&mut self, i: usize) -> Node<K, V> {
         self.unlink(i);
         let node = self.nodes.swap_remove(i);
-        self.usage -= node.charge;
+        self.usage[node.priority as usize] -= node.charge;
         if i < self.nodes.len() {
             // The former last slot now lives at `i`: repoint its neighbours and its map entry.
-            let (prev, next) = (self.nodes[i].prev, self.nodes[i].next);
+            let (prev, next, p) = (
+                self.nodes[i].prev,
+                self.nodes[i].next,
+                self.nodes[i].priority as usize,
+            );
             match prev {
-                NIL => self.head = i,
-                p => self.nodes[p].next = i,
+                NIL => self.head[p] = i,
+                q => self.nodes[q].next = i,
             }
             match next {
-                NIL => self.tail = i,
+                NIL => self.tail[p] = i,
                 n => self.nodes[n].prev = i,
             }
             if let Some(slot) = self.map.get_mut(&self.nodes[i].key) {
@@ -144,19 +176,36 @@ impl<K: Hash + Eq + Clone, V: Clone> Shard<K, V> {
         node
     }
 
-    /// Looks `key` up and makes it most recently used.
+    /// Looks `key` up and makes it the most recently used of its list.
     fn get(&mut self, key: &K) -> Option<V> {
         let i = *self.map.get(key)?;
-        if self.head != i {
+        if self.head[self.nodes[i].priority as usize] != i {
             self.unlink(i);
             self.push_front(i);
         }
         Some(self.nodes[i].value.clone())
     }
 
-    /// Inserts or replaces `key`, then evicts from the tail until usage fits. Returns what was
-    /// displaced so the caller can drop it after unlocking.
-    fn insert(&mut self, key: K, value: V, charge: usize) -> Vec<Node<K, V>> {
+    /// The slot to evict next, other than `keep`: the least recently used low-priority entry,
+    /// unless high-priority entries hold more than their share (or no other low-priority entry is
+    /// left); `NIL` if `keep` is the only entry.
+    fn victim(&self, keep: usize) -> usize {
+        let (high, low) = (Priority::High as usize, Priority::Low as usize);
+        let first = if self.usage[high] > self.high_capacity {
+            high
+        } else {
+            low
+        };
+        // `keep` is the newest entry, at the head of its list: it is a tail only when alone.
+        [self.tail[first], self.tail[1 - first]]
+            .into_iter()
+            .find(|&t| t != NIL && t != keep)
+            .unwrap_or(NIL)
+    }
+
+    /// Inserts or replaces `key`, then evicts until usage fits. Returns what was displaced so the
+    /// caller can drop it after unlocking.
+    fn insert(&mut self, key: K, value: V, charge: usize, priority: Priority) -> Vec<Node<K, V>> {
         let mut displaced = Vec::new();
         if let Some(i) = self.map.remove(&key) {
             // The old value goes even if the new one is not kept: a lookup must never return a
@@ -171,15 +220,19 @@ impl<K: Hash + Eq + Clone, V: Clone> Shard<K, V> {
             key: key.clone(),
             value,
             charge,
+            priority,
             prev: NIL,
             next: NIL,
         });
         self.push_front(i);
         self.map.insert(key, i);
-        self.usage += charge;
-        // The new entry fits by itself and is at the head, so eviction stops before reaching it.
-        while self.usage > self.capacity && self.tail != NIL {
-            let t = self.tail;
+        self.usage[priority as usize] += charge;
+        // The new entry fits by itself, and is never its own victim.
+        while self.total_usage() > self.capacity {
+            let t = self.victim(i);
+            if t == NIL {
+                break;
+            }
             self.map.remove(&self.nodes[t].key);
             displaced.push(self.remove_slot(t));
         }
@@ -206,7 +259,9 @@ pub(crate) struct ShardedLruCache<K, V> {
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> ShardedLruCache<K, V> {
-    /// A cache holding at most `capacity_bytes` of charge in total, split over `shards` shards.
+    /// A cache holding at most `capacity_bytes` of charge in total, split over `shards` shards,
+    /// in which high-priority entries are evicted after low-priority ones (see
+    /// [`with_high_priority_share`](Self::with_high_priority_share); here all of the capacity).
     ///
     /// The capacity is divided exactly among the shards (so `usage() <= capacity()` always), and
     /// the shard count is lowered to at most `capacity_bytes` so that no shard ends up with zero
@@ -214,11 +269,26 @@ impl<K: Hash + Eq + Clone, V: Clone> ShardedLruCache<K, V> {
     /// entry larger than `capacity_bytes / shards` is never kept; for a table cache charged 1 per
     /// table, use few shards. A capacity of 0 caches nothing.
     pub(crate) fn new(capacity_bytes: usize, shards: usize) -> Self {
+        Self::with_high_priority_share(capacity_bytes, shards, 1.0)
+    }
+
+    /// As [`new`](Self::new), with high-priority entries protected from eviction only while they
+    /// hold at most `share` (0 to 1) of the capacity.
+    pub(crate) fn with_high_priority_share(
+        capacity_bytes: usize,
+        shards: usize,
+        share: f64,
+    ) -> Self {
         let n = shards.clamp(1, capacity_bytes.max(1));
         let (base, extra) = (capacity_bytes / n, capacity_bytes % n);
+        let share = share.clamp(0.0, 1.0);
         ShardedLruCache {
             shards: (0..n)
-                .map(|i| Mutex::new(Shard::new(base + usize::from(i < extra))))
+                .map(|i| {
+                    let capacity = base + usize::from(i < extra);
+                    let high = (capacity as f64 * share) as usize;
+                    Mutex::new(Shard::new(capacity, high))
+                })
                 .collect(),
             hasher: CacheKeyHash::default(),
             capacity: capacity_bytes,
@@ -239,11 +309,16 @@ impl<K: Hash + Eq + Clone, V: Clone> ShardedLruCache<K, V> {
     /// (and still displaces an old value for `key`). A charge of 0 counts as 1, so that every
     /// entry occupies capacity and the cache stays bounded in entries too.
     pub(crate) fn insert(&self, key: K, value: V, charge: usize) {
+        self.insert_with_priority(key, value, charge, Priority::Low);
+    }
+
+    /// [`insert`](Self::insert) into the list of `priority`.
+    pub(crate) fn insert_with_priority(&self, key: K, value: V, charge: usize, priority: Priority) {
         if self.capacity == 0 {
             return;
         }
         let charge = charge.max(1);
-        let displaced = self.shard(&key).lock().insert(key, value, charge);
+        let displaced = self.shard(&key).lock().insert(key, value, charge, priority);
         // Dropped here, after the lock is released: the last reference to an evicted table
         // closes its file, which need not stall other users of the shard.
         drop(displaced);
@@ -263,7 +338,30 @@ impl<K: Hash + Eq + Clone, V: Clone> ShardedLruCache<K, V> {
 
     /// Charge held now, summed over the shards.
     pub(crate) fn usage(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().usage).sum()
+        self.shards.iter().map(|s| s.lock().total_usage()).sum()
+    }
+
+    /// Charge held now by high-priority entries, summed over the shards.
+    #[cfg(test)]
+    pub(crate) fn high_priority_usage(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().usage[Priority::High as usize])
+            .sum()
+    }
+
+    /// Charge held now, summed by the class `class` gives each value (`0..N`; other classes are
+    /// left out). Walks every entry: for reports, not for hot paths.
+    pub(crate) fn usage_by<const N: usize>(&self, class: impl Fn(&V) -> usize) -> [usize; N] {
+        let mut out = [0; N];
+        for shard in &self.shards {
+            for node in &shard.lock().nodes {
+                if let Some(slot) = out.get_mut(class(&node.value)) {
+                    *slot += node.charge;
+                }
+            }
+        }
+        out
     }
 
     /// The most charge the cache holds.
@@ -351,6 +449,41 @@ mod tests {
             c.insert(if i % 2 == 0 { "x" } else { "y" }, i, 0);
         }
         assert!(c.usage() <= 10);
+    }
+
+    #[test]
+    fn high_priority_entries_are_evicted_after_low_priority_ones() {
+        let c = ShardedLruCache::with_high_priority_share(10, 1, 0.5);
+        c.insert_with_priority("index", 1, 3, Priority::High);
+        c.insert("d1", 2, 3);
+        c.insert("d2", 3, 3);
+        // Full: the next data block evicts the oldest data block, not the older index block.
+        c.insert("d3", 4, 3);
+        assert_eq!((c.get(&"index"), c.get(&"d1")), (Some(1), None));
+        assert_eq!(c.high_priority_usage(), 3);
+        // High-priority entries past their share (5 of 10) go first, oldest first.
+        c.insert_with_priority("filter", 5, 3, Priority::High);
+        assert_eq!(c.usage(), 9);
+        c.insert("d4", 6, 3);
+        assert_eq!(c.get(&"index"), None);
+        assert_eq!(
+            (c.get(&"filter"), c.get(&"d3"), c.get(&"d4")),
+            (Some(5), Some(4), Some(6))
+        );
+        // A data block that is the only low-priority entry evicts high-priority ones to fit.
+        let c = ShardedLruCache::with_high_priority_share(10, 1, 0.5);
+        c.insert_with_priority("index", 1, 4, Priority::High);
+        c.insert_with_priority("filter", 2, 4, Priority::High);
+        c.insert("data", 3, 4);
+        assert!(c.usage() <= 10, "{}", c.usage());
+        assert_eq!((c.get(&"index"), c.get(&"data")), (None, Some(3)));
+        // With no low-priority entry left, high-priority ones are evicted as any LRU would.
+        let c = ShardedLruCache::with_high_priority_share(6, 1, 1.0);
+        for i in 0..5 {
+            c.insert_with_priority(i, i, 2, Priority::High);
+        }
+        assert_eq!((c.get(&0), c.get(&1), c.get(&4)), (None, None, Some(4)));
+        assert!(c.usage() <= 6);
     }
 
     #[test]

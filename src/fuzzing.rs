@@ -9,7 +9,8 @@ use crate::cache::ShardedLruCache;
 use crate::db::version_edit::VersionEdit;
 use crate::error::{Error, Result};
 use crate::filter::{
-    CacheLocalBloom, Filter, FilterPolicy, FilterProbe, LevelDbBloom, PolicyRegistry,
+    BinaryFuse, CacheLocalBloom, Filter, FilterLayout, FilterPolicy, FilterProbe, LevelDbBloom,
+    PolicyRegistry, Ribbon,
 };
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, MAX_SEQUENCE};
@@ -17,9 +18,9 @@ use crate::sst::block::{Block, KeyOrder};
 use crate::sst::filter_block::block_based::BlockBasedFilterReader;
 use crate::sst::filter_block::full::FullFilterReader;
 use crate::sst::filter_block::partitioned::PartitionedFilterReader;
-use crate::sst::filter_block::{BlockSource, FilterBlockReader};
+use crate::sst::filter_block::{parse_filter_block, BlockSource, FilterBlockReader};
 use crate::sst::format::BlockHandle;
-use crate::sst::table_reader::TableReader;
+use crate::sst::table_reader::{MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 use crate::write_batch::decode_batch;
 
@@ -54,7 +55,15 @@ pub fn table(path: &Path, data: &[u8], key: &[u8]) {
     let cache = Arc::new(ShardedLruCache::new(1 << 20, 4));
     let stats = Arc::new(Stats::new());
     let registry = PolicyRegistry::new(&Filter::full(10.0), None);
-    let Ok(table) = TableReader::open(path, 1, None, cache, stats, &registry) else {
+    let Ok(table) = TableReader::open(
+        path,
+        1,
+        None,
+        MetaBlockPlacement::default(),
+        cache,
+        stats,
+        &registry,
+    ) else {
         return;
     };
     let table = Arc::new(table);
@@ -120,13 +129,24 @@ impl BlockSource for FuzzBlocks<'_> {
     fn corruption(&self, what: &str) -> Error {
         Error::corruption(Path::new("fuzz.sst"), what)
     }
+
+    fn filter_block(
+        &self,
+        layout: FilterLayout,
+        _handle: BlockHandle,
+    ) -> Result<Arc<dyn FilterBlockReader>> {
+        parse_filter_block(layout, self.data.to_vec())
+            .ok_or_else(|| self.corruption("malformed filter block"))
+    }
 }
 
 /// Asks every filter reader about `key` over the filter bytes `data`.
 pub fn filters(data: &[u8], key: &[u8], block_offset: u64) {
-    let policies: [Arc<dyn FilterPolicy>; 2] = [
+    let policies: [Arc<dyn FilterPolicy>; 4] = [
         Arc::new(LevelDbBloom::new(10.0)),
         Arc::new(CacheLocalBloom::new(10.0)),
+        Arc::new(BinaryFuse::fuse8()),
+        Arc::new(Ribbon::new(7.0)),
     ];
     let mut readers: Vec<Box<dyn FilterBlockReader>> =
         vec![Box::new(FullFilterReader::new(data.to_vec()))];

@@ -2,9 +2,9 @@
 //!
 //! Writes go to a write-ahead log and a skiplist memtable; full memtables are flushed to sorted
 //! tables (SSTables) and leveled compaction keeps reads cheap. Every table carries a filter
-//! (block-based, full or partitioned; a LevelDB bloom, a cache-local bloom or your own
-//! [`FilterPolicy`]), and every point lookup asks the filter before it reads a data block. The
-//! store counts how useful its filters were: [`Ticker::BloomFilterUseful`],
+//! (block-based, full or partitioned; a LevelDB bloom, a cache-local bloom, a binary fuse or a
+//! Ribbon filter, or your own [`FilterPolicy`]), and every point lookup asks the filter before it
+//! reads a data block. The store counts how useful its filters were: [`Ticker::BloomFilterUseful`],
 //! [`Ticker::BloomFilterFullPositive`], [`Ticker::BloomFilterFullTruePositive`].
 //!
 //! ```
@@ -80,7 +80,7 @@ pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,
-    FilterPolicy, LevelDbBloom,
+    FilterPolicy, LevelDbBloom, Ribbon,
 };
 pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,

@@ -25,6 +25,10 @@ pub struct Options {
     pub(crate) block_size: usize,
     pub(crate) block_restart_interval: usize,
     pub(crate) block_cache_bytes: usize,
+    pub(crate) block_cache_high_priority_share: f64,
+    pub(crate) cache_index_and_filter_blocks: bool,
+    pub(crate) pin_l0_filter_and_index_blocks_in_cache: bool,
+    pub(crate) pin_top_level_index_and_filter: bool,
     pub(crate) compression: Compression,
     pub(crate) filter: Filter,
     pub(crate) filter_allocation: FilterAllocation,
@@ -54,6 +58,10 @@ impl Default for Options {
             block_size: 4096,
             block_restart_interval: 16,
             block_cache_bytes: 32 << 20,
+            block_cache_high_priority_share: 0.5,
+            cache_index_and_filter_blocks: false,
+            pin_l0_filter_and_index_blocks_in_cache: false,
+            pin_top_level_index_and_filter: true,
             compression: Compression::Snappy,
             filter: Filter::full(10.0),
             filter_allocation: FilterAllocation::Uniform,
@@ -108,6 +116,43 @@ impl Options {
     /// Capacity of the block cache shared by all tables (default 32 MiB; 0 disables it).
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Put every table's index block and filter (the whole filter, or a partitioned filter's
+    /// partitions) in the block cache, charged to it, instead of reading them when the table
+    /// opens and keeping them as long as it is open (default false). Memory then stays within
+    /// the block cache, whatever the data size; a Get whose table's filter was evicted reads it
+    /// again. They go in with high priority (see
+    /// [`block_cache_high_priority_share`](Self::block_cache_high_priority_share)), so data
+    /// blocks are evicted first. As RocksDB's `cache_index_and_filter_blocks`.
+    pub fn cache_index_and_filter_blocks(mut self, yes: bool) -> Self {
+        self.cache_index_and_filter_blocks = yes;
+        self
+    }
+
+    /// With [`cache_index_and_filter_blocks`](Self::cache_index_and_filter_blocks), keep the
+    /// index and filter of L0 tables with the tables all the same (default false): every Get
+    /// asks every L0 table, and there are few. Their memory is then outside the cache, reported as
+    /// `filter.bytes.in.memory`. As RocksDB's `pin_l0_filter_and_index_blocks_in_cache`.
+    pub fn pin_l0_filter_and_index_blocks_in_cache(mut self, yes: bool) -> Self {
+        self.pin_l0_filter_and_index_blocks_in_cache = yes;
+        self
+    }
+
+    /// With [`cache_index_and_filter_blocks`](Self::cache_index_and_filter_blocks), keep a
+    /// partitioned filter's partition index with its table (default true): it is small, and the
+    /// partitions it points to still go through the cache. As RocksDB's
+    /// `pin_top_level_index_and_filter`.
+    pub fn pin_top_level_index_and_filter(mut self, yes: bool) -> Self {
+        self.pin_top_level_index_and_filter = yes;
+        self
+    }
+
+    /// The share of the block cache (0 to 1, default 0.5) that index and filter blocks charged to
+    /// it keep from eviction while data blocks remain: past it, they are evicted like data.
+    pub fn block_cache_high_priority_share(mut self, share: f64) -> Self {
+        self.block_cache_high_priority_share = share;
         self
     }
 
@@ -226,6 +271,12 @@ impl Options {
             self.level0_slowdown_trigger,
             self.level0_stop_trigger,
         );
+        if !(0.0..=1.0).contains(&self.block_cache_high_priority_share) {
+            return Err(Error::InvalidArgument(format!(
+                "block_cache_high_priority_share {} is not between 0 and 1",
+                self.block_cache_high_priority_share
+            )));
+        }
         if !(compact < slow && slow < stop) {
             return Err(Error::InvalidArgument(format!(
                 "level0_compaction_trigger {compact} must be below the slowdown ({slow}) and stop \

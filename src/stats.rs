@@ -58,6 +58,15 @@ tickers! {
     BlockCacheHit => "block.cache.hit",
     /// Block cache lookups that missed (and read the disk).
     BlockCacheMiss => "block.cache.miss",
+    /// Block cache lookups of filter blocks (partitions, and whole filters charged to the cache)
+    /// that hit.
+    BlockCacheFilterHit => "block.cache.filter.hit",
+    /// Block cache lookups of filter blocks that missed.
+    BlockCacheFilterMiss => "block.cache.filter.miss",
+    /// Block cache lookups of index blocks charged to the cache that hit.
+    BlockCacheIndexHit => "block.cache.index.hit",
+    /// Block cache lookups of index blocks charged to the cache that missed.
+    BlockCacheIndexMiss => "block.cache.index.miss",
     /// Keys written (puts and deletes).
     NumberKeysWritten => "number.keys.written",
     /// Bytes appended to the WAL.

@@ -2,7 +2,9 @@
 //!
 //! A store with tiny memtables, tables and levels (so flushes, compactions, WAL switches and the
 //! MANIFEST/CURRENT switch of every open happen all the time) runs random write batches over a
-//! small key space, some synced, with the odd `flush` and `compact`. The fault-injection layer
+//! small key space, some synced, with the odd `flush` and `compact`; every 50 cuts a new store
+//! with the next filter layout, and every other 100 with index and filter blocks read through a
+//! 16 KiB block cache instead of kept with the tables. The fault-injection layer
 //! (`siftdb::fault_injection`) stops the machine at a random operation: any operation, or one
 //! aimed at table files (flushes and compactions), at the MANIFEST and CURRENT, at the flush or
 //! compaction thread, or inside `Db::open` itself (recovery, then the new MANIFEST and CURRENT).
@@ -64,6 +66,9 @@ fn options(epoch: usize, faults: &FaultInjector) -> Options {
         .level0_compaction_trigger(2)
         .block_size(512)
         .filter(filter)
+        // Every other pair of epochs reads index and filter blocks through a small block cache.
+        .cache_index_and_filter_blocks(epoch % 4 >= 2)
+        .block_cache_bytes(if epoch % 4 >= 2 { 16 << 10 } else { 32 << 20 })
         .fault_injector(faults.clone())
 }
 

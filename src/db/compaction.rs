@@ -8,7 +8,6 @@ use std::sync::Arc;
 use super::background::catch_panic;
 use super::filename::table_path;
 use super::flush::table_options;
-use super::table_filter::filter_for_new_table;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
 use super::{CompactPointers, Db, DbInner};
@@ -139,13 +138,7 @@ impl DbInner {
         }
         let mut it = MergingIterator::new(children);
         it.seek_to_first()?;
-        let incoming: u64 = job
-            .inputs
-            .iter()
-            .chain(&job.next_level_inputs)
-            .map(|f| f.size)
-            .sum();
-        let filter = filter_for_new_table(&self.options, &job.version, out_level, incoming);
+        let filter = self.filter_for_compaction(job);
         let mut builder: Option<(u64, TableBuilder)> = None;
         let mut last_key: Option<Vec<u8>> = None;
         let finish = |b: (u64, TableBuilder), outputs: &mut Vec<NewFile>| -> Result<()> {

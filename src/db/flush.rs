@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use super::background::catch_panic;
 use super::filename::{log_path, table_path};
-use super::table_filter::filter_for_new_table;
 use super::version_edit::{NewFile, VersionEdit};
 use super::{Db, DbInner};
 use crate::error::{Error, Result};
@@ -70,7 +69,7 @@ pub(crate) fn write_level0_table(
 impl DbInner {
     /// Flushes the oldest frozen memtable, if there is one.
     pub(crate) fn flush_oldest_memtable(&self) -> Result<()> {
-        let (mem, newer_log, filter) = {
+        let (mem, newer_log, version) = {
             let st = self.state.lock();
             let Some(mem) = st.sv.imm.last() else {
                 return Ok(());
@@ -82,10 +81,15 @@ impl DbInner {
                 .len()
                 .checked_sub(2)
                 .map_or(&st.sv.mem, |i| &st.sv.imm[i]);
-            let incoming = mem.approximate_bytes() as u64;
-            let filter = filter_for_new_table(&self.options, &st.sv.version, 0, incoming);
-            (Arc::clone(mem), newer.log_number(), filter)
+            (
+                Arc::clone(mem),
+                newer.log_number(),
+                Arc::clone(&st.sv.version),
+            )
         };
+        // Outside the lock: choosing the filter may walk the memtable and open tables.
+        let filter = self.filter_for_flush(&version, &mem)?;
+        drop(version);
         let number = self.new_file_number();
         let options = table_options(&self.options, filter, self.store_id);
         // A panic in user code (a filter policy, a prefix extractor) fails the flush like an

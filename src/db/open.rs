@@ -20,7 +20,7 @@ use super::filename::{
 };
 use super::flush::{table_options, write_level0_table};
 use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest};
-use super::table_cache::TableCache;
+use super::table_cache::{TableCache, TablePlacement};
 use super::version::{Retire, Version};
 use super::version_edit::VersionEdit;
 use super::{Db, DbInner, State, SuperVersion, WalState};
@@ -135,7 +135,11 @@ impl Db {
         )?;
         remove_obsolete_files(&fs, dir, manifest.current(), log_number, manifest_number);
         let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
-        let blocks = Arc::new(ShardedLruCache::new(options.block_cache_bytes, 16));
+        let blocks = Arc::new(ShardedLruCache::with_high_priority_share(
+            options.block_cache_bytes,
+            16,
+            options.block_cache_high_priority_share,
+        ));
         let tables = Arc::new(TableCache::new(
             dir.to_path_buf(),
             store_id,
@@ -143,6 +147,11 @@ impl Db {
             blocks,
             Arc::clone(&stats),
             policies,
+            TablePlacement {
+                cache_index_and_filter_blocks: options.cache_index_and_filter_blocks,
+                pin_l0_filter_and_index_blocks: options.pin_l0_filter_and_index_blocks_in_cache,
+                pin_top_level_index_and_filter: options.pin_top_level_index_and_filter,
+            },
         ));
         let retire: Retire = {
             let tables = Arc::clone(&tables);

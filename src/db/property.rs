@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::Db;
 use crate::filter::FilterLayout;
 use crate::options::NUM_LEVELS;
+use crate::sst::table_reader::CachedBlock;
 
 /// Filter facts gathered over the tables of one level that share a layout and policy.
 #[derive(Default)]
@@ -22,7 +23,8 @@ impl Db {
     /// A named report, or `None` for an unknown name:
     /// - `siftdb.stats`: per level the tables, bytes and entries; per level and filter the layout,
     ///   policy, filter bytes, bits per key, and the measured next to the theoretical FP rate;
-    ///   then every counter.
+    ///   the block cache's use by kind of block (data, filter, index) and the filter memory pinned
+    ///   with tables and charged to the cache; then every counter.
     /// - `siftdb.num-files-at-level<N>`: the number of tables in level N.
     /// - `siftdb.total-sst-bytes`: bytes of all live tables.
     /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`.
@@ -146,11 +148,17 @@ impl Db {
             );
         }
         let cache = self.inner.tables.block_cache();
+        let [data, filter, index] = cache.usage_by(|b: &CachedBlock| b.kind() as usize);
         let _ = writeln!(
             out,
-            "\nblock cache: {} of {} bytes in use",
+            "\nblock cache: {} of {} bytes in use: data {data}, filter {filter}, index {index}",
             cache.usage(),
             cache.capacity()
+        );
+        let _ = writeln!(
+            out,
+            "filter memory: {} bytes pinned with their tables, {filter} charged to the block cache",
+            stats.filter_bytes_in_memory()
         );
         let _ = writeln!(out, "\n{stats}");
         out

@@ -15,7 +15,7 @@ use super::version::{FileMeta, PinnedReader};
 use crate::cache::ShardedLruCache;
 use crate::error::Result;
 use crate::filter::PolicyRegistry;
-use crate::sst::table_reader::{BlockCache, ExpectedTable, TableReader};
+use crate::sst::table_reader::{BlockCache, ExpectedTable, MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 use crate::store_id::StoreId;
 
@@ -47,6 +47,27 @@ pub(crate) struct TableCache {
     blocks: Arc<BlockCache>,
     stats: Arc<Stats>,
     policies: PolicyRegistry,
+    /// Where tables keep their index and filter blocks, by level.
+    placement: TablePlacement,
+}
+
+/// Where tables keep their index and filter blocks (the `Options` of the same names).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TablePlacement {
+    pub(crate) cache_index_and_filter_blocks: bool,
+    pub(crate) pin_l0_filter_and_index_blocks: bool,
+    pub(crate) pin_top_level_index_and_filter: bool,
+}
+
+impl TablePlacement {
+    /// The placement for a table of `level`.
+    fn for_level(self, level: usize) -> MetaBlockPlacement {
+        let pinned_l0 = level == 0 && self.pin_l0_filter_and_index_blocks;
+        MetaBlockPlacement {
+            charge_to_cache: self.cache_index_and_filter_blocks && !pinned_l0,
+            pin_partition_index: self.pin_top_level_index_and_filter,
+        }
+    }
 }
 
 impl TableCache {
@@ -57,6 +78,7 @@ impl TableCache {
         blocks: Arc<BlockCache>,
         stats: Arc<Stats>,
         policies: PolicyRegistry,
+        placement: TablePlacement,
     ) -> Self {
         // An eighth of the budget (at least 8 files) for the LRU, the rest for pins.
         let lru = (max_open_files / 8).max(8);
@@ -69,6 +91,7 @@ impl TableCache {
             blocks,
             stats,
             policies,
+            placement,
         }
     }
 
@@ -77,10 +100,19 @@ impl TableCache {
     /// # Errors
     /// `Error::Corruption` naming the file if its footer, index, properties or filter is damaged,
     /// or if it is not the table the MANIFEST describes (size, store identity, number, key range).
+    #[inline]
     pub(crate) fn get<'a>(&self, file: &'a FileMeta) -> Result<TableRef<'a>> {
-        if let Some(p) = file.pinned_reader() {
-            return Ok(TableRef::Pinned(p.reader()));
+        match file.pinned_reader() {
+            Some(p) => Ok(TableRef::Pinned(p.reader())),
+            None => self.get_unpinned(file),
         }
+    }
+
+    /// [`get`](Self::get) for a table not pinned (yet): through the LRU, or opened. Out of line
+    /// so that the pinned path every Get takes stays small.
+    #[cold]
+    #[inline(never)]
+    fn get_unpinned<'a>(&self, file: &'a FileMeta) -> Result<TableRef<'a>> {
         let reader = match self.readers.get(&file.number) {
             Some(r) => r,
             None => Arc::new(TableReader::open(
@@ -92,6 +124,7 @@ impl TableCache {
                     smallest: &file.smallest,
                     largest: &file.largest,
                 }),
+                self.placement.for_level(file.level),
                 Arc::clone(&self.blocks),
                 Arc::clone(&self.stats),
                 &self.policies,

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
+use super::table_filter::FilterSpend;
 use super::version_edit::{NewFile, VersionEdit};
 use crate::key::{compare_bytes, user_key};
 use crate::options::{Options, NUM_LEVELS};
@@ -41,6 +42,8 @@ pub(crate) type Retire = Arc<dyn Fn(u64) + Send + Sync>;
 /// is deleted when the last version holding it (a Get, a scan, an old super-version) lets go.
 pub(crate) struct FileMeta {
     pub(crate) number: u64,
+    /// The level it was written to; a table never moves (compaction rewrites).
+    pub(crate) level: usize,
     pub(crate) size: u64,
     /// Smallest internal key.
     pub(crate) smallest: Vec<u8>,
@@ -48,6 +51,9 @@ pub(crate) struct FileMeta {
     pub(crate) largest: Vec<u8>,
     /// The table's open reader, once the table cache pins it here.
     reader: OnceLock<PinnedReader>,
+    /// What its filter spends, once Monkey allocation has read it from the properties: every flush
+    /// and compaction reads every live table's (`table_filter.rs`).
+    pub(crate) filter_spend: OnceLock<FilterSpend>,
     retire: OnceLock<Retire>,
 }
 
@@ -103,10 +109,12 @@ impl FileMeta {
     pub(crate) fn from_new_file(f: &NewFile) -> FileMeta {
         FileMeta {
             number: f.number,
+            level: f.level,
             size: f.size,
             smallest: f.smallest.clone(),
             largest: f.largest.clone(),
             reader: OnceLock::new(),
+            filter_spend: OnceLock::new(),
             retire: OnceLock::new(),
         }
     }
@@ -221,6 +229,7 @@ pub(crate) struct DeeperTablesForKey<'v, 'k> {
 impl<'v> Iterator for DeeperTablesForKey<'v, '_> {
     type Item = (usize, &'v Arc<FileMeta>);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let ukey = self.ukey;
         while self.level < NUM_LEVELS {

@@ -107,6 +107,19 @@ impl CacheLocalBloom {
         )
     }
 
+    /// The filter this policy builds over the keys whose [`hash`](CacheLocalBloom::hash)es are
+    /// `hashes`, sized for `hashes.len()` keys: what a builder fed those keys writes. For policies
+    /// that fall back to this format (the Ribbon filter).
+    pub(crate) fn filter_from_hashes(&self, hashes: &[u64]) -> Vec<u8> {
+        filter_from_hashes(hashes, self.millibits, self.probes)
+    }
+
+    /// The length of [`filter_from_hashes`](CacheLocalBloom::filter_from_hashes)'s filter for
+    /// `num_hashes` hashes.
+    pub(crate) fn filter_len_for(&self, num_hashes: usize) -> usize {
+        filter_len(num_hashes, self.millibits)
+    }
+
     /// The 64-bit hash of `key` this filter uses (xxh3, seed 0).
     #[inline]
     pub fn hash(key: &[u8]) -> u64 {
@@ -265,34 +278,46 @@ impl FilterBitsBuilder for CacheLocalBloomBuilder {
     }
 
     fn estimated_len(&self) -> usize {
-        data_len(self.hashes.len(), self.millibits) + TRAILER_LEN
+        filter_len(self.hashes.len(), self.millibits)
     }
 
     fn finish(&mut self) -> Vec<u8> {
-        let len = data_len(self.hashes.len(), self.millibits);
-        let mut out = vec![0u8; len + TRAILER_LEN];
-        let num_lines = (len / LINE_BYTES) as u64;
-        if num_lines > 0 {
-            let data = &mut out[..len];
-            for &h in &self.hashes {
-                let line = ((u64::from(h as u32) * num_lines) >> 32) as usize;
-                let start = line * LINE_BYTES;
-                // line < num_lines, so the line is whole; one bounds check covers every probe.
-                let line = &mut data[start..start + LINE_BYTES];
-                let mut g = (h >> 32) as u32;
-                for _ in 0..self.probes {
-                    let bit = g >> 23;
-                    line[(bit >> 3) as usize] |= 1 << (bit & 7);
-                    g = g.wrapping_mul(REMIX);
-                }
-            }
-        }
-        // log2(64) − 6 = 0 in the top three bits; probes ≤ 24 fit the low five.
-        out[len..].copy_from_slice(&[MARKER, SUB_IMPL, self.probes as u8, 0, 0]);
+        let out = filter_from_hashes(&self.hashes, self.millibits, self.probes);
         self.hashes.clear();
         self.added = 0;
         out
     }
+}
+
+/// The length of the filter [`filter_from_hashes`] writes for `num_hashes` hashes.
+fn filter_len(num_hashes: usize, millibits: u32) -> usize {
+    data_len(num_hashes, millibits) + TRAILER_LEN
+}
+
+/// The filter over the keys whose hashes are `hashes`, sized for `hashes.len()` keys (a repeated
+/// hash sets the same bits again).
+fn filter_from_hashes(hashes: &[u64], millibits: u32, probes: u32) -> Vec<u8> {
+    let len = data_len(hashes.len(), millibits);
+    let mut out = vec![0u8; len + TRAILER_LEN];
+    let num_lines = (len / LINE_BYTES) as u64;
+    if num_lines > 0 {
+        let data = &mut out[..len];
+        for &h in hashes {
+            let line = ((u64::from(h as u32) * num_lines) >> 32) as usize;
+            let start = line * LINE_BYTES;
+            // line < num_lines, so the line is whole; one bounds check covers every probe.
+            let line = &mut data[start..start + LINE_BYTES];
+            let mut g = (h >> 32) as u32;
+            for _ in 0..probes {
+                let bit = g >> 23;
+                line[(bit >> 3) as usize] |= 1 << (bit & 7);
+                g = g.wrapping_mul(REMIX);
+            }
+        }
+    }
+    // log2(64) − 6 = 0 in the top three bits; probes ≤ 24 fit the low five.
+    out[len..].copy_from_slice(&[MARKER, SUB_IMPL, probes as u8, 0, 0]);
+    out
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Filters: the policy axis (which bits a set of keys becomes) and the user's choice of layout.
 //!
-//! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], [`BinaryFuse`], or your own [`FilterPolicy`].
-//! The layouts themselves (where a table keeps the bits) are part of the table format, in
-//! `sst/filter_block/`; nothing here knows of tables.
+//! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], [`BinaryFuse`], [`Ribbon`], or your own
+//! [`FilterPolicy`]. The layouts themselves (where a table keeps the bits) are part of the table
+//! format, in `sst/filter_block/`; nothing here knows of tables.
 
 mod allocation;
 mod binary_fuse;
@@ -10,15 +10,18 @@ mod cache_local_bloom;
 mod config;
 mod leveldb_bloom;
 mod policy;
+mod ribbon;
+mod sort;
 #[cfg(test)]
 mod test_support;
 pub(crate) mod theory;
 
-pub(crate) use allocation::monkey_bits_per_key;
 pub use allocation::FilterAllocation;
+pub(crate) use allocation::{monkey_bits_per_key, nats_per_bit, LN2_SQUARED};
 pub use binary_fuse::BinaryFuse;
 pub use cache_local_bloom::CacheLocalBloom;
 pub(crate) use config::PolicyRegistry;
 pub use config::{Filter, FilterLayout, DEFAULT_PARTITION_BYTES};
 pub use leveldb_bloom::LevelDbBloom;
 pub use policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};
+pub use ribbon::Ribbon;

@@ -13,7 +13,7 @@ use crate::sst::block::{Block, KeyOrder};
 use crate::sst::format::{
     read_block, BlockHandle, Footer, COMPRESSION_NONE, COMPRESSION_SNAPPY, FOOTER_LEN,
 };
-use crate::sst::table_reader::TableReader;
+use crate::sst::table_reader::{MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 
 /// Where one block sits in a table file.
@@ -146,7 +146,15 @@ impl TableInfo {
         // cache and counters: inspecting a file must not disturb any open store.
         let cache = Arc::new(ShardedLruCache::new(1 << 20, 1));
         let registry = PolicyRegistry::new(&Filter::none(), None);
-        let reader = TableReader::open(path, 0, None, cache, Arc::new(Stats::new()), &registry)?;
+        let reader = TableReader::open(
+            path,
+            0,
+            None,
+            MetaBlockPlacement::default(),
+            cache,
+            Arc::new(Stats::new()),
+            &registry,
+        )?;
         let p = reader.properties().clone();
         let shape = reader.filter_shape()?;
 

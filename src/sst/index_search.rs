@@ -47,6 +47,13 @@ fn word(rest: &[u8]) -> u64 {
 }
 
 impl IndexSearch {
+    /// Bytes it holds in memory.
+    pub(crate) fn size(&self) -> usize {
+        self.prefix.len()
+            + self.words.len() * std::mem::size_of::<u64>()
+            + self.handles.len() * std::mem::size_of::<BlockHandle>()
+    }
+
     /// The search array of `index`, or `None` if it is not a block whose every entry is a restart
     /// point with a whole internal key (then lookups seek the block as before).
     pub(crate) fn new(index: &Block) -> Option<IndexSearch> {

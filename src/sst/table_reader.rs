@@ -5,6 +5,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::cache::Priority;
 use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
 use crate::filter::{FilterLayout, FilterProbe, PolicyRegistry};
@@ -14,7 +15,9 @@ use crate::key::{lookup_key, parse_internal_key, user_key, ValueKind, MAX_SEQUEN
 use crate::memtable::NewestEntry;
 use crate::prefix::PrefixExtractor;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
-use crate::sst::filter_block::{BlockSource, FilterAnswer, FilterShape, TableFilter};
+use crate::sst::filter_block::{
+    parse_filter_block, BlockSource, FilterAnswer, FilterBlockReader, FilterShape, TableFilter,
+};
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::sst::index_search::{IndexPosition, IndexSearch};
 use crate::sst::properties::TableProperties;
@@ -28,6 +31,81 @@ pub(crate) enum CachedBlock {
     Data(Arc<Block>),
     /// A filter partition: raw policy bytes.
     Filter(Arc<Vec<u8>>),
+    /// A filter's top-level block, parsed, when filters are charged to the cache.
+    FilterBlock(Arc<dyn FilterBlockReader>),
+    /// An index block and its search array, when index blocks are charged to the cache.
+    Index(Arc<IndexBlock>),
+}
+
+impl CachedBlock {
+    /// What kind of block it is, for the cache's accounting by kind.
+    pub(crate) fn kind(&self) -> BlockKind {
+        match self {
+            CachedBlock::Data(_) => BlockKind::Data,
+            CachedBlock::Filter(_) | CachedBlock::FilterBlock(_) => BlockKind::Filter,
+            CachedBlock::Index(_) => BlockKind::Index,
+        }
+    }
+}
+
+/// The kinds of block a table reads through the block cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockKind {
+    Data = 0,
+    Filter = 1,
+    Index = 2,
+}
+
+/// Where a table keeps its index and filter blocks (see the `Options` of the same names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct MetaBlockPlacement {
+    /// Index and filter blocks go through the block cache, charged to it, instead of being read
+    /// at open and kept with the table.
+    pub(crate) charge_to_cache: bool,
+    /// A partitioned filter's partition index stays with the table even when charging.
+    pub(crate) pin_partition_index: bool,
+}
+
+/// An index block and the dense search array over it (see `index_search.rs`), held together
+/// whether pinned with the table or cached.
+pub(crate) struct IndexBlock {
+    block: Arc<Block>,
+    search: Option<IndexSearch>,
+}
+
+impl IndexBlock {
+    fn new(block: Arc<Block>) -> IndexBlock {
+        let search = IndexSearch::new(&block);
+        IndexBlock { block, search }
+    }
+
+    /// Bytes it holds: the block and the search array.
+    fn size(&self) -> usize {
+        self.block.size() + self.search.as_ref().map_or(0, IndexSearch::size)
+    }
+}
+
+/// Where a table keeps its index block.
+enum IndexPlacement {
+    Pinned(Arc<IndexBlock>),
+    Cached(BlockHandle),
+}
+
+/// An index block, borrowed from its table or shared with the cache.
+enum IndexRef<'a> {
+    Pinned(&'a IndexBlock),
+    Cached(Arc<IndexBlock>),
+}
+
+impl std::ops::Deref for IndexRef<'_> {
+    type Target = IndexBlock;
+
+    fn deref(&self) -> &IndexBlock {
+        match self {
+            IndexRef::Pinned(b) => b,
+            IndexRef::Cached(b) => b,
+        }
+    }
 }
 
 /// The block cache shared by every table of a store, keyed by (file number, block offset).
@@ -51,10 +129,10 @@ pub(crate) struct TableReader {
     path: PathBuf,
     number: u64,
     file_len: u64,
-    index: Arc<Block>,
-    /// A dense search array over `index`, if it has the usual shape.
-    index_search: Option<IndexSearch>,
+    index: IndexPlacement,
     filter: Option<TableFilter>,
+    /// Index and filter blocks are charged to the block cache.
+    charged: bool,
     /// The store's prefix extractor, if the filter holds its prefixes.
     prefix: Option<PrefixExtractor>,
     properties: TableProperties,
@@ -79,10 +157,12 @@ impl TableReader {
     /// # Errors
     /// `Error::Corruption` naming the file if any of those is damaged or differs; `Error::Io` if it
     /// cannot be read.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         path: &Path,
         number: u64,
         expected: Option<&ExpectedTable<'_>>,
+        placement: MetaBlockPlacement,
         cache: Arc<BlockCache>,
         stats: Arc<Stats>,
         policies: &PolicyRegistry,
@@ -124,7 +204,10 @@ impl TableReader {
             } else if filter.is_none() {
                 filter = TableFilter::open(
                     name,
+                    handle,
                     policies,
+                    placement.charge_to_cache,
+                    placement.pin_partition_index,
                     || read_block(&file, path, handle, file_len),
                     |layout| Error::corruption(path, format!("malformed {layout} filter block")),
                 )?;
@@ -138,9 +221,13 @@ impl TableReader {
         if let Some(e) = expected {
             check_identity(&properties, number, e).map_err(|what| bad(&what))?;
         }
-        let index = read_block(&file, path, footer.index, file_len)?;
-        let index = Arc::new(Block::new(index).ok_or_else(|| bad("malformed index block"))?);
-        let index_search = IndexSearch::new(&index);
+        let index = if placement.charge_to_cache {
+            IndexPlacement::Cached(footer.index)
+        } else {
+            let block = read_block(&file, path, footer.index, file_len)?;
+            let block = Block::new(block).ok_or_else(|| bad("malformed index block"))?;
+            IndexPlacement::Pinned(Arc::new(IndexBlock::new(Arc::new(block))))
+        };
         if let Some(f) = &filter {
             stats.filter_memory_added(f.pinned_bytes());
         }
@@ -154,8 +241,8 @@ impl TableReader {
             number,
             file_len,
             index,
-            index_search,
             filter,
+            charged: placement.charge_to_cache,
             prefix,
             properties,
             cache,
@@ -175,24 +262,83 @@ impl TableReader {
         Error::corruption(&self.path, what)
     }
 
-    /// Reads a block through the block cache.
+    /// Reads a block of `kind` through the block cache. Index and filter blocks charged to the
+    /// cache go in with high priority, so data blocks are evicted before them.
     fn cached_block(
         &self,
         handle: BlockHandle,
+        kind: BlockKind,
         parse: impl FnOnce(Vec<u8>) -> Option<CachedBlock>,
     ) -> Result<CachedBlock> {
         let key = (self.number, handle.offset);
+        let (hit, miss) = match kind {
+            BlockKind::Data => (None, None),
+            BlockKind::Filter => (
+                Some(Ticker::BlockCacheFilterHit),
+                Some(Ticker::BlockCacheFilterMiss),
+            ),
+            BlockKind::Index => (
+                Some(Ticker::BlockCacheIndexHit),
+                Some(Ticker::BlockCacheIndexMiss),
+            ),
+        };
         if let Some(b) = self.cache.get(&key) {
             self.stats.inc(Ticker::BlockCacheHit);
+            if let Some(t) = hit {
+                self.stats.inc(t);
+            }
             return Ok(b);
         }
         self.stats.inc(Ticker::BlockCacheMiss);
+        if let Some(t) = miss {
+            self.stats.inc(t);
+        }
         let raw = read_block(&self.file, &self.path, handle, self.file_len)?;
         let charge = raw.len();
         let block = parse(raw)
             .ok_or_else(|| self.corrupt(format!("malformed block at offset {}", handle.offset)))?;
-        self.cache.insert(key, block.clone(), charge);
+        let (charge, priority) = match (&block, self.charged && kind != BlockKind::Data) {
+            (CachedBlock::Index(ib), _) => (ib.size(), Priority::High),
+            (_, true) => (charge, Priority::High),
+            (_, false) => (charge, Priority::Low),
+        };
+        self.cache
+            .insert_with_priority(key, block.clone(), charge, priority);
         Ok(block)
+    }
+
+    /// The index block: the pinned one, or the one in the cache (read again if evicted).
+    fn index_block(&self) -> Result<IndexRef<'_>> {
+        match &self.index {
+            IndexPlacement::Pinned(b) => Ok(IndexRef::Pinned(b)),
+            IndexPlacement::Cached(h) => {
+                let parse = |raw| {
+                    Block::new(raw)
+                        .map(|b| CachedBlock::Index(Arc::new(IndexBlock::new(Arc::new(b)))))
+                };
+                match self.cached_block(*h, BlockKind::Index, parse)? {
+                    CachedBlock::Index(b) => Ok(IndexRef::Cached(b)),
+                    _ => Err(self.corrupt(format!("offset {} is not the index block", h.offset))),
+                }
+            }
+        }
+    }
+
+    /// A filter's top-level block charged to the cache, parsed, through the cache.
+    #[inline(never)]
+    fn filter_block(
+        &self,
+        layout: FilterLayout,
+        handle: BlockHandle,
+    ) -> Result<Arc<dyn FilterBlockReader>> {
+        let parse = |raw| parse_filter_block(layout, raw).map(CachedBlock::FilterBlock);
+        match self.cached_block(handle, BlockKind::Filter, parse)? {
+            CachedBlock::FilterBlock(f) => Ok(f),
+            _ => Err(self.corrupt(format!(
+                "offset {} is not a {layout} filter block",
+                handle.offset
+            ))),
+        }
     }
 
     /// A data block, from the cache if it is there (and put there if `fill_cache`).
@@ -204,24 +350,21 @@ impl TableReader {
             });
         }
         self.stats.inc(Ticker::DataBlocksRead);
-        match self.cached_block(handle, |raw| {
-            Block::new(raw).map(|b| CachedBlock::Data(Arc::new(b)))
-        })? {
+        let parse = |raw| Block::new(raw).map(|b| CachedBlock::Data(Arc::new(b)));
+        match self.cached_block(handle, BlockKind::Data, parse)? {
             CachedBlock::Data(b) => Ok(b),
-            CachedBlock::Filter(_) => Err(self.corrupt(format!(
-                "offset {} is a filter, not a data block",
-                handle.offset
-            ))),
+            _ => Err(self.corrupt(format!("offset {} is not a data block", handle.offset))),
         }
     }
 
     /// A filter partition, through the cache.
     pub(crate) fn filter_partition(&self, handle: BlockHandle) -> Result<Arc<Vec<u8>>> {
         self.stats.inc(Ticker::FilterPartitionsRead);
-        match self.cached_block(handle, |raw| Some(CachedBlock::Filter(Arc::new(raw))))? {
+        let parse = |raw| Some(CachedBlock::Filter(Arc::new(raw)));
+        match self.cached_block(handle, BlockKind::Filter, parse)? {
             CachedBlock::Filter(f) => Ok(f),
-            CachedBlock::Data(_) => Err(self.corrupt(format!(
-                "offset {} is a data block, not a filter",
+            _ => Err(self.corrupt(format!(
+                "offset {} is not a filter partition",
                 handle.offset
             ))),
         }
@@ -268,14 +411,15 @@ impl TableReader {
     /// The handle of the only data block that may hold `lookup` (an internal key), or `None` if
     /// every key of the table is smaller.
     fn index_handle(&self, lookup: &[u8]) -> Result<Option<BlockHandle>> {
-        if let Some(search) = &self.index_search {
-            match search.seek(&self.index, lookup) {
+        let index = self.index_block()?;
+        if let Some(search) = &index.search {
+            match search.seek(&index.block, lookup) {
                 IndexPosition::PastEnd => return Ok(None),
                 IndexPosition::Entry(h) => return Ok(Some(h)),
                 IndexPosition::Unknown => {}
             }
         }
-        let mut index = self.index.iter(KeyOrder::Internal);
+        let mut index = index.block.iter(KeyOrder::Internal);
         index.seek(lookup);
         if index.is_corrupt() {
             return Err(self.corrupt("malformed index block entry"));
@@ -341,7 +485,7 @@ impl TableReader {
     /// once and should not push user reads out of the cache.
     pub(crate) fn iter(self: &Arc<Self>, fill_cache: bool) -> TableIter {
         TableIter {
-            index: self.index.iter(KeyOrder::Internal),
+            index: None,
             table: Arc::clone(self),
             data: None,
             fill_cache,
@@ -391,26 +535,50 @@ impl BlockSource for LookupBlocks<'_> {
     fn corruption(&self, what: &str) -> Error {
         self.table.corrupt(what)
     }
+
+    fn filter_block(
+        &self,
+        layout: FilterLayout,
+        handle: BlockHandle,
+    ) -> Result<Arc<dyn FilterBlockReader>> {
+        self.table.filter_block(layout, handle)
+    }
 }
 
 /// Walks a table in order: the index block picks data blocks, a block iterator walks each.
 pub(crate) struct TableIter {
     table: Arc<TableReader>,
-    index: BlockIter,
+    /// Over the index block; `None` until the first seek reads it (through the cache, when index
+    /// blocks are charged to it).
+    index: Option<BlockIter>,
     data: Option<BlockIter>,
     fill_cache: bool,
 }
 
 impl TableIter {
+    /// The index iterator, reading the index block first if this is the first seek.
+    fn index(&mut self) -> Result<&mut BlockIter> {
+        if self.index.is_none() {
+            let block = Arc::clone(&self.table.index_block()?.block);
+            self.index = Some(block.iter(KeyOrder::Internal));
+        }
+        self.index
+            .as_mut()
+            .ok_or_else(|| self.table.corrupt("index block not read"))
+    }
+
     fn load_data_block(&mut self) -> Result<()> {
         self.data = None;
-        if self.index.is_corrupt() {
+        let Some(index) = self.index.as_ref() else {
+            return Ok(());
+        };
+        if index.is_corrupt() {
             return Err(self.table.corrupt("malformed index block entry"));
         }
-        if !self.index.valid() {
+        if !index.valid() {
             return Ok(());
         }
-        let handle = BlockHandle::decode_exact(self.index.value())
+        let handle = BlockHandle::decode_exact(index.value())
             .ok_or_else(|| self.table.corrupt("bad handle in index block"))?;
         let block = self.table.data_block(handle, self.fill_cache)?;
         self.data = Some(block.iter(KeyOrder::Internal));
@@ -429,7 +597,9 @@ impl TableIter {
                 Some(d) if d.valid() => return Ok(()),
                 Some(_) => {}
             }
-            self.index.next();
+            if let Some(index) = self.index.as_mut() {
+                index.next();
+            }
             self.load_data_block()?;
             if let Some(d) = self.data.as_mut() {
                 d.seek_to_first();
@@ -440,7 +610,7 @@ impl TableIter {
 
 impl InternalIterator for TableIter {
     fn seek_to_first(&mut self) -> Result<()> {
-        self.index.seek_to_first();
+        self.index()?.seek_to_first();
         self.load_data_block()?;
         if let Some(d) = self.data.as_mut() {
             d.seek_to_first();
@@ -449,7 +619,7 @@ impl InternalIterator for TableIter {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.index.seek(target);
+        self.index()?.seek(target);
         self.load_data_block()?;
         if let Some(d) = self.data.as_mut() {
             d.seek(target);

@@ -17,7 +17,6 @@
 
 #[cfg(test)]
 mod measure;
-mod sort;
 #[cfg(test)]
 mod tests;
 
@@ -26,8 +25,8 @@ use std::ops::BitXor;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};
+use super::sort::sort_dedup;
 use super::theory;
-use sort::sort_dedup;
 
 /// Bytes of the trailer after the fingerprints.
 const TRAILER_LEN: usize = 25;

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::coding::{fixed32_at, put_fixed32};
 use crate::error::Result;
-use crate::filter::{FilterBitsBuilder, FilterLayout, FilterPolicy, FilterProbe};
+use crate::filter::{FilterBitsBuilder, FilterPolicy, FilterProbe};
 use crate::sst::format::BlockHandle;
 
 /// lg of the span of data-block offsets one filter covers (2 KiB).
@@ -150,10 +150,6 @@ impl BlockBasedFilterReader {
 }
 
 impl FilterBlockReader for BlockBasedFilterReader {
-    fn layout(&self) -> FilterLayout {
-        FilterLayout::BlockBased
-    }
-
     /// Asks the filter of the one data block the index picks for `lookup`.
     fn may_match(
         &self,

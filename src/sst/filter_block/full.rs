@@ -7,7 +7,7 @@ use super::{
     BlockSource, FilterAnswer, FilterBlockBuilder, FilterBlockReader, FilterShape, WriteBlock,
 };
 use crate::error::Result;
-use crate::filter::{FilterBitsBuilder, FilterLayout, FilterPolicy, FilterProbe};
+use crate::filter::{FilterBitsBuilder, FilterPolicy, FilterProbe};
 use crate::sst::format::BlockHandle;
 
 /// Feeds every key of the table to one policy builder.
@@ -64,10 +64,6 @@ impl FullFilterReader {
 }
 
 impl FilterBlockReader for FullFilterReader {
-    fn layout(&self) -> FilterLayout {
-        FilterLayout::Full
-    }
-
     fn may_match(
         &self,
         policy: &dyn FilterPolicy,

@@ -78,6 +78,17 @@ pub(crate) trait BlockSource {
 
     /// An `Error::Corruption` naming the table, for damage a filter reader finds itself.
     fn corruption(&self, what: &str) -> Error;
+
+    /// The reader of the filter's top-level block of `layout` at `handle`, through the block
+    /// cache (a filter charged to the cache instead of pinned with its table).
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming the table if the block is damaged.
+    fn filter_block(
+        &self,
+        layout: FilterLayout,
+        handle: BlockHandle,
+    ) -> Result<Arc<dyn FilterBlockReader>>;
 }
 
 /// A filter's answer for one key.
@@ -112,11 +123,8 @@ pub(crate) struct FilterShape {
     pub(crate) partitions: Option<usize>,
 }
 
-/// What a table reader keeps of its filter, and how it answers for a key.
+/// What a table reader keeps of its filter's top-level block, and how it answers for a key.
 pub(crate) trait FilterBlockReader: Send + Sync {
-    /// The layout this reader reads.
-    fn layout(&self) -> FilterLayout;
-
     /// Whether the table may hold `probe`'s key, which a lookup of internal key `lookup` seeks.
     /// (They differ when the filter holds a key's prefix, and for prefix checks.)
     ///
@@ -140,22 +148,49 @@ pub(crate) trait FilterBlockReader: Send + Sync {
     fn describe(&self, policy: &dyn FilterPolicy, blocks: &dyn BlockSource) -> Result<FilterShape>;
 }
 
-/// A table's filter: its policy and the layout's reader.
+/// The reader of a filter's top-level block (the whole filter, LevelDB's filter block, or the
+/// partition index) for `layout`; `None` if the block does not parse.
+pub(crate) fn parse_filter_block(
+    layout: FilterLayout,
+    block: Vec<u8>,
+) -> Option<Arc<dyn FilterBlockReader>> {
+    Some(match layout {
+        FilterLayout::BlockBased => Arc::new(BlockBasedFilterReader::new(block)?),
+        FilterLayout::Full => Arc::new(FullFilterReader::new(block)),
+        FilterLayout::Partitioned => Arc::new(PartitionedFilterReader::new(block)?),
+    })
+}
+
+/// Where a table keeps its filter's top-level block.
+enum FilterPlacement {
+    /// Read at open and kept with the table.
+    Pinned(Arc<dyn FilterBlockReader>),
+    /// In the block cache, charged to it, and read again after it is evicted.
+    Cached(BlockHandle),
+}
+
+/// A table's filter: its policy, its layout and where its top-level block is.
 pub(crate) struct TableFilter {
     pub(crate) policy: Arc<dyn FilterPolicy>,
-    reader: Box<dyn FilterBlockReader>,
+    layout: FilterLayout,
+    placement: FilterPlacement,
 }
 
 impl TableFilter {
-    /// The filter a metaindex entry named `name` points to, whose top-level block is `block`.
+    /// The filter a metaindex entry named `name` points to, whose top-level block is at `handle`.
     /// `Ok(None)` for an entry that names no filter, or a policy `policies` does not know (the
-    /// table is then read without its filter).
+    /// table is then read without its filter). With `charge_to_cache` the block is left to the
+    /// block cache (`pin_partition_index` keeps a partitioned filter's index with the table all
+    /// the same); otherwise it is read now, through `read`, and kept.
     ///
     /// # Errors
-    /// The error of `read` (the top-level block), or `malformed(layout)` if it does not parse.
+    /// The error of `read`, or `malformed(layout)` if the block does not parse.
     pub(crate) fn open<E>(
         name: &[u8],
+        handle: BlockHandle,
         policies: &PolicyRegistry,
+        charge_to_cache: bool,
+        pin_partition_index: bool,
         read: impl FnOnce() -> std::result::Result<Vec<u8>, E>,
         malformed: impl FnOnce(FilterLayout) -> E,
     ) -> std::result::Result<Option<TableFilter>, E> {
@@ -168,44 +203,58 @@ impl TableFilter {
         let Some(policy) = policies.find(policy) else {
             return Ok(None);
         };
-        let block = read()?;
-        let reader: Box<dyn FilterBlockReader> = match layout {
-            FilterLayout::BlockBased => {
-                Box::new(BlockBasedFilterReader::new(block).ok_or_else(|| malformed(layout))?)
-            }
-            FilterLayout::Full => Box::new(FullFilterReader::new(block)),
-            FilterLayout::Partitioned => {
-                Box::new(PartitionedFilterReader::new(block).ok_or_else(|| malformed(layout))?)
-            }
+        let pin = !charge_to_cache || (layout == FilterLayout::Partitioned && pin_partition_index);
+        let placement = if pin {
+            let reader = parse_filter_block(layout, read()?).ok_or_else(|| malformed(layout))?;
+            FilterPlacement::Pinned(reader)
+        } else {
+            FilterPlacement::Cached(handle)
         };
         Ok(Some(TableFilter {
             policy: Arc::clone(policy),
-            reader,
+            layout,
+            placement,
         }))
     }
 
     pub(crate) fn layout(&self) -> FilterLayout {
-        self.reader.layout()
+        self.layout
     }
 
     /// See [`FilterBlockReader::may_match`].
+    #[inline]
     pub(crate) fn may_match(
         &self,
         probe: &FilterProbe<'_>,
         lookup: &[u8],
         blocks: &dyn BlockSource,
     ) -> Result<FilterAnswer> {
-        self.reader
-            .may_match(self.policy.as_ref(), probe, lookup, blocks)
+        let policy = self.policy.as_ref();
+        match &self.placement {
+            FilterPlacement::Pinned(r) => r.may_match(policy, probe, lookup, blocks),
+            FilterPlacement::Cached(h) => blocks
+                .filter_block(self.layout, *h)?
+                .may_match(policy, probe, lookup, blocks),
+        }
     }
 
-    /// Bytes this filter keeps in memory for as long as its table is open.
+    /// Bytes this filter keeps in memory for as long as its table is open (none when charged to
+    /// the block cache).
     pub(crate) fn pinned_bytes(&self) -> usize {
-        self.reader.pinned_bytes()
+        match &self.placement {
+            FilterPlacement::Pinned(r) => r.pinned_bytes(),
+            FilterPlacement::Cached(_) => 0,
+        }
     }
 
     /// See [`FilterBlockReader::describe`].
     pub(crate) fn describe(&self, blocks: &dyn BlockSource) -> Result<FilterShape> {
-        self.reader.describe(self.policy.as_ref(), blocks)
+        let policy = self.policy.as_ref();
+        match &self.placement {
+            FilterPlacement::Pinned(r) => r.describe(policy, blocks),
+            FilterPlacement::Cached(h) => blocks
+                .filter_block(self.layout, *h)?
+                .describe(policy, blocks),
+        }
     }
 }

@@ -11,7 +11,7 @@ use super::{
     BlockSource, FilterAnswer, FilterBlockBuilder, FilterBlockReader, FilterShape, WriteBlock,
 };
 use crate::error::{Error, Result};
-use crate::filter::{FilterBitsBuilder, FilterLayout, FilterPolicy, FilterProbe};
+use crate::filter::{FilterBitsBuilder, FilterPolicy, FilterProbe};
 use crate::key::user_key;
 use crate::sst::block::{Block, KeyOrder};
 use crate::sst::block_builder::BlockBuilder;
@@ -164,10 +164,6 @@ fn corrupt_index(blocks: &dyn BlockSource) -> Error {
 }
 
 impl FilterBlockReader for PartitionedFilterReader {
-    fn layout(&self) -> FilterLayout {
-        FilterLayout::Partitioned
-    }
-
     fn may_match(
         &self,
         policy: &dyn FilterPolicy,

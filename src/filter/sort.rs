@@ -1,5 +1,5 @@
-//! The sort a construction starts with: the keys' remixed hashes, sorted and deduplicated in
-//! linear time.
+//! The sort the solved filters' constructions start with (binary fuse, Ribbon): the keys' remixed
+//! hashes, sorted and deduplicated in linear time.
 
 /// Sorts and deduplicates uniformly distributed `values` (remixed hashes) in linear time, as a
 /// two-level bucket sort: a counting sort on the top 8 bits (256 output streams, which the write
