@@ -5,6 +5,9 @@
 //! - `block_seek/{present,absent}`: one seek in a data block of about 4 KiB (internal keys, the
 //!   table builder's default block size and restart interval), as a table Get does after the
 //!   index sent it there, per seek. Uses `siftdb::bench_internals` (crate-private block code).
+//! - `block_step/{next,prev}`: one step of a block iterator through the same block, wrapping
+//!   around at its ends. `prev` goes back to the restart point before the entry and decodes
+//!   forward, as LevelDB's does. Uses `siftdb::bench_internals`.
 //! - `filter_probe/{present,absent}`: one probe of a full filter (cache-local bloom, 10 bits/key,
 //!   100k keys), per probe. `benches/filters.rs` compares policies and sizes; this is the one
 //!   filter the default options build.
@@ -14,6 +17,13 @@
 //!   compacted into one level (`Filter::full(10.0)`), every block in the cache: a key in a table,
 //!   an absent key (the filter answers), and a key whose newest version is in the memtable, per
 //!   Get.
+//! - `get_value/{get,get_pinned}/{100,16384}`: a warm Get of a present key that returns its value
+//!   copied (`Db::get`) or as a view of the cached block (`Db::get_pinned`), for 100-byte and
+//!   16 KiB values: 20k keys (2k for 16 KiB values) in one level, every block in the cache.
+//! - `iter_step/{next,prev}`: one `DbIterator::next` or `prev` on a store of 100k keys flushed and
+//!   compacted into one level, every block in the cache, wrapping around at the ends (a seek per
+//!   100k steps); `scan_step/{next,next_back}`: one item of a full `Db::scan` forward or reversed
+//!   (a copy of the key and value per item), on the same store. Public API only.
 //! - `put/10000`: 10k `Db::put`s (WAL on, no sync) on a fresh store, shuffled key order; opening
 //!   and dropping the store are not timed.
 //!
@@ -121,6 +131,11 @@ fn bench_block_seek(c: &mut Criterion) {
     g.bench_function("absent", |b| {
         cycle(b, &absent, |l| block.get(l).map(<[u8]>::len))
     });
+    g.finish();
+
+    let mut g = c.benchmark_group("block_step");
+    g.bench_function("next", |b| b.iter(|| black_box(block.next_wrapping())));
+    g.bench_function("prev", |b| b.iter(|| black_box(block.prev_wrapping())));
     g.finish();
 }
 
@@ -253,6 +268,121 @@ fn bench_get_warm(c: &mut Criterion) {
     drop(dir);
 }
 
+fn bench_get_value(c: &mut Criterion) {
+    let mut g = c.benchmark_group("get_value");
+    for (len, keys) in [(100usize, 20_000u64), (16 << 10, 2_000)] {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let options = Options::default()
+            .filter(Filter::full(10.0))
+            .block_cache_bytes(128 << 20)
+            .max_bytes_for_level_base(256 << 20);
+        let db = Db::open(dir.path(), options).expect("open");
+        let long_value = |i: u64| -> Vec<u8> { value(i).into_iter().cycle().take(len).collect() };
+        for i in 0..keys {
+            db.put(key(i, false), long_value(i)).expect("put");
+        }
+        db.flush().expect("flush");
+        db.compact().expect("compact");
+        for i in 0..keys {
+            let pinned = db.get_pinned(key(i, false)).expect("get").expect("present");
+            assert_eq!(*pinned, *long_value(i));
+        }
+        let present: Vec<Key> = scrambled(keys).map(|i| key(i, false)).collect();
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(format!("get/{len}"), |b| {
+            cycle(b, &present, |k| db.get(k).expect("get").map(|v| v.len()))
+        });
+        g.bench_function(format!("get_pinned/{len}"), |b| {
+            cycle(b, &present, |k| {
+                db.get_pinned(k).expect("get").map(|v| v.len())
+            })
+        });
+        drop(db);
+        drop(dir);
+    }
+    g.finish();
+}
+
+fn bench_iter_step(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // As `get_warm`'s store, without the memtable versions: one level, no background compaction.
+    let options = Options::default()
+        .filter(Filter::full(10.0))
+        .max_bytes_for_level_base(64 << 20);
+    let db = Db::open(dir.path(), options).expect("open");
+    for i in 0..STORE_KEYS {
+        db.put(key(i, false), value(i)).expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    // A full scan each way: every data block is in the cache, and both directions see every key.
+    let forward: Vec<Vec<u8>> = db
+        .scan::<Vec<u8>, _>(..)
+        .map(|r| r.expect("scan").0)
+        .collect();
+    assert_eq!(forward.len() as u64, STORE_KEYS);
+    assert!(db
+        .scan::<Vec<u8>, _>(..)
+        .rev()
+        .map(|r| r.expect("scan").0)
+        .eq(forward.into_iter().rev()));
+
+    let mut g = c.benchmark_group("iter_step");
+    let mut it = db.iter();
+    it.seek_to_first().expect("seek");
+    g.bench_function("next", |b| {
+        b.iter(|| {
+            it.next().expect("next");
+            if !it.valid() {
+                it.seek_to_first().expect("seek");
+            }
+            black_box(it.value().len())
+        })
+    });
+    it.seek_to_last().expect("seek");
+    g.bench_function("prev", |b| {
+        b.iter(|| {
+            it.prev().expect("prev");
+            if !it.valid() {
+                it.seek_to_last().expect("seek");
+            }
+            black_box(it.value().len())
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("scan_step");
+    let mut scan = db.scan::<Vec<u8>, _>(..);
+    g.bench_function("next", |b| {
+        b.iter(|| {
+            let item = match scan.next() {
+                Some(item) => item,
+                None => {
+                    scan = db.scan::<Vec<u8>, _>(..);
+                    scan.next().expect("a key")
+                }
+            };
+            black_box(item.expect("scan").1.len())
+        })
+    });
+    let mut scan = db.scan::<Vec<u8>, _>(..);
+    g.bench_function("next_back", |b| {
+        b.iter(|| {
+            let item = match scan.next_back() {
+                Some(item) => item,
+                None => {
+                    scan = db.scan::<Vec<u8>, _>(..);
+                    scan.next_back().expect("a key")
+                }
+            };
+            black_box(item.expect("scan").1.len())
+        })
+    });
+    g.finish();
+    drop((it, scan, db));
+    drop(dir);
+}
+
 fn bench_put(c: &mut Criterion) {
     let entries = batch();
     let mut g = c.benchmark_group("put");
@@ -289,6 +419,7 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_block_seek, bench_filter_probe, bench_memtable_insert, bench_get_warm, bench_put
+    targets = bench_block_seek, bench_filter_probe, bench_memtable_insert, bench_get_warm,
+        bench_get_value, bench_iter_step, bench_put
 }
 criterion_main!(benches);

@@ -1,4 +1,5 @@
-//! The smallest embedded use of siftdb: open, put, get, delete, a batch, a scan, statistics.
+//! The smallest embedded use of siftdb: open, put, get, delete, a batch, a scan, a snapshot and
+//! a reverse scan, statistics.
 //! (The same code as the crate-level example in `src/lib.rs`.)
 //!
 //! cargo run --example quickstart
@@ -32,6 +33,17 @@ fn main() -> siftdb::Result<()> {
             String::from_utf8_lossy(&v)
         );
     }
+
+    let snapshot = db.snapshot(); // a consistent view: later writes are not seen through it
+    db.put(b"banana", b"green")?;
+    assert_eq!(db.get_at(&snapshot, b"banana")?, Some(b"yellow".to_vec()));
+    // The last two keys, newest first: a scan runs backward too.
+    let last_two: Vec<_> = db
+        .scan_at(&snapshot, b"a".to_vec()..)
+        .rev()
+        .take(2)
+        .collect::<siftdb::Result<_>>()?;
+    assert_eq!(last_two[0].0, b"date");
 
     let stats = db.statistics();
     assert_eq!(stats.ticker(Ticker::BloomFilterUseful), 1);

@@ -1,7 +1,8 @@
 //! Thin wrappers over crate-private pieces of the read and write paths, for the micro-benchmarks in
 //! `benches/hot_paths.rs`: a data block (built as the table builder builds one, sought as a table
-//! Get seeks it) and a memtable (filled as a write fills it). Compiled only with the
-//! `__bench-internals` feature and hidden from the docs; it is not part of the API.
+//! Get seeks it, stepped as a table iterator steps it) and a memtable (filled as a write fills
+//! it). Compiled only with the `__bench-internals` feature and hidden from the docs; it is not
+//! part of the API.
 
 use std::sync::Arc;
 
@@ -76,6 +77,30 @@ impl DataBlock {
         let wanted = parse_internal_key(target)?;
         (found.user_key == wanted.user_key && found.kind == ValueKind::Value)
             .then(|| self.iter.value())
+    }
+}
+
+impl DataBlock {
+    /// What a table iterator does in a data block on `next`: moves to the next entry, wrapping
+    /// around to the first past the last (so a timed loop never runs off the end); returns the
+    /// entry's value length.
+    pub fn next_wrapping(&mut self) -> usize {
+        self.iter.next();
+        if !self.iter.valid() {
+            self.iter.seek_to_first();
+        }
+        self.iter.value().len()
+    }
+
+    /// What a table iterator does in a data block on `prev`: moves to the previous entry (back to
+    /// the restart point before it, then forward), wrapping around to the last before the first;
+    /// returns the entry's value length.
+    pub fn prev_wrapping(&mut self) -> usize {
+        self.iter.prev();
+        if !self.iter.valid() {
+            self.iter.seek_to_last();
+        }
+        self.iter.value().len()
     }
 }
 

@@ -1,7 +1,10 @@
 //! The crate's error type.
 
 use std::fmt;
+use std::io;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Everything that can go wrong in siftdb.
 #[derive(Debug)]
@@ -18,11 +21,18 @@ pub enum Error {
     },
     /// The caller passed something siftdb does not accept (an oversized key, a file as a directory …).
     InvalidArgument(String),
-    /// Another `Db` (in this or another process) holds the directory's `LOCK` file.
+    /// Another `Db` (in this or another process) holds the directory's `LOCK` file: a `Db` open
+    /// for writing excludes every other open, a read-only one excludes writers.
     Locked(PathBuf),
-    /// A background flush or compaction failed earlier; writes fail with this until the store is
-    /// reopened, so that nothing is lost silently.
-    Background(String),
+    /// A background flush or compaction (or a WAL write or sync) failed earlier; writes fail with
+    /// this until the store is reopened, so that nothing is lost silently. The
+    /// [`BackgroundError`] keeps the original error ([`BackgroundError::cause`],
+    /// [`BackgroundError::io_kind`]) and reads as its message (`&str`).
+    Background(BackgroundError),
+    /// A write (or flush, compaction) on a store opened with
+    /// [`Db::open_read_only`](crate::Db::open_read_only), which never writes; the path is the
+    /// store's directory.
+    ReadOnly(PathBuf),
 }
 
 /// `std::result::Result` with siftdb's [`Error`].
@@ -40,7 +50,8 @@ impl Error {
             },
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
             Error::Locked(p) => Error::Locked(p.clone()),
-            Error::Background(s) => Error::Background(s.clone()),
+            Error::Background(b) => Error::Background(b.clone()),
+            Error::ReadOnly(p) => Error::ReadOnly(p.clone()),
         }
     }
 
@@ -67,6 +78,11 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::Background(what) => write!(f, "background work failed earlier: {what}"),
+            Error::ReadOnly(path) => write!(
+                f,
+                "the store in {} is open read-only: it accepts no writes",
+                path.display()
+            ),
         }
     }
 }
@@ -75,6 +91,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io(e) => Some(e),
+            Error::Background(b) => Some(b),
             _ => None,
         }
     }
@@ -83,5 +100,234 @@ impl std::error::Error for Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e)
+    }
+}
+
+/// Why background work failed: the value inside [`Error::Background`].
+///
+/// It keeps the error the failed work returned ([`cause`](Self::cause), also its
+/// [`source`](std::error::Error::source)), so an I/O error's kind survives
+/// ([`io_kind`](Self::io_kind)). It also reads as its message, as the `String` this variant held
+/// before did: it dereferences to `str`, displays as the message and compares equal to strings,
+/// so `msg.contains("No space left")` and `format!("{msg}")` keep working. Cloning is cheap (the
+/// store hands the same failure to every writer).
+///
+/// ```
+/// use siftdb::{BackgroundError, Error};
+///
+/// fn explain(e: &Error) -> String {
+///     match e {
+///         Error::Background(b) if b.io_kind() == Some(std::io::ErrorKind::StorageFull) => {
+///             format!("disk full: {b}")
+///         }
+///         Error::Background(b) if b.contains("panicked") => format!("a bug: {b}"),
+///         other => other.to_string(),
+///     }
+/// }
+///
+/// let full = BackgroundError::from(Error::Io(std::io::ErrorKind::StorageFull.into()));
+/// assert!(explain(&Error::Background(full)).starts_with("disk full"));
+/// let panicked = BackgroundError::from("flush panicked: oops");
+/// assert_eq!(panicked, "flush panicked: oops");
+/// assert!(panicked.cause().is_none());
+/// ```
+#[derive(Clone)]
+pub struct BackgroundError {
+    inner: Arc<BackgroundInner>,
+}
+
+struct BackgroundInner {
+    /// The failure in words: the cause's `Display`, or what panicked.
+    message: String,
+    /// The error the failed work returned; `None` when it panicked.
+    cause: Option<Error>,
+}
+
+impl BackgroundError {
+    /// A failure with no underlying error (a panic), described by `message`.
+    pub(crate) fn message(message: impl Into<String>) -> BackgroundError {
+        BackgroundError {
+            inner: Arc::new(BackgroundInner {
+                message: message.into(),
+                cause: None,
+            }),
+        }
+    }
+
+    /// The error the failed work returned (an [`Error::Io`] naming its file, an
+    /// [`Error::Corruption`] …); `None` when the work panicked (in a filter policy or prefix
+    /// extractor: the message says what panicked).
+    pub fn cause(&self) -> Option<&Error> {
+        self.inner.cause.as_ref()
+    }
+
+    /// The kind of the operating-system error behind the failure, if it was one (`StorageFull`
+    /// for a full disk, …).
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self.cause() {
+            Some(Error::Io(e)) => Some(e.kind()),
+            _ => None,
+        }
+    }
+
+    /// The failure in words, as `Display` shows it.
+    pub fn as_str(&self) -> &str {
+        &self.inner.message
+    }
+}
+
+impl From<Error> for BackgroundError {
+    /// The failure `cause`; an [`Error::Background`] is unwrapped rather than nested.
+    fn from(cause: Error) -> BackgroundError {
+        match cause {
+            Error::Background(b) => b,
+            cause => BackgroundError {
+                inner: Arc::new(BackgroundInner {
+                    message: cause.to_string(),
+                    cause: Some(cause),
+                }),
+            },
+        }
+    }
+}
+
+impl From<String> for BackgroundError {
+    /// A failure with no underlying error, described by `message`.
+    fn from(message: String) -> BackgroundError {
+        BackgroundError::message(message)
+    }
+}
+
+impl From<&str> for BackgroundError {
+    /// A failure with no underlying error, described by `message`.
+    fn from(message: &str) -> BackgroundError {
+        BackgroundError::message(message)
+    }
+}
+
+impl From<BackgroundError> for String {
+    fn from(e: BackgroundError) -> String {
+        e.inner.message.clone()
+    }
+}
+
+impl Deref for BackgroundError {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.inner.message
+    }
+}
+
+impl AsRef<str> for BackgroundError {
+    fn as_ref(&self) -> &str {
+        &self.inner.message
+    }
+}
+
+impl fmt::Display for BackgroundError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.inner.message)
+    }
+}
+
+impl fmt::Debug for BackgroundError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.cause() {
+            Some(cause) => f
+                .debug_struct("BackgroundError")
+                .field("cause", cause)
+                .finish(),
+            None => f
+                .debug_tuple("BackgroundError")
+                .field(&self.inner.message)
+                .finish(),
+        }
+    }
+}
+
+impl std::error::Error for BackgroundError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl PartialEq for BackgroundError {
+    /// Equal messages.
+    fn eq(&self, other: &BackgroundError) -> bool {
+        self.inner.message == other.inner.message
+    }
+}
+
+impl PartialEq<str> for BackgroundError {
+    fn eq(&self, other: &str) -> bool {
+        self.inner.message == other
+    }
+}
+
+impl PartialEq<&str> for BackgroundError {
+    fn eq(&self, other: &&str) -> bool {
+        self.inner.message == *other
+    }
+}
+
+impl PartialEq<String> for BackgroundError {
+    fn eq(&self, other: &String) -> bool {
+        &self.inner.message == other
+    }
+}
+
+impl PartialEq<BackgroundError> for str {
+    fn eq(&self, other: &BackgroundError) -> bool {
+        self == other.inner.message
+    }
+}
+
+impl PartialEq<BackgroundError> for &str {
+    fn eq(&self, other: &BackgroundError) -> bool {
+        *self == other.inner.message
+    }
+}
+
+impl PartialEq<BackgroundError> for String {
+    fn eq(&self, other: &BackgroundError) -> bool {
+        *self == other.inner.message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_background_error_reads_as_its_message_and_keeps_its_cause() {
+        let io = io::Error::new(io::ErrorKind::StorageFull, "000012.sst: No space left");
+        let b = BackgroundError::from(Error::Io(io));
+        assert_eq!(b.io_kind(), Some(io::ErrorKind::StorageFull));
+        assert!(b.contains("No space left"));
+        assert_eq!(format!("{b}"), "I/O error: 000012.sst: No space left");
+        assert_eq!(b, "I/O error: 000012.sst: No space left");
+        assert_eq!(b, String::from("I/O error: 000012.sst: No space left"));
+        assert!(matches!(b.cause(), Some(Error::Io(_))));
+        let source = std::error::Error::source(&b).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some(b.as_str()));
+        // Nested: not wrapped twice.
+        let again = BackgroundError::from(Error::Background(b.clone()));
+        assert_eq!(again.io_kind(), Some(io::ErrorKind::StorageFull));
+        let e = Error::Background(again);
+        let copy = e.duplicate();
+        let Error::Background(s) = &copy else {
+            panic!("{copy:?}")
+        };
+        assert!(s.starts_with("I/O error"));
+        assert_eq!(
+            copy.to_string(),
+            "background work failed earlier: I/O error: 000012.sst: No space left"
+        );
+        let panic = BackgroundError::from("compaction panicked: boom");
+        assert_eq!(panic.io_kind(), None);
+        assert!("compaction panicked: boom" == panic);
+        assert_eq!(String::from(panic), "compaction panicked: boom");
     }
 }

@@ -20,7 +20,7 @@ use crate::sst::filter_block::full::FullFilterReader;
 use crate::sst::filter_block::partitioned::PartitionedFilterReader;
 use crate::sst::filter_block::{parse_filter_block, BlockSource, FilterBlockReader};
 use crate::sst::format::BlockHandle;
-use crate::sst::table_reader::{MetaBlockPlacement, TableReader};
+use crate::sst::table_reader::{CopyValue, MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 use crate::write_batch::decode_batch;
 
@@ -67,7 +67,7 @@ pub fn table(path: &Path, data: &[u8], key: &[u8]) {
         return;
     };
     let table = Arc::new(table);
-    let _ = table.search(&lookup_key(key, MAX_SEQUENCE), &FilterProbe::new(key));
+    let _ = table.search::<CopyValue>(&lookup_key(key, MAX_SEQUENCE), &FilterProbe::new(key));
     let _ = table.prefix_may_match(key);
     let _ = table.filter_shape();
     let mut it = table.iter(true);

@@ -148,6 +148,7 @@ impl InternalKey {
     }
 
     /// Wraps encoded internal-key bytes.
+    #[cfg(test)]
     pub(crate) fn from_bytes(bytes: &[u8]) -> InternalKey {
         InternalKey::concat(bytes, &[])
     }

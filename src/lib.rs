@@ -31,6 +31,14 @@
 //! let keys: Vec<Vec<u8>> = db.scan(b"b".to_vec()..b"d".to_vec()).map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 //! assert_eq!(keys, vec![b"banana".to_vec(), b"cherry".to_vec()]);
 //!
+//! let snapshot = db.snapshot(); // a consistent view: later writes are not seen through it
+//! db.put(b"banana", b"green")?;
+//! assert_eq!(db.get_at(&snapshot, b"banana")?, Some(b"yellow".to_vec()));
+//! // The last two keys, newest first: a scan runs backward too.
+//! let last_two: Vec<_> = db.scan_at(&snapshot, b"a".to_vec()..).rev().take(2)
+//!     .collect::<siftdb::Result<_>>()?;
+//! assert_eq!(last_two[0].0, b"date");
+//!
 //! let stats = db.statistics();
 //! assert_eq!(stats.ticker(Ticker::BloomFilterUseful), 1);
 //! println!("{stats}");
@@ -54,6 +62,7 @@ mod iter;
 mod key;
 mod memtable;
 mod options;
+mod pinned_value;
 mod prefix;
 mod sst;
 mod stats;
@@ -76,8 +85,8 @@ pub use fs::fault_injection;
 #[doc(hidden)]
 pub mod bench_internals;
 
-pub use db::{Db, Scan};
-pub use error::{Error, Result};
+pub use db::{Db, DbIterator, Scan, Snapshot};
+pub use error::{BackgroundError, Error, Result};
 pub use filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,
     FilterPolicy, LevelDbBloom, Ribbon,
@@ -86,6 +95,7 @@ pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
 };
 pub use options::{Compression, Options, WriteOptions, NUM_LEVELS};
+pub use pinned_value::PinnedValue;
 pub use prefix::{PrefixExtractor, SliceTransform};
 pub use stats::{FilterCounts, Statistics, Ticker};
 pub use write_batch::WriteBatch;

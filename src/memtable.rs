@@ -5,6 +5,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
+use crossbeam_skiplist::map::Entry;
 use crossbeam_skiplist::SkipMap;
 
 use crate::error::Result;
@@ -14,10 +15,11 @@ use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind};
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
 const ENTRY_OVERHEAD: usize = 64;
 
-/// The newest entry for a user key, as a memtable or table holds it.
+/// The newest entry for a user key, as a memtable or table holds it; the value as `V` (a copy,
+/// or a view into its block for `Db::get_pinned`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum NewestEntry {
-    Value(Vec<u8>),
+pub(crate) enum NewestEntry<V = Vec<u8>> {
+    Value(V),
     Deleted,
 }
 
@@ -95,68 +97,136 @@ impl MemTable {
     pub(crate) fn iter(self: &Arc<Self>) -> MemTableIter {
         MemTableIter {
             mem: Arc::clone(self),
-            current: None,
+            current: Current::default(),
         }
     }
 }
 
-/// An iterator that owns its memtable. It copies the current entry and re-seeks past it on `next`,
-/// which keeps it free of borrowed skiplist entries (and so of self-reference).
+/// An iterator that owns its memtable. It copies the current entry into buffers it reuses and
+/// re-seeks from it on every step (`next` to the first entry after it, `prev` to the last before
+/// it), which keeps it free of borrowed skiplist entries (and so of self-reference). A step is one
+/// skiplist search and allocates nothing once the buffers have grown to the longest entry.
 pub(crate) struct MemTableIter {
     mem: Arc<MemTable>,
-    current: Option<(Vec<u8>, Vec<u8>)>,
+    current: Current,
+}
+
+/// The entry a [`MemTableIter`] is on, copied out of the skiplist.
+#[derive(Default)]
+struct Current {
+    /// The internal key; also the buffer a seek's target is copied into.
+    key: Vec<u8>,
+    value: Vec<u8>,
+    valid: bool,
+}
+
+impl Current {
+    /// Copies `entry` (or records the end).
+    fn load<V: AsRef<[u8]>>(&mut self, entry: Option<Entry<'_, InternalKey, V>>) {
+        self.key.clear();
+        self.value.clear();
+        self.valid = entry.is_some();
+        if let Some(e) = entry {
+            self.key.extend_from_slice(e.key().as_bytes());
+            self.value.extend_from_slice(e.value().as_ref());
+        }
+    }
+
+    /// The key buffer as a skiplist key, without copying it: `InternalKey` orders and compares by
+    /// its bytes, whichever way they are stored. Give it back with [`Current::restore`].
+    fn take_key(&mut self) -> InternalKey {
+        InternalKey::Heap(std::mem::take(&mut self.key))
+    }
+
+    fn restore(&mut self, probe: InternalKey) {
+        if let InternalKey::Heap(buf) = probe {
+            self.key = buf;
+        }
+    }
+}
+
+/// Where a [`MemTableIter`] positions itself relative to a key.
+#[derive(Clone, Copy)]
+enum Toward {
+    /// The first entry ≥ the key.
+    AtOrAfter,
+    /// The first entry > the key.
+    After,
+    /// The last entry ≤ the key.
+    AtOrBefore,
+    /// The last entry < the key.
+    Before,
 }
 
 impl MemTableIter {
-    fn load(&mut self, bound: Bound<&InternalKey>) {
-        self.current = self
-            .mem
-            .map
-            .lower_bound(bound)
-            .map(|e| (e.key().as_bytes().to_vec(), e.value().clone()));
+    /// Positions relative to the key in the key buffer.
+    fn position(&mut self, toward: Toward) {
+        let probe = self.current.take_key();
+        let map = &self.mem.map;
+        let entry = match toward {
+            Toward::AtOrAfter => map.lower_bound(Bound::Included(&probe)),
+            Toward::After => map.lower_bound(Bound::Excluded(&probe)),
+            Toward::AtOrBefore => map.upper_bound(Bound::Included(&probe)),
+            Toward::Before => map.upper_bound(Bound::Excluded(&probe)),
+        };
+        self.current.restore(probe);
+        self.current.load(entry);
+    }
+
+    /// Positions relative to `target`, copied into the key buffer (no allocation once it has
+    /// grown).
+    fn position_at(&mut self, target: &[u8], toward: Toward) {
+        self.current.key.clear();
+        self.current.key.extend_from_slice(target);
+        self.position(toward);
     }
 }
 
 impl InternalIterator for MemTableIter {
     fn seek_to_first(&mut self) -> Result<()> {
-        self.current = self
-            .mem
-            .map
-            .front()
-            .map(|e| (e.key().as_bytes().to_vec(), e.value().clone()));
+        self.current.load(self.mem.map.front());
+        Ok(())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.current.load(self.mem.map.back());
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let t = InternalKey::from_bytes(target);
-        self.load(Bound::Included(&t));
+        self.position_at(target, Toward::AtOrAfter);
+        Ok(())
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.position_at(target, Toward::AtOrBefore);
         Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
-        if let Some((k, _)) = self.current.take() {
-            let k = InternalKey::from_bytes(&k);
-            self.load(Bound::Excluded(&k));
+        if self.current.valid {
+            self.position(Toward::After);
+        }
+        Ok(())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if self.current.valid {
+            self.position(Toward::Before);
         }
         Ok(())
     }
 
     fn valid(&self) -> bool {
-        self.current.is_some()
+        self.current.valid
     }
 
     fn key(&self) -> &[u8] {
-        self.current
-            .as_ref()
-            .map(|(k, _)| k.as_slice())
-            .unwrap_or_default()
+        &self.current.key
     }
 
     fn value(&self) -> &[u8] {
-        self.current
-            .as_ref()
-            .map(|(_, v)| v.as_slice())
-            .unwrap_or_default()
+        &self.current.value
     }
 }
 
@@ -210,5 +280,52 @@ mod tests {
                 (b"c".to_vec(), 2)
             ]
         );
+    }
+    #[test]
+    fn iterator_walks_both_ways_and_seeks_for_prev() {
+        use crate::iter::check_against_model;
+        use crate::key::{compare_internal, internal_key, lookup_key};
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+
+        let mut rng = StdRng::seed_from_u64(5);
+        let m = Arc::new(MemTable::new(1));
+        let mut model = Vec::new();
+        // Short keys (stored inline in the skiplist) and long ones (on the heap), several versions
+        // each, values of every small size.
+        for seq in 1..=1500u64 {
+            let n = rng.gen_range(0..300);
+            let user = if n % 3 == 0 {
+                format!("{n:03}-a-key-long-enough-to-live-on-the-heap").into_bytes()
+            } else {
+                format!("{n:03}").into_bytes()
+            };
+            let kind = if rng.gen_bool(0.2) {
+                ValueKind::Deletion
+            } else {
+                ValueKind::Value
+            };
+            let value: Vec<u8> = (0..rng.gen_range(0..50)).map(|_| rng.gen()).collect();
+            m.add(seq, kind, &user, &value);
+            model.push((internal_key(&user, seq, kind), value));
+        }
+        model.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        let mut probes: Vec<Vec<u8>> = model.iter().map(|e| e.0.clone()).collect();
+        for n in 0..310 {
+            let user = format!("{n:03}").into_bytes();
+            probes.push(lookup_key(&user, rng.gen_range(0..1600)));
+            probes.push(internal_key(&user, 0, ValueKind::Deletion));
+        }
+        probes.push(Vec::new());
+        let mut it = m.iter();
+        check_against_model(&mut it, &model, &probes, &mut rng, 4000);
+
+        // An empty memtable is invalid both ways.
+        let empty = Arc::new(MemTable::new(2));
+        let mut it = empty.iter();
+        it.seek_to_last().unwrap();
+        assert!(!it.valid());
+        it.seek_for_prev(&probes[0]).unwrap();
+        assert!(!it.valid());
     }
 }

@@ -20,7 +20,13 @@
 //! "no" would show as a missing key, and the statistics must count exactly one filter true
 //! positive per key found.
 //!
-//! Short mode (plain `cargo test`): 2 × 50 kills. Long mode: `SIFTDB_LONG=1` (1,000 kills per
+//! A third loop writes unsynced and calls `Db::sync_wal` after every eighth operation, so kills
+//! also land inside `sync_wal` (among WAL switches and flushes): the store must recover the same
+//! prefix covering every acknowledged operation. (SIGKILL keeps the page cache, so this shows that
+//! `sync_wal` amid writes, flushes and WAL switches damages nothing; that it makes writes durable
+//! through a power cut is `tests/operations.rs`'s, on the fault-injection layer.)
+//!
+//! Short mode (plain `cargo test`): 3 × 50 kills. Long mode: `SIFTDB_LONG=1` (1,000 kills per
 //! test) or `SIFTDB_CRASH_KILLS=n`.
 
 mod common;
@@ -34,6 +40,36 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use siftdb::{Db, Filter, Options, Ticker, WriteBatch, WriteOptions};
 
 const CHILD_ENV: &str = "SIFTDB_CRASH_CHILD";
+
+/// How the child makes its writes durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// `sync: false`.
+    Unsynced,
+    /// `sync: true` on every write.
+    Synced,
+    /// `sync: false`, and `Db::sync_wal` after every eighth operation.
+    SyncWal,
+}
+
+impl Durability {
+    fn env(self) -> &'static str {
+        match self {
+            Durability::Unsynced => "0",
+            Durability::Synced => "1",
+            Durability::SyncWal => "wal",
+        }
+    }
+
+    fn from_env(s: &str) -> Durability {
+        match s {
+            "0" => Durability::Unsynced,
+            "1" => Durability::Synced,
+            "wal" => Durability::SyncWal,
+            _ => panic!("unknown SIFTDB_CRASH_SYNC {s}"),
+        }
+    }
+}
 
 /// Held while spawning a child and while the parent has a store open. The two crash loops run in
 /// parallel threads of one process, and a fork briefly holds copies of all its descriptors: a
@@ -100,9 +136,11 @@ fn crash_child() {
     let var = |name: &str| -> u64 { std::env::var(name).unwrap().parse().unwrap() };
     let start = var("SIFTDB_CRASH_START");
     let epoch = var("SIFTDB_CRASH_EPOCH");
-    let sync = var("SIFTDB_CRASH_SYNC") == 1;
+    let durability = Durability::from_env(&std::env::var("SIFTDB_CRASH_SYNC").unwrap());
     let db = Db::open(&dir, options(epoch)).unwrap();
-    let wo = WriteOptions { sync };
+    let wo = WriteOptions {
+        sync: durability == Durability::Synced,
+    };
     let mut out = std::io::stdout().lock();
     for i in start.. {
         let mut b = WriteBatch::new();
@@ -113,19 +151,30 @@ fn crash_child() {
         db.write_opt(b, &wo).unwrap();
         use std::io::Write;
         writeln!(out, "ack {i}").unwrap();
+        if durability == Durability::SyncWal && i % 8 == 7 {
+            db.sync_wal().unwrap();
+            writeln!(out, "synced {i}").unwrap();
+        }
         out.flush().unwrap();
     }
 }
 
-/// Runs the child until killed after `delay`; returns the last acknowledged operation, if any.
-fn run_child(dir: &Path, start: u64, epoch: u64, sync: bool, delay: Duration) -> Option<u64> {
+/// Runs the child until killed after `delay`; returns the last acknowledged operation, if any, and
+/// how many `sync_wal` calls returned.
+fn run_child(
+    dir: &Path,
+    start: u64,
+    epoch: u64,
+    durability: Durability,
+    delay: Duration,
+) -> (Option<u64>, u64) {
     let guard = spawn_lock();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir)
         .env("SIFTDB_CRASH_START", start.to_string())
         .env("SIFTDB_CRASH_EPOCH", epoch.to_string())
-        .env("SIFTDB_CRASH_SYNC", if sync { "1" } else { "0" })
+        .env("SIFTDB_CRASH_SYNC", durability.env())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -134,14 +183,16 @@ fn run_child(dir: &Path, start: u64, epoch: u64, sync: bool, delay: Duration) ->
     let stdout = child.stdout.take().unwrap();
     // Read acks concurrently so the pipe never fills and blocks the child.
     let reader = std::thread::spawn(move || {
-        let mut last = None;
+        let (mut last, mut syncs) = (None, 0);
         for line in BufReader::new(stdout).lines() {
             let line = line.unwrap();
             if let Some(n) = line.strip_prefix("ack ") {
                 last = Some(n.parse::<u64>().unwrap());
+            } else if line.starts_with("synced ") {
+                syncs += 1;
             }
         }
-        last
+        (last, syncs)
     });
     let deadline = Instant::now() + delay;
     let mut exited = None;
@@ -248,14 +299,14 @@ fn kills(short: usize) -> usize {
     short
 }
 
-fn crash_loop(sync: bool, seed: u64) {
+fn crash_loop(durability: Durability, seed: u64) {
     let kills = kills(50);
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
     let root = tempfile::tempdir().unwrap();
     // A fresh store every 40 kills bounds the data each check scans and rotates the filter layout.
     let per_epoch = 40;
-    let (mut acked_total, mut recovered_extra) = (0u64, 0u64);
+    let (mut acked_total, mut recovered_extra, mut syncs) = (0u64, 0u64, 0u64);
     let mut dir = root.path().join("epoch0");
     let mut start = 0;
     let mut seen = Interrupted::default();
@@ -272,7 +323,8 @@ fn crash_loop(sync: bool, seed: u64) {
         } else {
             Duration::from_millis(rng.gen_range(30..250))
         };
-        let acked = run_child(&dir, start, epoch, sync, delay);
+        let (acked, synced) = run_child(&dir, start, epoch, durability, delay);
+        syncs += synced;
         // What the kill interrupted, judged from what it left behind: a CURRENT.dbtmp (inside
         // the CURRENT switch), two MANIFESTs (inside an open, after the new MANIFEST and before
         // the clean-up), tables the reopen deletes (a flush or compaction that had not finished,
@@ -298,10 +350,14 @@ fn crash_loop(sync: bool, seed: u64) {
         }
         start = m;
     }
+    if durability == Durability::SyncWal {
+        assert!(syncs > 0, "no sync_wal call returned before a kill");
+    }
     eprintln!(
-        "crash loop (sync: {sync}): {kills} SIGKILLs survived in {:.1?}, {acked_total} ops \
-         acknowledged, {recovered_extra} unacknowledged ops also recovered; kills that \
-         interrupted: an open {}, the CURRENT switch {}, a flush or compaction {}",
+        "crash loop ({durability:?}): {kills} SIGKILLs survived in {:.1?}, {acked_total} ops \
+         acknowledged ({syncs} sync_wal calls returned), {recovered_extra} unacknowledged ops \
+         also recovered; kills that interrupted: an open {}, the CURRENT switch {}, a flush or \
+         compaction {}",
         started.elapsed(),
         seen.open,
         seen.current_switch,
@@ -311,10 +367,16 @@ fn crash_loop(sync: bool, seed: u64) {
 
 #[test]
 fn sigkill_loses_no_acknowledged_write_sync() {
-    crash_loop(true, 1);
+    crash_loop(Durability::Synced, 1);
 }
 
 #[test]
 fn sigkill_recovers_a_prefix_without_sync() {
-    crash_loop(false, 2);
+    crash_loop(Durability::Unsynced, 2);
+}
+
+/// Unsynced writes covered by `sync_wal` every eighth operation: kills land inside `sync_wal` too.
+#[test]
+fn sigkill_with_sync_wal_loses_no_acknowledged_write() {
+    crash_loop(Durability::SyncWal, 3);
 }

@@ -2,7 +2,7 @@
 //!
 //! A store with tiny memtables, tables and levels (so flushes, compactions, WAL switches and the
 //! MANIFEST/CURRENT switch of every open happen all the time) runs random write batches over a
-//! small key space, some synced, with the odd `flush` and `compact`; every 50 cuts a new store
+//! small key space, some synced, with the odd `flush`, `compact` and `sync_wal`; every 50 cuts a new store
 //! with the next filter layout, and every other 100 with index and filter blocks read through a
 //! 16 KiB block cache instead of kept with the tables. The fault-injection layer
 //! (`siftdb::fault_injection`) stops the machine at a random operation: any operation, or one
@@ -16,8 +16,8 @@
 //! - it opens;
 //! - it holds exactly the state after a prefix `0..m` of the batches attempted (no holes, nothing
 //!   reordered, batches whole);
-//! - `m` covers every batch acknowledged before the last acknowledged synced write, `flush` or
-//!   `compact` (each makes everything before it durable), and after a process crash every
+//! - `m` covers every batch acknowledged before the last acknowledged synced write, `flush`,
+//!   `compact` or `sync_wal` (each makes everything before it durable), and after a process crash every
 //!   acknowledged batch;
 //! - a Get of every key returns the model's value, through the table filters.
 //!
@@ -328,6 +328,12 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
                 }
                 3 => {
                     if db.compact().is_err() {
+                        break;
+                    }
+                    durable = history.len();
+                }
+                10..=12 => {
+                    if db.sync_wal().is_err() {
                         break;
                     }
                     durable = history.len();

@@ -1,14 +1,17 @@
 //! The two background workers: one flushes frozen memtables, one compacts. Both stop at the first
 //! error, which is kept in `State::bg_error` and returned to writers and to every waiter. A panic
 //! in user code they call (a filter policy, a prefix extractor) is such an error, not the end of
-//! the thread.
+//! the thread. Failures are reported through the `log` facade as they happen (`error`), and every
+//! flush and compaction at `debug` level (tables, levels, bytes, duration).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
+use super::version::Version;
 use super::DbInner;
-use crate::error::{Error, Result};
+use crate::error::{BackgroundError, Error, Result};
 
 /// Runs `f`, turning a panic into `Error::Background` that says what panicked. Work that panics
 /// leaves what it had made as garbage for the next open; the data it read from stays where it was.
@@ -21,7 +24,9 @@ pub(crate) fn catch_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Resul
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a non-string payload".to_string());
-            Err(Error::Background(format!("{what} panicked: {message}")))
+            Err(Error::Background(BackgroundError::from(format!(
+                "{what} panicked: {message}"
+            ))))
         }
     }
 }
@@ -44,7 +49,7 @@ pub(crate) fn spawn_workers(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>>
 
 fn flush_loop(inner: &DbInner) {
     loop {
-        {
+        let (log_number, bytes, before) = {
             let mut st = inner.state.lock();
             while !st.shutting_down && (st.bg_error.is_some() || st.sv.imm.is_empty()) {
                 inner.changed.wait(&mut st);
@@ -52,9 +57,29 @@ fn flush_loop(inner: &DbInner) {
             if st.shutting_down {
                 return;
             }
-        }
-        if let Err(e) = catch_panic("flush", || inner.flush_oldest_memtable()) {
-            inner.set_background_error(&e);
+            let oldest = st.sv.imm.last();
+            (
+                oldest.map_or(0, |m| m.log_number()),
+                oldest.map_or(0, |m| m.approximate_bytes()),
+                Arc::clone(&st.sv.version),
+            )
+        };
+        let start = Instant::now();
+        match catch_panic("flush", || inner.flush_oldest_memtable()) {
+            Ok(()) if log::log_enabled!(log::Level::Debug) => {
+                // Only the flush thread adds L0 tables: the new ones are this flush's.
+                let after = Arc::clone(&inner.state.lock().sv.version);
+                let added = new_tables(&before, &after, 0);
+                log::debug!(
+                    "siftdb {}: flush of the memtable of WAL {log_number} (~{bytes} bytes) \
+                     into L0 {} in {:.1} ms",
+                    inner.dir.display(),
+                    describe(&added),
+                    start.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            Ok(()) => {}
+            Err(e) => inner.record_background_error(e),
         }
     }
 }
@@ -74,14 +99,71 @@ fn compaction_loop(inner: &DbInner) {
             }
         }
         let mut pointers = inner.compaction.lock();
+        let start = Instant::now();
+        let mut picked = None;
         let done = catch_panic("compaction", || {
             match inner.pick_compaction(&mut pointers) {
-                Some(job) => inner.run_compaction(job),
+                Some(job) => {
+                    let inputs: Vec<(u64, u64)> = job
+                        .inputs
+                        .iter()
+                        .chain(&job.next_level_inputs)
+                        .map(|f| (f.number, f.size))
+                        .collect();
+                    picked = Some((job.level, inputs, Arc::clone(&job.version)));
+                    inner.run_compaction(job)
+                }
                 None => Ok(()),
             }
         });
-        if let Err(e) = done {
-            inner.set_background_error(&e);
+        drop(pointers);
+        match (done, picked) {
+            (Ok(()), Some((level, inputs, before))) if log::log_enabled!(log::Level::Debug) => {
+                // This thread holds the compaction lock, and flushes add only to L0: the new
+                // tables of the output level are this compaction's.
+                let after = Arc::clone(&inner.state.lock().sv.version);
+                let added = new_tables(&before, &after, level + 1);
+                let numbers: Vec<String> = inputs.iter().map(|(n, _)| n.to_string()).collect();
+                log::debug!(
+                    "siftdb {}: compaction of L{level} → L{}: {} tables [{}] ({} bytes) into {} \
+                     in {:.1} ms",
+                    inner.dir.display(),
+                    level + 1,
+                    inputs.len(),
+                    numbers.join(", "),
+                    inputs.iter().map(|(_, size)| size).sum::<u64>(),
+                    describe(&added),
+                    start.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            (Ok(()), _) => {}
+            (Err(e), _) => inner.record_background_error(e),
+        }
+    }
+}
+
+/// The tables (number, size) of `level` in `after` that are not in `before`.
+fn new_tables(before: &Version, after: &Version, level: usize) -> Vec<(u64, u64)> {
+    after.levels[level]
+        .iter()
+        .filter(|f| !before.levels[level].iter().any(|g| g.number == f.number))
+        .map(|f| (f.number, f.size))
+        .collect()
+}
+
+/// "table 12 (4096 bytes)", "2 tables [12, 13] (8192 bytes)" or "no table" for a log line.
+fn describe(tables: &[(u64, u64)]) -> String {
+    let bytes: u64 = tables.iter().map(|(_, size)| size).sum();
+    match tables {
+        [] => "no table".to_string(),
+        [(number, _)] => format!("table {number} ({bytes} bytes)"),
+        _ => {
+            let numbers: Vec<String> = tables.iter().map(|(n, _)| n.to_string()).collect();
+            format!(
+                "{} tables [{}] ({bytes} bytes)",
+                tables.len(),
+                numbers.join(", ")
+            )
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::background::catch_panic;
 use super::filename::table_path;
 use super::flush::table_options;
+use super::snapshot::VersionRetention;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
 use super::{CompactPointers, Db, DbInner};
@@ -155,39 +156,49 @@ impl DbInner {
             });
             Ok(())
         };
+        let snapshots = self.snapshots.sequences();
+        let mut retention = VersionRetention::new(&snapshots);
+        // An output table is cut only between user keys: versions of one key (kept for snapshots)
+        // never straddle two tables of a level, whose key ranges must not overlap.
+        let mut cut_pending = false;
         let outcome = (|| {
             while it.valid() {
                 let parsed = parse_internal_key(it.key()).ok_or_else(|| {
                     Error::corruption(&self.dir, "compaction met a malformed internal key")
                 })?;
-                let newest = last_key.as_deref() != Some(parsed.user_key);
-                if newest {
+                if last_key.as_deref() != Some(parsed.user_key) {
                     last_key = Some(parsed.user_key.to_vec());
-                    // Older versions are never read again (no snapshots outlive their memtables'
-                    // tables); a tombstone with nothing beneath it hides nothing.
-                    let droppable = parsed.kind == ValueKind::Deletion
+                    retention.next_key();
+                    if cut_pending {
+                        cut_pending = false;
+                        if let Some(done) = builder.take() {
+                            finish(done, outputs)?;
+                        }
+                    }
+                }
+                // Kept: the newest version, and the newest at or below each live snapshot. A
+                // tombstone no snapshot can look beneath, with nothing of its key in deeper
+                // levels, hides nothing: it goes too.
+                let keep = retention.keep(parsed.seq)
+                    && !(parsed.kind == ValueKind::Deletion
+                        && !retention.snapshot_below(parsed.seq)
                         && job
                             .version
-                            .is_base_level_for_key(out_level, parsed.user_key);
-                    if !droppable {
-                        if builder.is_none() {
-                            let number = self.new_file_number();
-                            let b = TableBuilder::create(
-                                &self.fs,
-                                &table_path(&self.dir, number),
-                                number,
-                                table_options(&self.options, filter.clone(), self.store_id),
-                            )?;
-                            builder = Some((number, b));
-                        }
-                        if let Some((_, b)) = builder.as_mut() {
-                            b.add(it.key(), it.value())?;
-                            if b.estimated_file_size() >= self.options.target_file_size {
-                                if let Some(done) = builder.take() {
-                                    finish(done, outputs)?;
-                                }
-                            }
-                        }
+                            .is_base_level_for_key(out_level, parsed.user_key));
+                if keep {
+                    if builder.is_none() {
+                        let number = self.new_file_number();
+                        let b = TableBuilder::create(
+                            &self.fs,
+                            &table_path(&self.dir, number),
+                            number,
+                            table_options(&self.options, filter.clone(), self.store_id),
+                        )?;
+                        builder = Some((number, b));
+                    }
+                    if let Some((_, b)) = builder.as_mut() {
+                        b.add(it.key(), it.value())?;
+                        cut_pending = b.estimated_file_size() >= self.options.target_file_size;
                     }
                 }
                 it.next()?;

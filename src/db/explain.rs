@@ -7,6 +7,7 @@ use crate::filter::FilterProbe;
 use crate::inspect::{FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableStep};
 use crate::key::{InternalKey, ValueKind};
 use crate::memtable::NewestEntry;
+use crate::sst::table_reader::CopyValue;
 
 impl Db {
     /// Looks `key` up the way [`get`](Db::get) does and reports each step: whether a memtable
@@ -61,7 +62,7 @@ impl Db {
         }
 
         let mut steps = Vec::new();
-        let found = inner.search_tables(
+        let found = inner.search_tables::<CopyValue>(
             &sv.version,
             &lookup,
             &FilterProbe::new(key),

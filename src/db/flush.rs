@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use super::background::catch_panic;
 use super::filename::{log_path, table_path};
+use super::snapshot::VersionRetention;
 use super::version_edit::{NewFile, VersionEdit};
 use super::{Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
-use crate::key::user_key;
+use crate::key::parse_internal_key;
 use crate::options::Options;
 use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
@@ -30,24 +31,32 @@ pub(crate) fn table_options(options: &Options, filter: Filter, store_id: StoreId
     }
 }
 
-/// Writes the entries of `it` as L0 table `number`, keeping only the newest version of each key
-/// (no reader can see an older one: reads go to the newest, and scans keep their own memtables).
+/// Writes the entries of `it` as L0 table `number`, keeping of each key only the newest version
+/// and the newest at or below each of `snapshots` (no other reader can see an older one: reads go
+/// to the newest, and scans keep their own memtables).
 /// Returns `None`, and leaves no file, if `it` is empty; on error (or panic) no file is left either.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_level0_table(
     fs: &FileSystem,
     dir: &Path,
     number: u64,
     options: TableOptions,
     stats: &Stats,
+    snapshots: &[u64],
     it: &mut dyn InternalIterator,
 ) -> Result<Option<NewFile>> {
     let mut builder = TableBuilder::create(fs, &table_path(dir, number), number, options)?;
+    let mut retention = VersionRetention::new(snapshots);
     it.seek_to_first()?;
     let mut last: Option<Vec<u8>> = None;
     while it.valid() {
-        let ukey = user_key(it.key());
-        if last.as_deref() != Some(ukey) {
-            last = Some(ukey.to_vec());
+        let parsed = parse_internal_key(it.key())
+            .ok_or_else(|| Error::corruption(dir, "a memtable held a malformed internal key"))?;
+        if last.as_deref() != Some(parsed.user_key) {
+            last = Some(parsed.user_key.to_vec());
+            retention.next_key();
+        }
+        if retention.keep(parsed.seq) {
             builder.add(it.key(), it.value())?;
         }
         it.next()?;
@@ -101,6 +110,7 @@ impl DbInner {
                 number,
                 options,
                 &self.stats,
+                &self.snapshots.sequences(),
                 &mut mem.iter(),
             )
         })?;

@@ -31,7 +31,8 @@ pub(crate) struct ManifestCounters {
 
 /// The live MANIFEST and the version it describes.
 pub(crate) struct Manifest {
-    writer: LogWriter,
+    /// `None` in a store opened read-only, which never appends an edit.
+    writer: Option<LogWriter>,
     pub(crate) counters: ManifestCounters,
     current: Arc<Version>,
 }
@@ -170,10 +171,20 @@ impl Manifest {
         fs.sync_dir(dir)?;
         set_current(fs, dir, number)?;
         Ok(Manifest {
-            writer,
+            writer: Some(writer),
             counters,
             current: Arc::new(version),
         })
+    }
+
+    /// The MANIFEST of a store opened read-only: `version` and `counters` as recovered, and no
+    /// file to append to.
+    pub(crate) fn read_only(version: Version, counters: ManifestCounters) -> Manifest {
+        Manifest {
+            writer: None,
+            counters,
+            current: Arc::new(version),
+        }
     }
 
     pub(crate) fn current(&self) -> &Arc<Version> {
@@ -190,6 +201,9 @@ impl Manifest {
         mut edit: VersionEdit,
         next_file_number: u64,
     ) -> Result<Arc<Version>> {
+        let writer = self.writer.as_mut().ok_or_else(|| {
+            Error::InvalidArgument("a store opened read-only appends no MANIFEST edit".into())
+        })?;
         if let Some(n) = edit.log_number {
             self.counters.log_number = n;
         }
@@ -200,8 +214,8 @@ impl Manifest {
         edit.next_file_number = Some(self.counters.next_file_number);
         edit.last_sequence = Some(self.counters.last_sequence);
         edit.log_number = Some(self.counters.log_number);
-        self.writer.add_record(&edit.encode())?;
-        self.writer.sync()?;
+        writer.add_record(&edit.encode())?;
+        writer.sync()?;
         self.current = Arc::new(self.current.apply(&edit));
         Ok(Arc::clone(&self.current))
     }

@@ -1,6 +1,7 @@
 //! Opening a store: lock the directory, read the MANIFEST (or create the store), replay the WALs
 //! into L0 tables, write a fresh MANIFEST, start a new WAL, remove what no version needs, start
-//! the workers.
+//! the workers. Opening read-only: take a shared lock, read the MANIFEST, replay the WALs into a
+//! memtable, and write nothing.
 //!
 //! Every file open creates gets a number above every file already in the directory, so nothing an
 //! interrupted open (or an interrupted earlier life) left behind is ever overwritten, and a WAL
@@ -43,7 +44,8 @@ impl Db {
     /// # Errors
     /// - `Error::InvalidArgument` if `options` cannot work together (see [`Options`]), if `path`
     ///   is a file, or if it holds no store and may not be created;
-    /// - `Error::Locked` if another `Db` holds the directory;
+    /// - `Error::Locked` if another `Db` holds the directory (a writer, or a reader opened with
+    ///   [`open_read_only`](Db::open_read_only));
     /// - `Error::Corruption` naming the file if CURRENT, the MANIFEST, a WAL (other than a torn
     ///   tail) or a table needed to open is damaged, if a table is not the one the MANIFEST
     ///   describes, or if the directory holds a store's files but no CURRENT;
@@ -53,12 +55,7 @@ impl Db {
         let dir = path.as_ref();
         let fs = options.file_system();
         match fs::metadata(dir) {
-            Ok(m) if !m.is_dir() => {
-                return Err(Error::InvalidArgument(format!(
-                    "{} is not a directory",
-                    dir.display()
-                )));
-            }
+            Ok(m) if !m.is_dir() => return Err(not_a_directory(dir)),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !options.create_if_missing {
@@ -67,25 +64,14 @@ impl Db {
                         dir.display()
                     )));
                 }
-                fs::create_dir_all(dir).map_err(io_at(dir))?;
+                fs.create_dir_all(dir)?;
                 if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
                     fs.sync_dir(parent)?;
                 }
             }
             Err(e) => return Err(io_at(dir)(e)),
         }
-        let lock_file = lock_path(dir);
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_file)
-            .map_err(io_at(&lock_file))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_path_buf())),
-            Err(std::fs::TryLockError::Error(e)) => return Err(io_at(&lock_file)(e)),
-        }
+        let lock = lock_exclusive(dir)?;
         let stats = Arc::new(Stats::new());
         let RecoveredManifest {
             version,
@@ -105,16 +91,28 @@ impl Db {
             .map(|n| n + 1)
             .fold(counters.next_file_number, u64::max);
         let (recovered, last_sequence) = catch_panic("recovery", || {
-            replay_logs(
-                &fs,
-                dir,
-                &options,
-                &stats,
-                counters,
-                store_id,
-                &files,
-                &mut next_file,
-            )
+            let mut edit = VersionEdit::default();
+            let mut flush = |mem: &Arc<MemTable>| -> Result<()> {
+                let number = next_file;
+                next_file += 1;
+                let table = table_options(&options, options.filter.clone(), store_id);
+                // A store being opened has no snapshots.
+                if let Some(f) =
+                    write_level0_table(&fs, dir, number, table, &stats, &[], &mut mem.iter())?
+                {
+                    edit.added.push(f);
+                }
+                Ok(())
+            };
+            let (mem, last_sequence) =
+                replay_logs(dir, &options, counters, &files, Some(&mut flush))?;
+            if !mem.is_empty() {
+                flush(&mem)?;
+            }
+            if !edit.added.is_empty() {
+                fs.sync_dir(dir)?;
+            }
+            Ok((edit, last_sequence))
         })?;
         let version = version.apply(&recovered);
         let log_number = next_file;
@@ -134,78 +132,302 @@ impl Db {
             store_id,
         )?;
         remove_obsolete_files(&fs, dir, manifest.current(), log_number, manifest_number);
-        let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
-        let blocks = Arc::new(ShardedLruCache::with_high_priority_share(
-            options.block_cache_bytes,
-            16,
-            options.block_cache_high_priority_share,
-        ));
-        let tables = Arc::new(TableCache::new(
-            dir.to_path_buf(),
-            store_id,
-            options.max_open_files,
-            blocks,
-            Arc::clone(&stats),
-            policies,
-            TablePlacement {
-                cache_index_and_filter_blocks: options.cache_index_and_filter_blocks,
-                pin_l0_filter_and_index_blocks: options.pin_l0_filter_and_index_blocks_in_cache,
-                pin_top_level_index_and_filter: options.pin_top_level_index_and_filter,
-            },
-        ));
-        let retire: Retire = {
-            let tables = Arc::clone(&tables);
-            let dir = dir.to_path_buf();
-            let fs = fs.clone();
-            Arc::new(move |number| {
-                tables.evict(number);
-                // A file that cannot be removed now is garbage the next open removes.
-                let _ = fs.remove_file(&table_path(&dir, number));
-            })
-        };
-        let sv = Arc::new(SuperVersion::first(
-            Arc::new(MemTable::new(log_number)),
-            Arc::clone(manifest.current()),
-        ));
-        let inner = Arc::new(DbInner {
-            dir: dir.to_path_buf(),
+        let mem = Arc::new(MemTable::new(log_number));
+        let inner = assemble(Parts {
+            dir,
             fs,
-            store_id,
+            options,
             stats,
-            tables,
-            wal: Mutex::new(WalState {
-                log,
+            store_id,
+            manifest,
+            mem,
+            wal: WalState {
+                log: Some(log),
                 log_number,
                 older: Vec::new(),
-            }),
-            writers: Mutex::new(Default::default()),
-            writers_done: Condvar::new(),
-            current: RwLock::new(Arc::clone(&sv)),
-            state: Mutex::new(State {
-                sv,
-                bg_error: None,
-                shutting_down: false,
-            }),
-            changed: Condvar::new(),
-            manifest: Mutex::new(manifest),
-            compaction: Mutex::new(Default::default()),
-            last_sequence: AtomicU64::new(last_sequence),
-            next_file: AtomicU64::new(next_file),
-            retire,
-            options,
-            _lock: lock,
+            },
+            last_sequence,
+            next_file,
+            lock: Some(lock),
+            read_only: false,
         });
         let threads = spawn_workers(&inner)?;
-        Ok(Db { inner, threads })
+        Ok(Db {
+            inner,
+            threads,
+            closed: false,
+        })
+    }
+
+    /// Opens the store in directory `path` for reading only: it writes nothing to the store's
+    /// files (no new WAL or MANIFEST, no CURRENT switch, no removal, no flush of the WALs into
+    /// tables) and runs no background work. The WALs are replayed into memory, so it reads every
+    /// write the store's last writer acknowledged before it closed or crashed, and it reads the
+    /// store as of its opening: later changes by a writer are not seen (there can be none while it
+    /// is open, see below). What the WALs hold stays in memory while it is open (normally a few
+    /// memtables' worth: a writer flushes its WALs as they fill).
+    ///
+    /// It returns a [`Db`] whose reads (`get`, `scan`, `statistics`, `property`, …) work as on
+    /// any store, while every write (`put`, `delete`, `write`, `write_opt`, `flush`, `compact`)
+    /// fails with [`Error::ReadOnly`]; [`Db::is_read_only`] tells the two apart, and
+    /// [`sync_wal`](Db::sync_wal) has nothing to sync. One type rather than two keeps every read,
+    /// present and future, on both.
+    ///
+    /// Readers share the directory's `LOCK` (a shared `flock`): any number of read-only opens, in
+    /// any processes, may be open at once, while none may be open beside a writer. So a writer's
+    /// [`open`](Db::open) fails with `Error::Locked` while a reader has the store open, and a
+    /// reader's fails with `Error::Locked` while a writer has it; neither waits. If the directory
+    /// has no `LOCK` (a copy of a store without it), an empty one is created so that a writer can
+    /// be excluded; on a read-only file system, where nothing can write, the store is opened
+    /// without it. `create_if_missing` does not apply: a store must be there.
+    ///
+    /// ```
+    /// use siftdb::{Db, Error, Options};
+    ///
+    /// # fn main() -> siftdb::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.put(b"k", b"v")?;
+    /// db.close()?; // the write stays in the WAL: a reader replays it in memory
+    ///
+    /// let a = Db::open_read_only(dir.path(), Options::default())?;
+    /// let b = Db::open_read_only(dir.path(), Options::default())?; // readers share the store
+    /// assert_eq!(a.get(b"k")?, Some(b"v".to_vec()));
+    /// assert_eq!(b.get(b"k")?, Some(b"v".to_vec()));
+    /// assert!(matches!(a.put(b"k", b"w"), Err(Error::ReadOnly(_))));
+    /// assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked(_))));
+    /// drop((a, b));
+    /// let db = Db::open(dir.path(), Options::default())?; // no reader left: a writer may open
+    /// # drop(db);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// - `Error::InvalidArgument` if `options` cannot work together, if `path` is missing or a
+    ///   file, or if the directory holds no store;
+    /// - `Error::Locked` if a writer has the store open;
+    /// - `Error::Corruption` as for [`open`](Db::open) (a damaged CURRENT, MANIFEST, WAL or
+    ///   table, a store's files without CURRENT);
+    /// - `Error::Io` naming the file for operating-system failures.
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref();
+        match fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => return Err(not_a_directory(dir)),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} does not exist",
+                    dir.display()
+                )));
+            }
+            Err(e) => return Err(io_at(dir)(e)),
+        }
+        let no_store = || -> Error {
+            if let Err(e) = check_storeless_dir(dir) {
+                return e;
+            }
+            Error::InvalidArgument(format!("{} holds no store (no CURRENT)", dir.display()))
+        };
+        // Checked before the lock, which may create `LOCK`: nothing is added to a directory that
+        // holds no store.
+        if !current_path(dir).exists() {
+            return Err(no_store());
+        }
+        let lock = lock_shared(dir)?;
+        let Some(RecoveredManifest {
+            version,
+            counters,
+            store_id,
+        }) = Manifest::recover(dir)?
+        else {
+            return Err(no_store());
+        };
+        check_tables_present(dir, &version)?;
+        let files = list_files(dir)?;
+        let next_file = files
+            .iter()
+            .filter_map(FileKind::number)
+            .map(|n| n + 1)
+            .fold(counters.next_file_number, u64::max);
+        let (mem, last_sequence) = replay_logs(dir, &options, counters, &files, None)?;
+        let stats = Arc::new(Stats::new());
+        let fs = options.file_system();
+        let inner = assemble(Parts {
+            dir,
+            fs,
+            options,
+            stats,
+            store_id,
+            manifest: Manifest::read_only(version, counters),
+            mem,
+            wal: WalState {
+                log: None,
+                log_number: counters.log_number,
+                older: Vec::new(),
+            },
+            last_sequence,
+            next_file,
+            lock,
+            read_only: true,
+        });
+        Ok(Db {
+            inner,
+            threads: Vec::new(),
+            closed: false,
+        })
     }
 }
 
-/// A directory without CURRENT. If it holds nothing of a store, or only what an interrupted
-/// creation leaves (MANIFESTs of an empty store, a `CURRENT.dbtmp`), a new store is created:
-/// its MANIFEST and CURRENT are made durable before any WAL exists, so a directory without
-/// CURRENT never holds a WAL of a store that was ever opened. Anything else is a store that lost
-/// its CURRENT, and starting an empty store over it would delete its tables.
-fn create_store(fs: &FileSystem, dir: &Path, options: &Options) -> Result<RecoveredManifest> {
+fn not_a_directory(dir: &Path) -> Error {
+    Error::InvalidArgument(format!("{} is not a directory", dir.display()))
+}
+
+/// Opens (creating it if needed) and exclusively locks the directory's `LOCK`: no other writer,
+/// and no reader, may hold it.
+pub(crate) fn lock_exclusive(dir: &Path) -> Result<File> {
+    let lock_file = lock_path(dir);
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_file)
+        .map_err(io_at(&lock_file))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_at(&lock_file)(e)),
+    }
+}
+
+/// Takes a shared lock on the directory's `LOCK`, which excludes writers but not other readers.
+/// A missing `LOCK` is created (empty), except on a read-only file system, where no writer can
+/// exist: then `None`.
+fn lock_shared(dir: &Path) -> Result<Option<File>> {
+    let lock_file = lock_path(dir);
+    let lock = match File::open(&lock_file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_file)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::ReadOnlyFilesystem => return Ok(None),
+                Err(e) => return Err(io_at(&lock_file)(e)),
+            }
+        }
+        Err(e) => return Err(io_at(&lock_file)(e)),
+    };
+    match lock.try_lock_shared() {
+        Ok(()) => Ok(Some(lock)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_at(&lock_file)(e)),
+    }
+}
+
+/// What `assemble` builds a `DbInner` from.
+struct Parts<'a> {
+    dir: &'a Path,
+    fs: FileSystem,
+    options: Options,
+    stats: Arc<Stats>,
+    store_id: StoreId,
+    manifest: Manifest,
+    /// The memtable writes go to (a read-only store's holds the replayed WALs).
+    mem: Arc<MemTable>,
+    wal: WalState,
+    last_sequence: u64,
+    next_file: u64,
+    lock: Option<File>,
+    read_only: bool,
+}
+
+/// The shared state of an opened store: caches, the table cache, the first super-version.
+fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
+    let Parts {
+        dir,
+        fs,
+        options,
+        stats,
+        store_id,
+        manifest,
+        mem,
+        wal,
+        last_sequence,
+        next_file,
+        lock,
+        read_only,
+    } = parts;
+    let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
+    let blocks = Arc::new(ShardedLruCache::with_high_priority_share(
+        options.block_cache_bytes,
+        16,
+        options.block_cache_high_priority_share,
+    ));
+    let tables = Arc::new(TableCache::new(
+        dir.to_path_buf(),
+        store_id,
+        options.max_open_files,
+        blocks,
+        Arc::clone(&stats),
+        policies,
+        TablePlacement {
+            cache_index_and_filter_blocks: options.cache_index_and_filter_blocks,
+            pin_l0_filter_and_index_blocks: options.pin_l0_filter_and_index_blocks_in_cache,
+            pin_top_level_index_and_filter: options.pin_top_level_index_and_filter,
+        },
+    ));
+    let retire: Retire = {
+        let tables = Arc::clone(&tables);
+        let dir = dir.to_path_buf();
+        let fs = fs.clone();
+        Arc::new(move |number| {
+            tables.evict(number);
+            // A read-only store removes nothing (it compacts nothing either).
+            if !read_only {
+                // A file that cannot be removed now is garbage the next open removes.
+                let _ = fs.remove_file(&table_path(&dir, number));
+            }
+        })
+    };
+    let sv = Arc::new(SuperVersion::first(mem, Arc::clone(manifest.current())));
+    Arc::new(DbInner {
+        dir: dir.to_path_buf(),
+        fs,
+        store_id,
+        stats,
+        tables,
+        wal: Mutex::new(wal),
+        writers: Mutex::new(Default::default()),
+        writers_done: Condvar::new(),
+        current: RwLock::new(Arc::clone(&sv)),
+        state: Mutex::new(State {
+            sv,
+            bg_error: None,
+            shutting_down: false,
+        }),
+        changed: Condvar::new(),
+        manifest: Mutex::new(manifest),
+        compaction: Mutex::new(Default::default()),
+        last_sequence: AtomicU64::new(last_sequence),
+        next_file: AtomicU64::new(next_file),
+        retire,
+        snapshots: Default::default(),
+        options,
+        read_only,
+        _lock: lock,
+    })
+}
+
+/// A directory without CURRENT that may hold a new store. If it holds nothing of a store, or only
+/// what an interrupted creation leaves (MANIFESTs of an empty store, a `CURRENT.dbtmp`), returns
+/// those leftovers. Anything else is a store that lost its CURRENT: `Error::Corruption`, since
+/// starting an empty store over it would delete its tables.
+fn check_storeless_dir(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     let current = current_path(dir);
     let mut leftovers = Vec::new();
     for kind in list_files(dir)? {
@@ -237,6 +459,14 @@ fn create_store(fs: &FileSystem, dir: &Path, options: &Options) -> Result<Recove
             FileKind::Current | FileKind::Lock => {}
         }
     }
+    Ok(leftovers)
+}
+
+/// A directory without CURRENT (see [`check_storeless_dir`]): a new store is created, its
+/// MANIFEST and CURRENT made durable before any WAL exists, so a directory without CURRENT never
+/// holds a WAL of a store that was ever opened.
+fn create_store(fs: &FileSystem, dir: &Path, options: &Options) -> Result<RecoveredManifest> {
+    let leftovers = check_storeless_dir(dir)?;
     if !options.create_if_missing {
         return Err(Error::InvalidArgument(format!(
             "{} holds no store (no CURRENT) and create_if_missing is off",
@@ -289,25 +519,26 @@ fn check_tables_present(dir: &Path, version: &Version) -> Result<()> {
     Ok(())
 }
 
-/// Replays every WAL the MANIFEST still needs, oldest first, into L0 tables. Returns the edit
-/// adding them and the last sequence recovered.
+/// What recovery does with a memtable that reached `write_buffer_size`.
+type FlushFull<'a> = &'a mut dyn FnMut(&Arc<MemTable>) -> Result<()>;
+
+/// Replays every WAL the MANIFEST still needs, oldest first, into memtables. With `flush`, a
+/// memtable that reaches `write_buffer_size` is handed to it and replay goes on in a new one;
+/// without (a read-only open), everything stays in one. Returns the last memtable (the caller
+/// flushes it or keeps it) and the last sequence recovered.
 ///
 /// WAL records carry consecutive sequences, the first right after the MANIFEST's last sequence.
 /// Replay stops at the first torn tail or the first record that does not follow on from the one
 /// before (a WAL that lost unsynced writes in a power cut, while a newer WAL kept some). A synced
 /// write syncs every older WAL first, so nothing after such a point was ever acknowledged as
 /// durable; replaying it would put later writes on top of a hole in the history.
-#[allow(clippy::too_many_arguments)]
 fn replay_logs(
-    fs: &FileSystem,
     dir: &Path,
     options: &Options,
-    stats: &Stats,
     counters: ManifestCounters,
-    store_id: StoreId,
     files: &[FileKind],
-    next_file: &mut u64,
-) -> Result<(VersionEdit, u64)> {
+    mut flush: Option<FlushFull<'_>>,
+) -> Result<(Arc<MemTable>, u64)> {
     let mut logs: Vec<u64> = files
         .iter()
         .filter_map(|k| match *k {
@@ -316,18 +547,8 @@ fn replay_logs(
         })
         .collect();
     logs.sort_unstable();
-    let mut edit = VersionEdit::default();
     let mut last_sequence = counters.last_sequence;
     let mut mem = Arc::new(MemTable::new(0));
-    let flush = |mem: &Arc<MemTable>, next_file: &mut u64, edit: &mut VersionEdit| -> Result<()> {
-        let number = *next_file;
-        *next_file += 1;
-        let table = table_options(options, options.filter.clone(), store_id);
-        if let Some(f) = write_level0_table(fs, dir, number, table, stats, &mut mem.iter())? {
-            edit.added.push(f);
-        }
-        Ok(())
-    };
     // Where replay stopped and why.
     let mut stopped: Option<String> = None;
     for &number in &logs {
@@ -364,9 +585,11 @@ fn replay_logs(
                 }
                 last_sequence += entries.len() as u64;
                 replayed += 1;
-                if mem.approximate_bytes() >= options.write_buffer_size {
-                    flush(&mem, next_file, &mut edit)?;
-                    mem = Arc::new(MemTable::new(0));
+                if let Some(flush) = flush.as_mut() {
+                    if mem.approximate_bytes() >= options.write_buffer_size {
+                        flush(&mem)?;
+                        mem = Arc::new(MemTable::new(0));
+                    }
                 }
             }
             if let (None, LogTail::Torn { what, .. }) = (&stopped, &contents.tail) {
@@ -384,13 +607,7 @@ fn replay_logs(
             }
         }
     }
-    if !mem.is_empty() {
-        flush(&mem, next_file, &mut edit)?;
-    }
-    if !edit.added.is_empty() {
-        fs.sync_dir(dir)?;
-    }
-    Ok((edit, last_sequence))
+    Ok((mem, last_sequence))
 }
 
 fn list_files(dir: &Path) -> Result<Vec<FileKind>> {

@@ -24,7 +24,8 @@ impl Db {
     /// - `siftdb.stats`: per level the tables, bytes and entries; per level and filter the layout,
     ///   policy, filter bytes, bits per key, and the measured next to the theoretical FP rate;
     ///   the block cache's use by kind of block (data, filter, index) and the filter memory pinned
-    ///   with tables and charged to the cache; then every counter.
+    ///   with tables and charged to the cache; the live snapshots and the oldest one's sequence;
+    ///   then every counter.
     /// - `siftdb.num-files-at-level<N>`: the number of tables in level N.
     /// - `siftdb.total-sst-bytes`: bytes of all live tables.
     /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`.
@@ -159,6 +160,12 @@ impl Db {
             out,
             "filter memory: {} bytes pinned with their tables, {filter} charged to the block cache",
             stats.filter_bytes_in_memory()
+        );
+        let (live, oldest) = self.inner.snapshots.summary();
+        let _ = writeln!(
+            out,
+            "snapshots: {live} live{}",
+            oldest.map_or(String::new(), |s| format!(", the oldest at sequence {s}"))
         );
         let _ = writeln!(out, "\n{stats}");
         out

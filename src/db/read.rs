@@ -8,14 +8,15 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
 use super::version::{FileMeta, Version};
-use super::{Db, DbInner};
+use super::{Db, DbInner, Snapshot};
 use crate::error::Result;
 use crate::filter::FilterProbe;
 use crate::key::{
     append_internal_key, user_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN,
 };
 use crate::memtable::NewestEntry;
-use crate::sst::table_reader::TableSearch;
+use crate::pinned_value::PinnedValue;
+use crate::sst::table_reader::{CopyValue, PinValue, TableSearch, TakeValue};
 use crate::stats::{FilterVerdict, Ticker};
 
 /// A lookup buffer larger than this is not kept for the thread's next Get.
@@ -49,11 +50,11 @@ fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalKey) -> R) -
 }
 
 /// One table a point lookup considered.
-pub(crate) enum TableVisit<'a> {
+pub(crate) enum TableVisit<'a, V = Vec<u8>> {
     /// An L0 table whose key range does not hold the key: passed over without a look.
     OutOfRange,
     /// A table that was searched, and what the search did.
-    Searched(&'a TableSearch),
+    Searched(&'a TableSearch<V>),
 }
 
 impl DbInner {
@@ -67,13 +68,13 @@ impl DbInner {
     // Inlined into each caller, as the loop it replaces was: a call per Get and per table shows
     // in a missing Get's instruction count.
     #[inline(always)]
-    pub(crate) fn search_tables<'v>(
+    pub(crate) fn search_tables<'v, T: TakeValue>(
         &self,
         version: &'v Version,
         lookup: &InternalKey,
         probe: &FilterProbe<'_>,
-        mut visit: impl FnMut(usize, &'v FileMeta, TableVisit<'_>),
-    ) -> Result<Option<NewestEntry>> {
+        mut visit: impl FnMut(usize, &'v FileMeta, TableVisit<'_, T::Value>),
+    ) -> Result<Option<NewestEntry<T::Value>>> {
         let lookup = lookup.as_bytes();
         let ukey = user_key(lookup);
         // Two plain loops rather than a chained iterator: this runs once per Get.
@@ -82,12 +83,12 @@ impl DbInner {
                 visit(0, file, TableVisit::OutOfRange);
                 continue;
             }
-            if let Some(found) = self.search_table(0, file, lookup, probe, &mut visit)? {
+            if let Some(found) = self.search_table::<T>(0, file, lookup, probe, &mut visit)? {
                 return Ok(Some(found));
             }
         }
         for (level, file) in version.deeper_tables_for_key(ukey) {
-            if let Some(found) = self.search_table(level, file, lookup, probe, &mut visit)? {
+            if let Some(found) = self.search_table::<T>(level, file, lookup, probe, &mut visit)? {
                 return Ok(Some(found));
             }
         }
@@ -96,15 +97,15 @@ impl DbInner {
 
     /// One step of [`search_tables`](Self::search_tables): searches `file` and shows `visit`.
     #[inline(always)]
-    fn search_table<'v>(
+    fn search_table<'v, T: TakeValue>(
         &self,
         level: usize,
         file: &'v FileMeta,
         lookup: &[u8],
         probe: &FilterProbe<'_>,
-        visit: &mut impl FnMut(usize, &'v FileMeta, TableVisit<'_>),
-    ) -> Result<Option<NewestEntry>> {
-        let outcome = self.tables.get(file)?.search(lookup, probe)?;
+        visit: &mut impl FnMut(usize, &'v FileMeta, TableVisit<'_, T::Value>),
+    ) -> Result<Option<NewestEntry<T::Value>>> {
+        let outcome = self.tables.get(file)?.search::<T>(lookup, probe)?;
         visit(level, file, TableVisit::Searched(&outcome));
         Ok(outcome.found)
     }
@@ -117,46 +118,132 @@ impl Db {
     /// `Error::Corruption` naming the file if a table it must read is damaged; `Error::Io` if a
     /// table cannot be read.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let key = key.as_ref();
+        self.get_at_sequence::<CopyValue>(key.as_ref(), None, |v| v)
+    }
+
+    /// The value `key` had when `snapshot` was taken, or `None` if it was absent or deleted then.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// let empty = db.snapshot();
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(db.get_at(&empty, b"k")?, None);
+    /// assert_eq!(db.get_at(&db.snapshot(), b"k")?, Some(b"v".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get`](Db::get).
+    ///
+    /// # Panics
+    /// If `snapshot` was taken from another `Db`.
+    pub fn get_at(&self, snapshot: &Snapshot, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.check_snapshot(snapshot);
+        self.get_at_sequence::<CopyValue>(key.as_ref(), Some(snapshot.sequence()), |v| v)
+    }
+
+    /// The value of `key` as a view into the cached block that holds it, without copying it (a
+    /// value still in a memtable is copied once): for large values, where [`get`](Db::get)'s copy
+    /// shows. The view keeps its block in memory while it lives. See [`PinnedValue`].
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("photo", vec![0xAB; 64 << 10])?;
+    /// db.flush()?;
+    /// let photo = db.get_pinned("photo")?.expect("written");
+    /// assert_eq!(photo.len(), 64 << 10); // no copy was made: `photo` borrows the cached block
+    /// assert_eq!(*photo, *db.get("photo")?.expect("written"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get`](Db::get).
+    pub fn get_pinned(&self, key: impl AsRef<[u8]>) -> Result<Option<PinnedValue>> {
+        self.get_at_sequence::<PinValue>(key.as_ref(), None, PinnedValue::owned)
+    }
+
+    /// [`get_pinned`](Db::get_pinned) at `snapshot`.
+    ///
+    /// # Errors
+    /// As [`get`](Db::get).
+    ///
+    /// # Panics
+    /// If `snapshot` was taken from another `Db`.
+    pub fn get_pinned_at(
+        &self,
+        snapshot: &Snapshot,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<PinnedValue>> {
+        self.check_snapshot(snapshot);
+        self.get_at_sequence::<PinValue>(
+            key.as_ref(),
+            Some(snapshot.sequence()),
+            PinnedValue::owned,
+        )
+    }
+
+    /// A Get at `sequence`, or at the latest write if `None`; values from tables as `T` takes
+    /// them, values from memtables through `from_memtable`.
+    #[inline(always)]
+    fn get_at_sequence<T: TakeValue>(
+        &self,
+        key: &[u8],
+        sequence: Option<u64>,
+        from_memtable: impl FnOnce(Vec<u8>) -> T::Value,
+    ) -> Result<Option<T::Value>> {
         let inner = &self.inner;
         inner.stats.inc(Ticker::NumberKeysRead);
         // As `read_view`: the super-version first, then the sequence. The read lock is held for
-        // the whole Get; installers wait for it, briefly.
+        // the whole Get; installers wait for it, briefly. A snapshot's sequence is older than
+        // every version the super-version could have dropped for it (flushes and compactions
+        // keep the newest version at or below every live snapshot).
         let sv = inner.current.read();
-        let seq = inner.last_sequence.load(Ordering::Acquire);
-        let found = with_lookup_key(key, seq, |lookup| -> Result<Option<NewestEntry>> {
-            if let Some(hit) = sv
-                .mem
-                .get(lookup)
-                .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)))
-            {
-                inner.stats.inc(Ticker::MemtableHit);
-                return Ok(Some(hit));
-            }
-            let mut consulted = 0;
-            let found = inner.search_tables(
-                &sv.version,
-                lookup,
-                &FilterProbe::new(key),
-                |level, _, visit| {
-                    let TableVisit::Searched(search) = visit else {
-                        return;
-                    };
-                    consulted += 1;
-                    // The statistics count what each table's filter answered, by level and layout.
-                    if let Some((layout, maybe)) = search.filter {
-                        let verdict = match (maybe, search.found.is_some()) {
-                            (false, _) => FilterVerdict::Useful,
-                            (true, false) => FilterVerdict::FalsePositive,
-                            (true, true) => FilterVerdict::TruePositive,
+        let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
+        let found = with_lookup_key(
+            key,
+            seq,
+            |lookup| -> Result<Option<NewestEntry<T::Value>>> {
+                if let Some(hit) = sv
+                    .mem
+                    .get(lookup)
+                    .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)))
+                {
+                    inner.stats.inc(Ticker::MemtableHit);
+                    return Ok(Some(match hit {
+                        NewestEntry::Value(v) => NewestEntry::Value(from_memtable(v)),
+                        NewestEntry::Deleted => NewestEntry::Deleted,
+                    }));
+                }
+                let mut consulted = 0;
+                let found = inner.search_tables::<T>(
+                    &sv.version,
+                    lookup,
+                    &FilterProbe::new(key),
+                    |level, _, visit| {
+                        let TableVisit::Searched(search) = visit else {
+                            return;
                         };
-                        inner.stats.record_filter(level, layout, verdict);
-                    }
-                },
-            )?;
-            inner.stats.add(Ticker::TablesConsulted, consulted);
-            Ok(found)
-        })?;
+                        consulted += 1;
+                        // The statistics count what each table's filter answered, by level and layout.
+                        if let Some((layout, maybe)) = search.filter {
+                            let verdict = match (maybe, search.found.is_some()) {
+                                (false, _) => FilterVerdict::Useful,
+                                (true, false) => FilterVerdict::FalsePositive,
+                                (true, true) => FilterVerdict::TruePositive,
+                            };
+                            inner.stats.record_filter(level, layout, verdict);
+                        }
+                    },
+                )?;
+                inner.stats.add(Ticker::TablesConsulted, consulted);
+                Ok(found)
+            },
+        )?;
         Ok(match found {
             Some(NewestEntry::Value(v)) => {
                 inner.stats.inc(Ticker::NumberKeysFound);

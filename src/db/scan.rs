@@ -1,35 +1,85 @@
 //! Range scans: a merge of every memtable and table, read at the sequence of the call, newest
-//! version of each key first, tombstones hiding what they delete.
+//! version of each key first, tombstones hiding what they delete; from either end of the range.
 
+use std::iter::FusedIterator;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use super::level_iter::LevelIter;
+use super::iterator::{DbIterator, Sources};
 use super::version::FileMeta;
-use super::{Db, DbInner, SuperVersion};
+use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::Result;
-use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
+use crate::key::compare_bytes;
 use crate::prefix::prefix_successor;
 use crate::stats::Ticker;
-use crate::Error;
 
 impl Db {
     /// The live entries whose keys fall in `range`, in key order, as of this call: later writes are
-    /// not seen, and compactions that run meanwhile change nothing the scan returns.
+    /// not seen, and compactions that run meanwhile change nothing the scan returns. The scan is a
+    /// [`DoubleEndedIterator`]: `.rev()` walks from the range's end bound backward, and `next` and
+    /// `next_back` may be mixed (they meet in the middle, each entry returned once).
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
-    /// for k in ["a", "b", "c"] { db.put(k, k)?; }
+    /// for k in ["a", "b", "c", "d"] { db.put(k, k)?; }
     /// let keys: Vec<Vec<u8>> = db.scan(b"b".to_vec()..).map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
-    /// assert_eq!(keys, vec![b"b".to_vec(), b"c".to_vec()]);
+    /// assert_eq!(keys, vec![b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+    /// let keys: Vec<Vec<u8>> = db.scan(b"a".to_vec()..b"d".to_vec()).rev().map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, vec![b"c".to_vec(), b"b".to_vec(), b"a".to_vec()]);
     /// # Ok(()) }
     /// ```
     ///
-    /// Each item is `Err` if a table the scan reads is damaged; the scan ends after it.
+    /// Each item is `Err` if a table the scan reads is damaged; the scan ends after it. For a
+    /// cursor that seeks and turns around without copying each entry, see [`Db::iter`].
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Scan {
+        let (sv, seq) = self.inner.read_view();
+        self.scan_view(range, sv, seq)
+    }
+
+    /// [`scan`](Db::scan) as of `snapshot`: the live entries in `range` when the snapshot was
+    /// taken.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("a", "1")?;
+    /// db.put("b", "2")?;
+    /// let snapshot = db.snapshot();
+    /// db.delete("b")?;
+    /// db.put("c", "3")?;
+    /// let newest_first: Vec<_> = db.scan_at(&snapshot, b"a".to_vec()..).rev().collect::<Result<_, _>>()?;
+    /// assert_eq!(newest_first, [(b"b".to_vec(), b"2".to_vec()), (b"a".to_vec(), b"1".to_vec())]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    /// If `snapshot` was taken from another `Db`.
+    pub fn scan_at<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        snapshot: &Snapshot,
+        range: R,
+    ) -> Scan {
+        self.check_snapshot(snapshot);
+        self.scan_view(range, self.inner.super_version(), snapshot.sequence())
+    }
+
+    /// [`scan_prefix`](Db::scan_prefix) as of `snapshot`.
+    ///
+    /// # Panics
+    /// If `snapshot` was taken from another `Db`.
+    pub fn scan_prefix_at(&self, snapshot: &Snapshot, prefix: impl AsRef<[u8]>) -> Scan {
+        self.scan_at(snapshot, prefix_range(prefix.as_ref()))
+    }
+
+    fn scan_view<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        sv: Arc<SuperVersion>,
+        seq: u64,
+    ) -> Scan {
         let own = |b: Bound<&K>| match b {
             Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
             Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
@@ -37,7 +87,6 @@ impl Db {
         };
         let (start, end) = (own(range.start_bound()), own(range.end_bound()));
         let prefix = self.shared_prefix(&start, &end);
-        let (sv, seq) = self.inner.read_view();
         Scan {
             inner: Arc::clone(&self.inner),
             sv,
@@ -45,17 +94,18 @@ impl Db {
             prefix,
             start,
             end,
-            merged: None,
-            last_key: None,
+            sources: None,
+            front: None,
+            back: None,
             done: false,
         }
     }
 }
 
 impl Db {
-    /// The live entries whose keys start with `prefix`, in key order, as of this call. With a
-    /// prefix extractor whose prefix `prefix` is in the domain of, tables whose prefix filter says
-    /// "no" are skipped (`bloom.filter.prefix.useful`).
+    /// The live entries whose keys start with `prefix`, in key order (or, `.rev()`, in reverse),
+    /// as of this call. With a prefix extractor whose prefix `prefix` is in the domain of, tables
+    /// whose prefix filter says "no" are skipped (`bloom.filter.prefix.useful`).
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
@@ -63,19 +113,20 @@ impl Db {
     /// use siftdb::{Db, Options, PrefixExtractor};
     /// let db = Db::open(dir.path(), Options::default().prefix_extractor(PrefixExtractor::fixed(4)))?;
     /// db.put("user1:name", "ann")?;
+    /// db.put("user1:role", "admin")?;
     /// db.put("user2:name", "bob")?;
     /// db.flush()?;
     /// let rows: Vec<_> = db.scan_prefix("user1").collect::<Result<_, _>>()?;
-    /// assert_eq!(rows, vec![(b"user1:name".to_vec(), b"ann".to_vec())]);
+    /// assert_eq!(rows, vec![
+    ///     (b"user1:name".to_vec(), b"ann".to_vec()),
+    ///     (b"user1:role".to_vec(), b"admin".to_vec()),
+    /// ]);
+    /// let last = db.scan_prefix("user1").next_back().transpose()?;
+    /// assert_eq!(last, Some((b"user1:role".to_vec(), b"admin".to_vec())));
     /// # Ok(()) }
     /// ```
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Scan {
-        let prefix = prefix.as_ref().to_vec();
-        let end = match prefix_successor(&prefix) {
-            Some(s) => Bound::Excluded(s),
-            None => Bound::Unbounded,
-        };
-        self.scan((Bound::Included(prefix), end))
+        self.scan(prefix_range(prefix.as_ref()))
     }
 
     /// The extractor prefix every key in `[start, end]` shares, if both bounds are in the
@@ -99,7 +150,39 @@ impl Db {
     }
 }
 
-/// The iterator [`Db::scan`] returns: `Result<(key, value)>` items in key order.
+/// The keys that start with `prefix`, as a range.
+fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = match prefix_successor(prefix) {
+        Some(s) => Bound::Excluded(s),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
+}
+
+/// The iterator [`Db::scan`] and [`Db::scan_prefix`] return: `Result<(key, value)>` items in key
+/// order, or from the end of the range backward with `.rev()` ([`DoubleEndedIterator`]).
+///
+/// ```
+/// # fn main() -> siftdb::Result<()> {
+/// # let dir = tempfile::tempdir()?;
+/// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+/// for k in ["a", "b", "c", "d", "e"] { db.put(k, k)?; }
+/// let mut scan = db.scan(b"b".to_vec()..=b"d".to_vec());
+/// assert_eq!(scan.next().transpose()?.map(|(k, _)| k), Some(b"b".to_vec()));
+/// assert_eq!(scan.next_back().transpose()?.map(|(k, _)| k), Some(b"d".to_vec()));
+/// assert_eq!(scan.next().transpose()?.map(|(k, _)| k), Some(b"c".to_vec()));
+/// assert!(scan.next_back().is_none()); // the two ends met
+/// # Ok(()) }
+/// ```
+///
+/// Each item is a copy of an entry. A scan reads nothing until its first `next` or `next_back`,
+/// and the first call from each end builds a [`DbIterator`] positioned at that end of the range.
+///
+/// **What it holds**, like a [`DbIterator`]: the memtables and tables it reads (flushes and
+/// compactions change nothing it returns; the files of replaced tables are deleted once it is
+/// dropped), and the store's shared state, so it keeps working after its [`Db`] is dropped or
+/// closed, but the directory's `LOCK` stays held, and [`Db::open`] of that directory fails with
+/// [`Error::Locked`](crate::Error::Locked), until the scan is dropped.
 pub struct Scan {
     inner: Arc<DbInner>,
     sv: Arc<SuperVersion>,
@@ -109,47 +192,35 @@ pub struct Scan {
     prefix: Option<Vec<u8>>,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
-    merged: Option<MergingIterator>,
-    /// The user key most recently returned or hidden: older versions of it are skipped.
-    last_key: Option<Vec<u8>>,
+    /// The memtables and tables both ends read, chosen at the first call.
+    sources: Option<Sources>,
+    /// The cursor of `next`, on the entry it returned last.
+    front: Option<DbIterator>,
+    /// The cursor of `next_back`, on the entry it returned last.
+    back: Option<DbIterator>,
     done: bool,
 }
 
+/// Which end of a [`Scan`] a call takes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Front,
+    Back,
+}
+
 impl Scan {
-    /// Builds the merge and seeks it to the start bound.
-    fn start(&mut self) -> Result<MergingIterator> {
-        let sv = &self.sv;
-        let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(sv.mem.iter())];
-        children.extend(
-            sv.imm
-                .iter()
-                .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>),
-        );
-        for f in sv.version.levels[0].iter().rev() {
-            if self.may_hold_prefix(f)? {
-                children.push(Box::new(self.inner.tables.get(f)?.iter(true)));
+    /// A new cursor over the scan's range, unpositioned. The first one chooses the tables.
+    fn cursor(&mut self) -> Result<DbIterator> {
+        let sources = match &self.sources {
+            Some(s) => s.clone(),
+            None => {
+                let s = Sources::filtered(Arc::clone(&self.sv), |f| self.may_hold_prefix(f))?;
+                self.sources = Some(s.clone());
+                s
             }
-        }
-        for files in sv.version.levels.iter().skip(1).filter(|f| !f.is_empty()) {
-            let mut kept = Vec::with_capacity(files.len());
-            for f in files {
-                if self.may_hold_prefix(f)? {
-                    kept.push(Arc::clone(f));
-                }
-            }
-            let tables = Arc::clone(&self.inner.tables);
-            children.push(Box::new(LevelIter::new(kept, tables, true)));
-        }
-        let mut merged = MergingIterator::new(children);
-        match &self.start {
-            Bound::Included(k) => merged.seek(&lookup_key(k, MAX_SEQUENCE))?,
-            Bound::Excluded(k) => {
-                merged.seek(&lookup_key(k, MAX_SEQUENCE))?;
-                self.last_key = Some(k.clone());
-            }
-            Bound::Unbounded => merged.seek_to_first()?,
-        }
-        Ok(merged)
+        };
+        Ok(DbIterator::new(&self.inner, sources, self.seq)
+            .bounded(self.start.clone(), self.end.clone()))
     }
 
     /// Whether table `f` may hold keys of the scan's prefix: its key range must reach the prefix,
@@ -175,48 +246,57 @@ impl Scan {
         }
     }
 
-    fn advance(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        if self.merged.is_none() {
-            self.merged = Some(self.start()?);
-        }
-        let Some(it) = self.merged.as_mut() else {
-            return Ok(None);
+    /// The next entry from `end`, unless the range is exhausted from that end or the two ends met.
+    fn advance(&mut self, end: End) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let slot = match end {
+            End::Front => &mut self.front,
+            End::Back => &mut self.back,
         };
-        while it.valid() {
-            let parsed = parse_internal_key(it.key()).ok_or_else(|| {
-                Error::corruption(&self.inner.dir, "scan met a malformed internal key")
-            })?;
-            let past_end = match &self.end {
-                Bound::Included(e) => parsed.user_key > e.as_slice(),
-                Bound::Excluded(e) => parsed.user_key >= e.as_slice(),
-                Bound::Unbounded => false,
-            };
-            if past_end {
-                return Ok(None);
-            }
-            let seen = self.last_key.as_deref() == Some(parsed.user_key);
-            if parsed.seq <= self.seq && !seen {
-                self.last_key = Some(parsed.user_key.to_vec());
-                if parsed.kind == ValueKind::Value {
-                    let item = (parsed.user_key.to_vec(), it.value().to_vec());
-                    it.next()?;
-                    return Ok(Some(item));
+        match slot {
+            Some(cursor) => match end {
+                End::Front => cursor.next()?,
+                End::Back => cursor.prev()?,
+            },
+            None => {
+                let mut cursor = self.cursor()?;
+                match end {
+                    End::Front => cursor.seek_to_first()?,
+                    End::Back => cursor.seek_to_last()?,
+                }
+                match end {
+                    End::Front => self.front = Some(cursor),
+                    End::Back => self.back = Some(cursor),
                 }
             }
-            it.next()?;
         }
-        Ok(None)
+        let (this, other) = match end {
+            End::Front => (&self.front, &self.back),
+            End::Back => (&self.back, &self.front),
+        };
+        let Some(this) = this.as_ref().filter(|c| c.valid()) else {
+            return Ok(None);
+        };
+        if let Some(other) = other {
+            // The other end has returned every entry from its own position on.
+            let met = !other.valid()
+                || match end {
+                    End::Front => compare_bytes(this.key(), other.key()).is_ge(),
+                    End::Back => compare_bytes(this.key(), other.key()).is_le(),
+                };
+            if met {
+                return Ok(None);
+            }
+        }
+        Ok(Some((this.key().to_vec(), this.value().to_vec())))
     }
-}
 
-impl Iterator for Scan {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+    /// `advance`, turned into an iterator item: the scan ends at the range's end, when the ends
+    /// meet, and after an error.
+    fn item(&mut self, end: End) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         if self.done {
             return None;
         }
-        match self.advance() {
+        match self.advance(end) {
             Ok(Some(item)) => Some(Ok(item)),
             Ok(None) => {
                 self.done = true;
@@ -229,3 +309,19 @@ impl Iterator for Scan {
         }
     }
 }
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.item(End::Front)
+    }
+}
+
+impl DoubleEndedIterator for Scan {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.item(End::Back)
+    }
+}
+
+impl FusedIterator for Scan {}

@@ -1,6 +1,6 @@
 //! The write path: validate, queue for a group commit, and (as the group's leader) make room,
 //! append the group to the WAL in one write (fsync if any writer asked), apply it to the
-//! memtable, publish the sequences.
+//! memtable, publish the sequences. And `sync_wal`, which fsyncs without writing.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -26,7 +26,8 @@ impl Db {
     ///
     /// # Errors
     /// `InvalidArgument` for a key over 64 KiB or a value over 256 MiB; `Io` if the WAL cannot be
-    /// written; `Background` after an earlier flush or compaction failed.
+    /// written; `Background` after an earlier flush or compaction failed; `ReadOnly` on a store
+    /// opened with [`open_read_only`](Db::open_read_only).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         // A kind byte and two length varints (at most 5 bytes each) besides the bytes themselves.
@@ -54,7 +55,8 @@ impl Db {
     }
 
     /// Applies `batch` atomically; with `sync: true` it returns only after the WAL is fsynced, which
-    /// makes this batch and every batch acknowledged before it durable.
+    /// makes this batch and every batch acknowledged before it durable. An empty batch with
+    /// `sync: true` writes nothing and does what [`sync_wal`](Db::sync_wal) does.
     ///
     /// Concurrent writers commit in groups: one of them appends every waiting batch to the WAL
     /// with a single write (and a single fsync if any asked for one), so a synced write under
@@ -63,6 +65,9 @@ impl Db {
     /// # Errors
     /// As [`put`](Db::put).
     pub fn write_opt(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        if self.inner.read_only {
+            return Err(self.inner.read_only_error());
+        }
         let (max_key, max_value) = batch.largest_key_and_value();
         if max_key > MAX_KEY_BYTES {
             return Err(Error::InvalidArgument(format!(
@@ -75,9 +80,74 @@ impl Db {
             )));
         }
         if batch.is_empty() {
-            return Ok(());
+            return if options.sync {
+                self.sync_wal()
+            } else {
+                Ok(())
+            };
         }
         self.inner.commit(batch, options.sync)
+    }
+
+    /// Makes every write acknowledged so far durable, without writing anything: fsyncs the
+    /// current WAL and every older WAL that still holds unsynced records of a memtable not yet
+    /// flushed to a table (a WAL whose memtable is a table needs no sync: the table and the
+    /// MANIFEST edit naming it were fsynced). When it returns `Ok`, every write that returned
+    /// `Ok` before the call survives a power cut, as if the last of them had been written with
+    /// `sync: true`. A WAL with nothing unsynced is not synced again.
+    ///
+    /// Writes go on meanwhile, waiting only for the fsyncs; writes acknowledged during the call
+    /// may or may not be covered. Use it to batch durability: many unsynced writes, then one
+    /// `sync_wal`. On a store opened read-only there is nothing to sync: `Ok`.
+    ///
+    /// ```
+    /// use siftdb::{Db, Options};
+    ///
+    /// # fn main() -> siftdb::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// for i in 0..100u32 {
+    ///     db.put(i.to_be_bytes(), b"value")?; // unsynced: survives a process crash only
+    /// }
+    /// db.sync_wal()?; // now all 100 survive a power cut too
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// `Error::Io` naming the WAL whose write or fsync failed. The WAL's tail is then unknown, so
+    /// this becomes the store's background error: later writes fail with `Error::Background`
+    /// until the store is reopened.
+    pub fn sync_wal(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut wal = inner.wal.lock();
+        let WalState { log, older, .. } = &mut *wal;
+        let Some(log) = log.as_mut() else {
+            return Ok(()); // read-only: nothing was written
+        };
+        let mut synced = false;
+        let mut sync_all = || -> Result<()> {
+            // Older WALs first, as a synced write does.
+            for (_, older) in older.iter_mut() {
+                older.sync()?;
+                synced = true;
+            }
+            older.clear();
+            if log.has_unsynced() {
+                log.sync()?;
+                synced = true;
+            }
+            Ok(())
+        };
+        let result = sync_all();
+        if let Err(e) = &result {
+            // The WAL's tail is now unknown: refuse writes until reopen rather than risk a hole.
+            inner.set_background_error(e);
+        }
+        if synced {
+            inner.stats.inc(Ticker::WalSyncs);
+        }
+        result
     }
 }
 
@@ -152,6 +222,10 @@ impl DbInner {
     fn commit_group(&self, group: &mut [PendingWrite]) -> Result<()> {
         let mut wal = self.wal.lock();
         let mem = self.make_room_for_write(&mut wal)?;
+        let WalState { log, older, .. } = &mut *wal;
+        let Some(log) = log.as_mut() else {
+            return Err(self.read_only_error());
+        };
         let first = self.last_sequence.load(Ordering::Acquire) + 1;
         let mut next = first;
         let sync = group.iter().any(|w| w.sync);
@@ -159,7 +233,7 @@ impl DbInner {
         for w in group.iter_mut() {
             w.batch.set_sequence(next);
             next += w.batch.len() as u64;
-            logged = wal.log.add_record(w.batch.encoded());
+            logged = log.add_record(w.batch.encoded());
             if logged.is_err() {
                 break;
             }
@@ -167,13 +241,13 @@ impl DbInner {
         let logged = logged.and_then(|()| {
             if sync {
                 // Every earlier write too: older WALs first, then this one.
-                for (_, older) in wal.older.iter_mut() {
+                for (_, older) in older.iter_mut() {
                     older.sync()?;
                 }
-                wal.older.clear();
-                wal.log.sync()
+                older.clear();
+                log.sync()
             } else {
-                wal.log.flush()
+                log.flush()
             }
         });
         if let Err(e) = logged {
@@ -243,12 +317,15 @@ impl DbInner {
     /// Starts a new WAL and memtable; the old memtable joins the flush queue. The old WAL keeps
     /// its file open while it holds unsynced records, so the next synced write can sync it.
     pub(crate) fn switch_memtable(&self, wal: &mut WalState) -> Result<()> {
+        let Some(current) = wal.log.as_mut() else {
+            return Err(self.read_only_error());
+        };
         let number = self.new_file_number();
         let log = LogWriter::create(&self.fs, &log_path(&self.dir, number))?;
         // The new log's directory entry must be durable before a synced write relies on it.
         self.fs.sync_dir(&self.dir)?;
-        wal.log.flush()?;
-        let old = std::mem::replace(&mut wal.log, log);
+        current.flush()?;
+        let old = std::mem::replace(current, log);
         let old_number = std::mem::replace(&mut wal.log_number, number);
         if old.has_unsynced() {
             wal.older.push((old_number, old));

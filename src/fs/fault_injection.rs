@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 /// The kinds of operation the layer sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OpKind {
-    /// Creating a file.
+    /// Creating a file (or a hard link to one).
     Create,
     /// One `write(2)` to a file.
     Write,
@@ -563,6 +563,31 @@ impl FaultInjector {
         Ok(())
     }
 
+    /// A hard link counts as a `Create` of its new name. A link into the followed directory shares
+    /// the source's record when the source is followed too; a source from elsewhere counts as
+    /// durable, as files found by [`new`](Self::new) do.
+    pub(crate) fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let Some(name) = self.name_of(to) else {
+            return std::fs::hard_link(from, to);
+        };
+        let mut st = self.shared.state.lock();
+        st.begin(OpKind::Create, &name).map_err(|r| r.error())?;
+        std::fs::hard_link(from, to)?;
+        let id = match self.name_of(from).and_then(|n| st.live.get(&n).copied()) {
+            Some(id) => id,
+            None => {
+                let bytes = std::fs::read(to)?;
+                st.new_inode(Inode {
+                    name: name.clone(),
+                    synced: bytes,
+                    ..Inode::default()
+                })
+            }
+        };
+        st.bind(&name, Some(id));
+        Ok(())
+    }
+
     pub(crate) fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let sync = || super::sync_directory(dir);
         if dir != self.shared.dir {
@@ -773,6 +798,32 @@ mod tests {
         fs.rename(&a, &dir.path().join("b")).unwrap();
         assert!(!faults.is_dead());
         assert_eq!(faults.injected().len(), 1);
+    }
+
+    #[test]
+    fn a_hard_link_is_a_create_of_its_new_name() {
+        let (dir, faults, fs) = layer();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let outside = elsewhere.path().join("000001.sst");
+        std::fs::write(&outside, b"table").unwrap();
+        // Into the followed directory: a new name, durable once the directory is synced.
+        let inside = dir.path().join("000001.sst");
+        fs.hard_link(&outside, &inside).unwrap();
+        let second = dir.path().join("000002.sst");
+        fs.hard_link(&inside, &second).unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        let third = dir.path().join("000003.sst");
+        fs.hard_link(&inside, &third).unwrap();
+        faults.fail_after(0, Box::new(|s: &OpSite| s.kind == OpKind::Create));
+        assert!(fs.hard_link(&outside, &dir.path().join("x")).is_err());
+        // Out of it: not followed.
+        fs.hard_link(&inside, &elsewhere.path().join("copy"))
+            .unwrap();
+        faults.power_cut(PowerCut::strict()).unwrap();
+        assert_eq!(std::fs::read(&inside).unwrap(), b"table");
+        assert_eq!(std::fs::read(&second).unwrap(), b"table");
+        assert!(!third.exists(), "its entry was never synced");
+        assert!(elsewhere.path().join("copy").exists());
     }
 
     #[test]

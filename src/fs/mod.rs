@@ -93,6 +93,36 @@ impl FileSystem {
         std::fs::remove_file(path).map_err(io_at(path))
     }
 
+    /// Makes `to` a second name of the file `from` (a hard link); `to` must not exist.
+    ///
+    /// # Errors
+    /// `Error::Io` naming `to` (`AlreadyExists` if it is there; `CrossesDevices` or another kind
+    /// where the file system cannot link, for callers that then copy).
+    pub(crate) fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        #[cfg(feature = "__fault-injection")]
+        if let Some(f) = self.faults() {
+            return f.hard_link(from, to).map_err(io_at(to));
+        }
+        std::fs::hard_link(from, to).map_err(io_at(to))
+    }
+
+    /// Creates the directory `dir` and any missing parents. Directories are not followed by the
+    /// fault-injection layer: the caller syncs the parent to make the new entry durable.
+    ///
+    /// # Errors
+    /// `Error::Io` naming `dir`.
+    pub(crate) fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(io_at(dir))
+    }
+
+    /// Removes the empty directory `dir`.
+    ///
+    /// # Errors
+    /// `Error::Io` naming `dir` (`DirectoryNotEmpty` if it holds anything).
+    pub(crate) fn remove_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::remove_dir(dir).map_err(io_at(dir))
+    }
+
     /// fsyncs the directory `dir`, making the creations, renames and removals in it durable.
     ///
     /// # Errors

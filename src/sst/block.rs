@@ -86,12 +86,19 @@ impl Block {
         self.data.len()
     }
 
+    /// The block's bytes in `range` (empty if out of bounds): a value whose range a
+    /// [`BlockIter::value_range`] gave.
+    pub(crate) fn bytes(&self, range: std::ops::Range<usize>) -> &[u8] {
+        self.data.get(range).unwrap_or(&[])
+    }
+
     /// An iterator over the block's entries in `order`, positioned nowhere (invalid) until a
     /// `seek_to_first` or `seek`.
     pub(crate) fn iter(self: &Arc<Block>, order: KeyOrder) -> BlockIter {
         BlockIter {
             block: Arc::clone(self),
             order,
+            current: self.restarts_at,
             next_offset: self.restarts_at,
             restart_index: 0,
             next_restart: NO_RESTART,
@@ -207,14 +214,19 @@ const NO_RESTART: usize = usize::MAX;
 
 /// A cursor over one block's entries; it owns an `Arc` of its block, so it has no lifetime.
 ///
-/// `seek` and `next` reuse the key buffer, so they do not allocate once it has grown to the
-/// longest key.
+/// It moves both ways. Keys are prefix-compressed, so an entry can only be decoded forward from a
+/// restart point: `prev`, like LevelDB's, goes back to the last restart point before the current
+/// entry and decodes forward to the entry just before it (at most a restart interval of entries).
+///
+/// Every move reuses the key buffer, so none allocates once it has grown to the longest key.
 #[derive(Debug)]
 pub(crate) struct BlockIter {
     /// The block iterated over, shared with the block cache.
     block: Arc<Block>,
     /// The order `seek` compares keys in.
     order: KeyOrder,
+    /// Offset of the current entry, where `prev` stops when it scans forward from a restart point.
+    current: usize,
     /// Offset just past the current entry, where `next` decodes.
     next_offset: usize,
     /// The restart interval the current entry belongs to.
@@ -251,6 +263,12 @@ impl BlockIter {
     /// The current key while `valid()`; empty otherwise.
     pub(crate) fn key(&self) -> &[u8] {
         &self.key
+    }
+
+    /// Where the current value lies in the block (see [`Block::bytes`]), to keep a reference to
+    /// it that outlives the iterator.
+    pub(crate) fn value_range(&self) -> std::ops::Range<usize> {
+        self.value_start..self.value_end
     }
 
     /// The current value, borrowed from the block, while `valid()`; empty otherwise.
@@ -301,10 +319,83 @@ impl BlockIter {
         }
     }
 
+    /// Positions on the last entry whose key is ≤ `target` in the iterator's order (invalid if
+    /// there is none).
+    pub(crate) fn seek_for_prev(&mut self, target: &[u8]) {
+        self.seek(target);
+        if self.corrupt {
+            return;
+        }
+        if !self.valid {
+            // Every key is < target (or the block is empty).
+            return self.seek_to_last();
+        }
+        if self.order.compare(&self.key, target) == Ordering::Greater {
+            // The first key ≥ target is > target: the answer is the entry before it.
+            self.prev();
+        }
+    }
+
+    /// Positions on the last entry (invalid if the block is empty).
+    pub(crate) fn seek_to_last(&mut self) {
+        if self.corrupt {
+            return;
+        }
+        self.seek_to_restart(self.block.num_restarts - 1);
+        self.parse_next();
+        // Entries end inside the entry area (`entry_header` checks), so this ends on the entry
+        // that ends exactly where the restart array starts.
+        while self.valid && self.next_offset < self.block.restarts_at {
+            self.parse_next();
+        }
+    }
+
     /// Moves to the next entry (invalid past the last one). A no-op on an invalid iterator.
     pub(crate) fn next(&mut self) {
         if self.valid {
             self.parse_next();
+        }
+    }
+
+    /// Moves to the entry before the current one (invalid before the first one). A no-op on an
+    /// invalid iterator.
+    pub(crate) fn prev(&mut self) {
+        if !self.valid {
+            return;
+        }
+        let original = self.current;
+        // The last restart point before the current entry: the current entry's own interval, or
+        // the one before if the current entry is its restart point.
+        let mut i = self.restart_index;
+        while self.block.restart_point(i) >= original {
+            if i == 0 {
+                // The current entry is the first: nothing before it.
+                self.valid = false;
+                self.key.clear();
+                self.current = self.block.restarts_at;
+                self.next_offset = self.block.restarts_at;
+                self.next_restart = NO_RESTART;
+                self.value_start = 0;
+                self.value_end = 0;
+                return;
+            }
+            i -= 1;
+        }
+        self.seek_to_restart(i);
+        loop {
+            self.parse_next();
+            if !self.valid {
+                // Damage (`parse_next` flagged it), or an entry area that ended early: either way
+                // the entries from restart point `i` do not lead to the original entry.
+                return self.mark_corrupt();
+            }
+            match self.next_offset.cmp(&original) {
+                Ordering::Less => {}
+                Ordering::Equal => return,
+                // Decoding from the restart point steps over the original entry's start: entry
+                // boundaries disagree with the path that reached it.
+                Ordering::Greater => return self.mark_corrupt(),
+            }
         }
     }
 
@@ -370,6 +461,7 @@ impl BlockIter {
         self.key.extend_from_slice(unshared);
         self.value_start = h.body + h.unshared;
         self.value_end = self.value_start + h.value_len;
+        self.current = current;
         self.next_offset = self.value_end;
         self.valid = true;
     }
@@ -379,6 +471,7 @@ impl BlockIter {
         self.corrupt = true;
         self.valid = false;
         self.key.clear();
+        self.current = self.block.restarts_at;
         self.next_offset = self.block.restarts_at;
         self.next_restart = NO_RESTART;
         self.value_start = 0;
@@ -738,6 +831,180 @@ mod tests {
         assert!(!it.valid() && it.is_corrupt());
     }
 
+    #[test]
+    fn backward_walks_mirror_forward_ones_at_every_interval() {
+        let entries = prefixed_entries();
+        for interval in [1, 2, 3, 16, 1000] {
+            let block = build(&entries, interval);
+            let mut it = block.iter(KeyOrder::Bytewise);
+            it.seek_to_last();
+            for (i, (k, v)) in entries.iter().enumerate().rev() {
+                assert!(it.valid(), "interval {interval}, entry {i}");
+                assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+                it.prev();
+            }
+            assert!(!it.valid() && !it.is_corrupt());
+            // prev on an invalid iterator stays put; a seek starts over.
+            it.prev();
+            assert!(!it.valid() && !it.is_corrupt());
+            // Turning around at every entry.
+            for (i, (k, _)) in entries.iter().enumerate().step_by(7) {
+                it.seek(k);
+                it.prev();
+                match i.checked_sub(1) {
+                    Some(p) => assert_eq!(it.key(), &entries[p].0[..]),
+                    None => assert!(!it.valid() && !it.is_corrupt()),
+                }
+                it.next();
+                if i > 0 {
+                    assert_eq!(it.key(), &k[..]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn seek_for_prev_and_seek_to_last_on_empty_and_single_entry_blocks() {
+        for interval in [1, 16] {
+            let block = build(&[], interval);
+            let mut it = block.iter(KeyOrder::Bytewise);
+            it.seek_to_last();
+            assert!(!it.valid() && !it.is_corrupt());
+            it.seek_for_prev(b"zzz");
+            assert!(!it.valid() && !it.is_corrupt());
+            let entries = vec![(b"m".to_vec(), b"v".to_vec())];
+            let block = build(&entries, interval);
+            let mut it = block.iter(KeyOrder::Bytewise);
+            it.seek_to_last();
+            assert_eq!(it.key(), b"m");
+            it.prev();
+            assert!(!it.valid() && !it.is_corrupt());
+            it.seek_for_prev(b"m");
+            assert_eq!(it.key(), b"m");
+            it.seek_for_prev(b"z");
+            assert_eq!(it.key(), b"m");
+            it.seek_for_prev(b"a");
+            assert!(!it.valid() && !it.is_corrupt());
+            it.seek_for_prev(b"");
+            assert!(!it.valid() && !it.is_corrupt());
+        }
+    }
+
+    #[test]
+    fn internal_keys_seek_for_prev_lands_on_the_oldest_version_at_or_before() {
+        let entries = internal_entries();
+        for interval in [1, 16] {
+            let block = build(&entries, interval);
+            let mut it = block.iter(KeyOrder::Internal);
+            for (i, (k, v)) in entries.iter().enumerate() {
+                it.seek_for_prev(k);
+                assert_eq!((it.key(), it.value()), (&k[..], &v[..]), "entry {i}");
+            }
+            // The largest internal key of a user key (sequence 0, a tombstone) is ≥ each of its
+            // versions: seek_for_prev to it lands on the oldest version.
+            for u in 1..200u32 {
+                let user = format!("k{u:05}").into_bytes();
+                it.seek_for_prev(&internal_key(&user, 0, ValueKind::Deletion));
+                let p = crate::key::parse_internal_key(it.key()).unwrap();
+                assert_eq!((p.user_key, p.seq), (&user[..], u64::from(u) * 10 + 1));
+            }
+        }
+    }
+
+    #[test]
+    fn random_walks_match_a_linear_model() {
+        let mut rng = StdRng::seed_from_u64(17);
+        let mut keys: Vec<Vec<u8>> = (0..400)
+            .map(|_| {
+                let n = rng.gen_range(0..6);
+                (0..n).map(|_| rng.gen_range(b'a'..=b'd')).collect()
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let entries: Vec<_> = keys.iter().map(|k| (k.clone(), k.repeat(3))).collect();
+        let n = entries.len();
+        for interval in [1, 2, 5, 16] {
+            let block = build(&entries, interval);
+            let mut it = block.iter(KeyOrder::Bytewise);
+            for _ in 0..3000 {
+                let target: Vec<u8> = (0..rng.gen_range(0..7))
+                    .map(|_| rng.gen_range(b'a'..=b'e'))
+                    .collect();
+                let mut pos = match rng.gen_range(0..4) {
+                    0 => {
+                        it.seek(&target);
+                        entries.partition_point(|(k, _)| k < &target)
+                    }
+                    1 => {
+                        it.seek_for_prev(&target);
+                        entries
+                            .partition_point(|(k, _)| k <= &target)
+                            .checked_sub(1)
+                            .unwrap_or(n)
+                    }
+                    2 => {
+                        it.seek_to_first();
+                        0
+                    }
+                    _ => {
+                        it.seek_to_last();
+                        n - 1
+                    }
+                };
+                for _ in 0..rng.gen_range(0..20) {
+                    match entries.get(pos) {
+                        Some((k, v)) => assert_eq!((it.key(), it.value()), (&k[..], &v[..])),
+                        None => {
+                            assert!(!it.valid() && !it.is_corrupt());
+                            break;
+                        }
+                    }
+                    if rng.gen_bool(0.5) {
+                        it.next();
+                        pos += 1;
+                    } else {
+                        it.prev();
+                        pos = pos.checked_sub(1).unwrap_or(n);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn prev_flags_entries_that_straddle_a_restart_point() {
+        // Restart point 1 moved inside the first entry's value: a forward scan steps over it and
+        // flags it; walking back from the last entry decodes from restart point 1 and flags it
+        // before returning anything invented.
+        let entries = vec![
+            (b"alpha".to_vec(), b"1111".to_vec()),
+            (b"beta".to_vec(), b"2".to_vec()),
+            (b"gamma".to_vec(), b"3".to_vec()),
+        ];
+        let mut bad = build(&entries, 1).data.as_slice().to_vec();
+        let n = bad.len();
+        // Restart array: [0, 12, 20]; the second becomes 10, inside "alpha"'s value.
+        assert_eq!(fixed32_at(&bad, n - 12), Some(12));
+        bad[n - 12] = 10;
+        let block = Arc::new(Block::new(bad).unwrap());
+        let mut it = block.iter(KeyOrder::Bytewise);
+        it.seek_to_first();
+        it.next();
+        assert!(!it.valid() && it.is_corrupt());
+        let mut it = block.iter(KeyOrder::Bytewise);
+        it.seek_to_last();
+        assert_eq!(it.key(), b"gamma");
+        it.prev();
+        // Restart point 1 (offset 10, inside a value) does not decode as an entry.
+        assert!(!it.valid() && it.is_corrupt());
+        // Sticky, as for every other corruption.
+        it.seek_to_last();
+        assert!(!it.valid() && it.is_corrupt());
+        it.seek_for_prev(b"zzz");
+        assert!(!it.valid() && it.is_corrupt());
+    }
+
     /// Walks a possibly damaged block every way a reader would; returns the keys a full scan
     /// yielded without being flagged corrupt.
     fn exercise(bytes: Vec<u8>, order: KeyOrder, probes: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
@@ -756,6 +1023,31 @@ mod tests {
             assert!(steps <= len / 3 + 1, "iteration does not terminate");
         }
         let scan_ok = !it.is_corrupt();
+        // Backward from the end: each step lands on an entry that starts before the current one,
+        // so it terminates within the same bound.
+        let mut it = block.iter(order);
+        it.seek_to_last();
+        let mut back = Vec::new();
+        let mut steps = 0;
+        while it.valid() {
+            back.push(it.key().to_vec());
+            let _ = it.value();
+            it.prev();
+            steps += 1;
+            assert!(
+                steps <= len / 3 + 1,
+                "backward iteration does not terminate"
+            );
+        }
+        if scan_ok {
+            // A block a forward scan found sound reads the same backward.
+            assert!(
+                !it.is_corrupt(),
+                "a clean block is flagged walking backward"
+            );
+            back.reverse();
+            assert_eq!(back, keys, "backward walk differs from the forward one");
+        }
         for p in probes {
             let mut it = block.iter(order);
             it.seek(p);
@@ -763,6 +1055,18 @@ mod tests {
             while it.valid() && steps < 4 {
                 let _ = (it.key(), it.value());
                 it.next();
+                steps += 1;
+            }
+            let mut it = block.iter(order);
+            it.seek_for_prev(p);
+            let mut steps = 0;
+            while it.valid() && steps < 4 {
+                let _ = (it.key(), it.value());
+                if steps % 3 == 2 {
+                    it.next();
+                } else {
+                    it.prev();
+                }
                 steps += 1;
             }
         }

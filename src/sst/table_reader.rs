@@ -13,6 +13,7 @@ use crate::fs::{io_at, read_exact_at};
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE};
 use crate::memtable::NewestEntry;
+use crate::pinned_value::PinnedValue;
 use crate::prefix::PrefixExtractor;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
 use crate::sst::filter_block::{
@@ -111,16 +112,47 @@ impl std::ops::Deref for IndexRef<'_> {
 /// The block cache shared by every table of a store, keyed by (file number, block offset).
 pub(crate) type BlockCache = ShardedLruCache<(u64, u64), CachedBlock>;
 
-/// What one table's point lookup did.
-#[derive(Debug, Default)]
-pub(crate) struct TableSearch {
+/// What one table's point lookup did; the value found as `V` (see [`TakeValue`]).
+#[derive(Debug)]
+pub(crate) struct TableSearch<V = Vec<u8>> {
     /// The filter's layout and answer ("maybe" = true), if the table has a filter it could read
     /// and asked it.
     pub(crate) filter: Option<(FilterLayout, bool)>,
     /// The data block read, if any.
     pub(crate) data_block: Option<BlockHandle>,
     /// What the table holds for the key.
-    pub(crate) found: Option<NewestEntry>,
+    pub(crate) found: Option<NewestEntry<V>>,
+}
+
+/// How a table search hands out the value it found.
+pub(crate) trait TakeValue {
+    type Value;
+    /// The value under `it` in `block`.
+    fn take(block: &Arc<Block>, it: &BlockIter) -> Self::Value;
+}
+
+/// A copy of the value (`Db::get`).
+pub(crate) struct CopyValue;
+
+impl TakeValue for CopyValue {
+    type Value = Vec<u8>;
+
+    #[inline]
+    fn take(_block: &Arc<Block>, it: &BlockIter) -> Vec<u8> {
+        it.value().to_vec()
+    }
+}
+
+/// A view of the value in its block, which it keeps alive (`Db::get_pinned`).
+pub(crate) struct PinValue;
+
+impl TakeValue for PinValue {
+    type Value = PinnedValue;
+
+    #[inline]
+    fn take(block: &Arc<Block>, it: &BlockIter) -> PinnedValue {
+        PinnedValue::in_block(block, it.value_range())
+    }
 }
 
 /// An open table.
@@ -373,9 +405,17 @@ impl TableReader {
     /// The newest entry for the user key of `lookup` (an internal lookup key), asking the filter
     /// first, and what the lookup did on the way. `key_probe` is a probe of the user key, shared
     /// by every table a Get consults so the key is hashed once.
-    pub(crate) fn search(&self, lookup: &[u8], key_probe: &FilterProbe<'_>) -> Result<TableSearch> {
+    pub(crate) fn search<T: TakeValue>(
+        &self,
+        lookup: &[u8],
+        key_probe: &FilterProbe<'_>,
+    ) -> Result<TableSearch<T::Value>> {
         let ukey = user_key(lookup);
-        let mut outcome = TableSearch::default();
+        let mut outcome = TableSearch {
+            filter: None,
+            data_block: None,
+            found: None,
+        };
         let blocks = LookupBlocks::new(self);
         // What the filter holds for this key: the key itself, or (whole-key filtering off) its
         // prefix; a key with neither cannot be filtered.
@@ -404,7 +444,7 @@ impl TableReader {
             return Ok(outcome);
         };
         outcome.data_block = Some(handle);
-        outcome.found = self.search_block(handle, lookup, ukey)?;
+        outcome.found = self.search_block::<T>(handle, lookup, ukey)?;
         Ok(outcome)
     }
 
@@ -452,12 +492,12 @@ impl TableReader {
             .transpose()
     }
 
-    fn search_block(
+    fn search_block<T: TakeValue>(
         &self,
         handle: BlockHandle,
         lookup: &[u8],
         ukey: &[u8],
-    ) -> Result<Option<NewestEntry>> {
+    ) -> Result<Option<NewestEntry<T::Value>>> {
         let block = self.data_block(handle, true)?;
         let mut it = block.iter(KeyOrder::Internal);
         it.seek(lookup);
@@ -476,7 +516,7 @@ impl TableReader {
             return Ok(None);
         }
         Ok(Some(match parsed.kind {
-            ValueKind::Value => NewestEntry::Value(it.value().to_vec()),
+            ValueKind::Value => NewestEntry::Value(T::take(&block, &it)),
             ValueKind::Deletion => NewestEntry::Deleted,
         }))
     }
@@ -545,7 +585,9 @@ impl BlockSource for LookupBlocks<'_> {
     }
 }
 
-/// Walks a table in order: the index block picks data blocks, a block iterator walks each.
+/// Walks a table in either direction: the index block picks data blocks, a block iterator walks
+/// each. Both are positioned exactly (the index on the current data block), so the walk turns
+/// around without re-seeking.
 pub(crate) struct TableIter {
     table: Arc<TableReader>,
     /// Over the index block; `None` until the first seek reads it (through the cache, when index
@@ -585,18 +627,22 @@ impl TableIter {
         Ok(())
     }
 
+    /// Whether the data iterator is on an entry (`Ok(true)`), has run off its block
+    /// (`Ok(false)`), or found its block damaged.
+    fn data_status(&mut self) -> Result<Option<bool>> {
+        match &self.data {
+            None => Ok(None),
+            Some(d) if d.is_corrupt() => {
+                self.data = None;
+                Err(self.table.corrupt("malformed entry in data block"))
+            }
+            Some(d) => Ok(Some(d.valid())),
+        }
+    }
+
     /// Moves on past exhausted blocks until an entry or the end.
     fn skip_exhausted_blocks(&mut self) -> Result<()> {
-        loop {
-            match &self.data {
-                None => return Ok(()),
-                Some(d) if d.is_corrupt() => {
-                    self.data = None;
-                    return Err(self.table.corrupt("malformed entry in data block"));
-                }
-                Some(d) if d.valid() => return Ok(()),
-                Some(_) => {}
-            }
+        while self.data_status()? == Some(false) {
             if let Some(index) = self.index.as_mut() {
                 index.next();
             }
@@ -605,11 +651,32 @@ impl TableIter {
                 d.seek_to_first();
             }
         }
+        Ok(())
     }
-}
 
-impl InternalIterator for TableIter {
-    fn seek_to_first(&mut self) -> Result<()> {
+    /// Moves back past exhausted blocks until an entry or the beginning.
+    fn skip_exhausted_blocks_backward(&mut self) -> Result<()> {
+        while self.data_status()? == Some(false) {
+            if let Some(index) = self.index.as_mut() {
+                index.prev();
+            }
+            self.load_data_block()?;
+            if let Some(d) = self.data.as_mut() {
+                d.seek_to_last();
+            }
+        }
+        Ok(())
+    }
+
+    /// Leaves the iterator invalid if `r` is an error.
+    fn settle(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.data = None;
+        }
+        r
+    }
+
+    fn try_seek_to_first(&mut self) -> Result<()> {
         self.index()?.seek_to_first();
         self.load_data_block()?;
         if let Some(d) = self.data.as_mut() {
@@ -618,7 +685,7 @@ impl InternalIterator for TableIter {
         self.skip_exhausted_blocks()
     }
 
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
+    fn try_seek(&mut self, target: &[u8]) -> Result<()> {
         self.index()?.seek(target);
         self.load_data_block()?;
         if let Some(d) = self.data.as_mut() {
@@ -627,11 +694,67 @@ impl InternalIterator for TableIter {
         self.skip_exhausted_blocks()
     }
 
+    fn try_seek_to_last(&mut self) -> Result<()> {
+        self.index()?.seek_to_last();
+        self.load_data_block()?;
+        if let Some(d) = self.data.as_mut() {
+            d.seek_to_last();
+        }
+        self.skip_exhausted_blocks_backward()
+    }
+
+    fn try_seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        // The first block whose index key (≥ each of its keys, < each key of the next block) is
+        // ≥ target holds the last key ≤ target, unless all its keys are > target: then the block
+        // before it does. Past every index key, the table's last entry is the answer.
+        let index = self.index()?;
+        index.seek(target);
+        if !index.valid() && !index.is_corrupt() {
+            return self.try_seek_to_last();
+        }
+        self.load_data_block()?;
+        if let Some(d) = self.data.as_mut() {
+            d.seek_for_prev(target);
+        }
+        self.skip_exhausted_blocks_backward()
+    }
+}
+
+impl InternalIterator for TableIter {
+    fn seek_to_first(&mut self) -> Result<()> {
+        let r = self.try_seek_to_first();
+        self.settle(r)
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        let r = self.try_seek_to_last();
+        self.settle(r)
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let r = self.try_seek(target);
+        self.settle(r)
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        let r = self.try_seek_for_prev(target);
+        self.settle(r)
+    }
+
     fn next(&mut self) -> Result<()> {
         if let Some(d) = self.data.as_mut() {
             d.next();
         }
-        self.skip_exhausted_blocks()
+        let r = self.skip_exhausted_blocks();
+        self.settle(r)
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if let Some(d) = self.data.as_mut() {
+            d.prev();
+        }
+        let r = self.skip_exhausted_blocks_backward();
+        self.settle(r)
     }
 
     fn valid(&self) -> bool {
@@ -670,4 +793,195 @@ fn check_identity(
         return Err("the table's key range is not the one the MANIFEST records".to_string());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod iter_tests {
+    use super::*;
+    use crate::filter::Filter;
+    use crate::fs::FileSystem;
+    use crate::iter::check_against_model;
+    use crate::key::{compare_internal, internal_key};
+    use crate::options::Compression;
+    use crate::sst::table_builder::{TableBuilder, TableOptions};
+    use crate::store_id::new_store_id;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// Versions of 600 user keys (1–3 each, some tombstones), values of 0–40 bytes.
+    fn entries(rng: &mut StdRng) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut seq = 1;
+        for i in 0..600u32 {
+            for _ in 0..rng.gen_range(1..=3) {
+                let kind = if rng.gen_bool(0.2) {
+                    ValueKind::Deletion
+                } else {
+                    ValueKind::Value
+                };
+                let user = format!("key{i:05}").into_bytes();
+                let value = (0..rng.gen_range(0..40)).map(|_| rng.gen()).collect();
+                out.push((internal_key(&user, seq, kind), value));
+                seq += 1;
+            }
+        }
+        out.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        out
+    }
+
+    /// Writes `entries` as table 1 at `path`, in small blocks (many blocks, several restart
+    /// intervals each).
+    fn write_table(path: &Path, entries: &[(Vec<u8>, Vec<u8>)], compression: Compression) {
+        let options = TableOptions {
+            block_size: 256,
+            restart_interval: 4,
+            compression,
+            filter: Filter::full(10.0),
+            prefix: None,
+            whole_key_filtering: true,
+            store_id: new_store_id(),
+        };
+        let mut b = TableBuilder::create(&FileSystem::default(), path, 1, options).unwrap();
+        for (k, v) in entries {
+            b.add(k, v).unwrap();
+        }
+        b.finish().unwrap();
+    }
+
+    fn open(path: &Path, charge_to_cache: bool) -> Result<Arc<TableReader>> {
+        let placement = MetaBlockPlacement {
+            charge_to_cache,
+            pin_partition_index: false,
+        };
+        TableReader::open(
+            path,
+            1,
+            None,
+            placement,
+            Arc::new(ShardedLruCache::new(1 << 20, 4)),
+            Arc::new(Stats::new()),
+            &PolicyRegistry::new(&Filter::full(10.0), None),
+        )
+        .map(Arc::new)
+    }
+
+    /// Probes for seeks: every key, lookup keys between and around versions, and the ends.
+    fn probes(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<Vec<u8>> {
+        let mut probes: Vec<Vec<u8>> = entries.iter().map(|e| e.0.clone()).collect();
+        for i in (0..610u32).step_by(3) {
+            let user = format!("key{i:05}").into_bytes();
+            probes.push(lookup_key(&user, MAX_SEQUENCE));
+            probes.push(internal_key(&user, 0, ValueKind::Deletion));
+            probes.push(lookup_key(&user, u64::from(i) * 2));
+            let mut between = user.clone();
+            between.push(0);
+            probes.push(lookup_key(&between, 5));
+        }
+        probes.push(Vec::new());
+        probes.push(lookup_key(b"", MAX_SEQUENCE));
+        probes.push(lookup_key(b"zzz", 1));
+        probes
+    }
+
+    #[test]
+    fn table_iterator_walks_both_ways_across_blocks() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let dir = tempfile::tempdir().unwrap();
+        let entries = entries(&mut rng);
+        let probes = probes(&entries);
+        for (n, compression) in [Compression::None, Compression::Snappy]
+            .into_iter()
+            .enumerate()
+        {
+            let path = dir.path().join(format!("{n}.sst"));
+            write_table(&path, &entries, compression);
+            for charge in [false, true] {
+                let table = open(&path, charge).unwrap();
+                for fill_cache in [true, false] {
+                    let mut it = table.iter(fill_cache);
+                    check_against_model(&mut it, &entries, &probes, &mut rng, 2000);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_table_is_invalid_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.sst");
+        write_table(&path, &[], Compression::None);
+        let table = open(&path, false).unwrap();
+        let mut it = table.iter(true);
+        for probe in [Vec::new(), lookup_key(b"k", 1)] {
+            it.seek_to_last().unwrap();
+            assert!(!it.valid());
+            it.seek_for_prev(&probe).unwrap();
+            assert!(!it.valid());
+            it.prev().unwrap();
+            assert!(!it.valid());
+        }
+    }
+
+    #[test]
+    fn a_damaged_data_block_is_corruption_walking_backward() {
+        let mut rng = StdRng::seed_from_u64(4);
+        let dir = tempfile::tempdir().unwrap();
+        let entries = entries(&mut rng);
+        let path = dir.path().join("t.sst");
+        write_table(&path, &entries, Compression::None);
+        // Find the data blocks through the index, then damage one in the middle.
+        let table = open(&path, false).unwrap();
+        let index = Arc::clone(&table.index_block().unwrap().block);
+        let mut handles = Vec::new();
+        let mut ii = index.iter(KeyOrder::Internal);
+        ii.seek_to_first();
+        while ii.valid() {
+            handles.push((
+                ii.key().to_vec(),
+                BlockHandle::decode_exact(ii.value()).unwrap(),
+            ));
+            ii.next();
+        }
+        assert!(handles.len() > 10, "{} blocks", handles.len());
+        let (victim_key, victim) = handles[handles.len() / 2].clone();
+        drop(table);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[victim.offset as usize + 5] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let table = open(&path, false).unwrap();
+        let corruption = |r: Result<()>| match r {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, path),
+            other => panic!("expected corruption, got {other:?}"),
+        };
+        // A backward walk from the end reaches the damaged block and stops there.
+        let mut it = table.iter(true);
+        it.seek_to_last().unwrap();
+        let mut steps = 0;
+        let r = loop {
+            match it.prev() {
+                Ok(()) if it.valid() => steps += 1,
+                r => break r,
+            }
+        };
+        corruption(r);
+        assert!(!it.valid() && steps > 0);
+        // So does a seek_for_prev that lands in it (at its index key, ≥ each of its keys).
+        let mut it = table.iter(true);
+        corruption(it.seek_for_prev(&victim_key));
+        assert!(!it.valid());
+        // And a turn: forward from the start, then back once the walk is past the damaged block
+        // (the walk forward itself stops there, so start past it with a seek).
+        let (after_key, _) = &handles[handles.len() / 2 + 1];
+        let mut it = table.iter(true);
+        it.seek(after_key).unwrap();
+        assert!(it.valid());
+        let r = loop {
+            match it.prev() {
+                Ok(()) if it.valid() => {}
+                r => break r,
+            }
+        };
+        corruption(r);
+        assert!(!it.valid());
+    }
 }

@@ -1,0 +1,236 @@
+//! `Db::checkpoint`: an openable copy of the store at one moment, made while writes go on.
+//!
+//! The memtable is flushed first, so the copy needs no WAL: it is the tables of one version
+//! (hard-linked where the file system allows, copied otherwise) and a fresh MANIFEST naming them
+//! with the sequence they hold. Tables are immutable once named by a version, and the version is
+//! held while they are linked, so no compaction can delete one under the copy.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::filename::table_path;
+use super::flush::{table_options, write_level0_table};
+use super::manifest::{Manifest, ManifestCounters};
+use super::version::Version;
+use super::version_edit::VersionEdit;
+use super::{Db, DbInner};
+use crate::error::{Error, Result};
+use crate::fs::{io_at, FileSystem};
+
+impl Db {
+    /// Writes a consistent copy of the store into directory `dir`, which can then be opened as a
+    /// store of its own (with [`open`](Db::open) or [`open_read_only`](Db::open_read_only)),
+    /// while writes to this store go on.
+    ///
+    /// **What it holds.** The copy is the state of the store after the writes numbered up to
+    /// some sequence `S`, where `S` is at least the sequence of every write acknowledged before
+    /// `checkpoint` was called: it holds every write that returned `Ok` before the call, none
+    /// that started after the call returned, and of the writes made during the call, a prefix in
+    /// commit order (batches whole, no holes). It holds no snapshot's older versions beyond what
+    /// its tables happen to keep.
+    ///
+    /// **How.** The memtable is flushed first (as [`flush`](Db::flush) does), then the tables of
+    /// the newest version are hard-linked into `dir` (copied and fsynced where links fail: another
+    /// file system, or none supported), and a fresh MANIFEST naming them and CURRENT are written
+    /// and fsynced, CURRENT last; `dir` and its parent are fsynced. The copy holds no WAL and no
+    /// `LOCK`, and shares this store's identity, so its tables (the same files, when linked) are
+    /// its own. Linked tables take no space until one of the two stores compacts them away.
+    /// Flushing first costs a small L0 table per checkpoint but makes the copy need no WAL: one
+    /// being appended cannot be copied at a record boundary without stopping writes, and a copy
+    /// made of immutable files alone is consistent by construction.
+    ///
+    /// `dir` is created if missing; an existing `dir` must be an empty directory. If the
+    /// checkpoint fails, what it wrote in `dir` is removed (and `dir` too if it created it); an
+    /// interrupted one (a crash) leaves no CURRENT, which an open refuses rather than mistake for
+    /// a store.
+    ///
+    /// On a store opened read-only nothing is flushed: what the WALs held is written as one table
+    /// of the copy instead, so the copy holds everything the reader sees.
+    ///
+    /// ```
+    /// use siftdb::{Db, Options};
+    ///
+    /// # fn main() -> siftdb::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path().join("live"), Options::default())?;
+    /// db.put(b"k", b"before")?;
+    /// db.checkpoint(dir.path().join("copy"))?;
+    /// db.put(b"k", b"after")?;
+    ///
+    /// let copy = Db::open(dir.path().join("copy"), Options::default())?;
+    /// assert_eq!(copy.get(b"k")?, Some(b"before".to_vec()));
+    /// assert_eq!(db.get(b"k")?, Some(b"after".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// - `Error::InvalidArgument` if `dir` exists and is not an empty directory;
+    /// - `Error::Background` if the store's background work failed earlier (the flush cannot be
+    ///   made);
+    /// - `Error::Io` naming the file for operating-system failures (in `dir` or reading a table).
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let inner = &self.inner;
+        let dir = dir.as_ref();
+        let created = prepare_dir(&inner.fs, dir)?;
+        let mut made = Vec::new();
+        let result = self.write_checkpoint(dir, &mut made);
+        if let Err(e) = &result {
+            log::error!(
+                "siftdb {}: checkpoint into {} failed: {e}",
+                inner.dir.display(),
+                dir.display()
+            );
+            // Best effort: leave `dir` as it was found.
+            for path in made.iter().rev() {
+                let _ = inner.fs.remove_file(path);
+            }
+            if created {
+                let _ = inner.fs.remove_dir(dir);
+            }
+        }
+        result
+    }
+
+    fn write_checkpoint(&self, dir: &Path, made: &mut Vec<PathBuf>) -> Result<()> {
+        let inner = &self.inner;
+        if !inner.read_only {
+            self.flush()?;
+        }
+        // One version and the sequence its tables hold, taken together under the MANIFEST lock:
+        // holding the version keeps its tables from being deleted while they are linked.
+        let (version, counters) = {
+            let manifest = inner.manifest.lock();
+            (Arc::clone(manifest.current()), manifest.counters)
+        };
+        let mut linking = true;
+        for f in version.levels.iter().flatten() {
+            let from = table_path(&inner.dir, f.number);
+            let to = table_path(dir, f.number);
+            link_or_copy(&inner.fs, &from, &to, &mut linking, made)?;
+        }
+        let mut version = Version::clone(&version);
+        let mut last_sequence = counters.last_sequence;
+        if inner.read_only {
+            // The replayed WALs, which a reader keeps in memory, become one table of the copy.
+            let sv = inner.super_version();
+            if !sv.mem.is_empty() {
+                let number = inner.new_file_number();
+                let table =
+                    table_options(&inner.options, inner.options.filter.clone(), inner.store_id);
+                made.push(table_path(dir, number));
+                let added = write_level0_table(
+                    &inner.fs,
+                    dir,
+                    number,
+                    table,
+                    &inner.stats,
+                    &[],
+                    &mut sv.mem.iter(),
+                )?;
+                version = version.apply(&VersionEdit {
+                    added: added.into_iter().collect(),
+                    ..Default::default()
+                });
+                last_sequence = inner
+                    .last_sequence
+                    .load(std::sync::atomic::Ordering::Acquire);
+            }
+        }
+        // Past every table the copy names; no WAL in the copy is needed.
+        let number = new_number(inner, &version);
+        made.push(dir.join(super::filename::manifest_name(number)));
+        made.push(super::filename::current_temp_path(dir));
+        made.push(super::filename::current_path(dir));
+        Manifest::create(
+            &inner.fs,
+            dir,
+            number,
+            version,
+            ManifestCounters {
+                log_number: number,
+                next_file_number: number + 1,
+                last_sequence,
+            },
+            inner.store_id,
+        )?;
+        Ok(())
+    }
+}
+
+/// A file number above every table of `version` (and unused by this store).
+fn new_number(inner: &DbInner, version: &Version) -> u64 {
+    let highest = version
+        .levels
+        .iter()
+        .flatten()
+        .map(|f| f.number)
+        .max()
+        .unwrap_or(0);
+    inner.new_file_number().max(highest + 1)
+}
+
+/// Makes `dir` ready for a checkpoint: creates it (and syncs its parent) if missing; an existing
+/// one must be an empty directory. Returns whether it was created.
+fn prepare_dir(fs: &FileSystem, dir: &Path) -> Result<bool> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(Error::InvalidArgument(format!(
+                    "checkpoint directory {} is not empty",
+                    dir.display()
+                )));
+            }
+            Ok(false)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs.create_dir_all(dir)?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent)?;
+            }
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(Error::InvalidArgument(format!(
+            "checkpoint directory {} is a file",
+            dir.display()
+        ))),
+        Err(e) => Err(io_at(dir)(e)),
+    }
+}
+
+/// Hard-links table `from` as `to`, or copies it (and fsyncs the copy) if linking fails; after one
+/// failed link (`*linking` turns false) every later table is copied.
+fn link_or_copy(
+    fs: &FileSystem,
+    from: &Path,
+    to: &Path,
+    linking: &mut bool,
+    made: &mut Vec<PathBuf>,
+) -> Result<()> {
+    if *linking {
+        match fs.hard_link(from, to) {
+            Ok(()) => {
+                made.push(to.to_path_buf());
+                return Ok(());
+            }
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::Io(e));
+            }
+            Err(e) => {
+                log::debug!(
+                    "checkpoint: cannot hard-link {} ({e}); copying tables",
+                    from.display()
+                );
+                *linking = false;
+            }
+        }
+    }
+    let mut source = File::open(from).map_err(io_at(from))?;
+    let mut copy = fs.create(to)?;
+    made.push(to.to_path_buf());
+    // A write error already names the copy; a read error is named after the source.
+    io::copy(&mut source, &mut copy).map_err(io_at(from))?;
+    copy.sync()
+}

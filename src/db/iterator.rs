@@ -1,0 +1,903 @@
+//! [`DbIterator`]: a cursor over the store's live entries that moves both ways, and the merge of
+//! memtables and tables under it that [`Scan`](super::Scan) shares.
+//!
+//! The logic is LevelDB's `DBIter`. Going forward, the merge is on the entry the iterator shows
+//! (the newest visible version of its user key), and `key`/`value` borrow from it. Going backward,
+//! the merge is on the last entry *before* every version of the current user key: walking back, the
+//! versions of a user key come oldest first, so the newest visible one is only known once the walk
+//! has passed it; its key and value are then copied into buffers the iterator reuses.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::level_iter::LevelIter;
+use super::version::FileMeta;
+use super::{Db, DbInner, Snapshot, SuperVersion};
+use crate::error::{Error, Result};
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key::{append_internal_key, compare_bytes, parse_internal_key, user_key, ValueKind};
+
+/// The memtables and tables an iterator merges: a super-version's, with (for a prefix scan) only
+/// the tables that may hold the prefix.
+#[derive(Clone)]
+pub(crate) struct Sources {
+    /// Held for as long as the iterator lives: its memtables and tables (and so their files) stay.
+    sv: Arc<SuperVersion>,
+    /// L0 tables to read, newest first.
+    l0: Vec<Arc<FileMeta>>,
+    /// Per level ≥ 1 that has tables to read, its tables in key order.
+    levels: Vec<Vec<Arc<FileMeta>>>,
+}
+
+impl Sources {
+    /// The memtables of `sv` and those of its tables `keep` accepts.
+    pub(crate) fn filtered(
+        sv: Arc<SuperVersion>,
+        mut keep: impl FnMut(&FileMeta) -> Result<bool>,
+    ) -> Result<Sources> {
+        let mut l0 = Vec::new();
+        for f in sv.version.levels[0].iter().rev() {
+            if keep(f)? {
+                l0.push(Arc::clone(f));
+            }
+        }
+        let mut levels = Vec::new();
+        for files in sv.version.levels.iter().skip(1) {
+            let mut kept = Vec::new();
+            for f in files {
+                if keep(f)? {
+                    kept.push(Arc::clone(f));
+                }
+            }
+            if !kept.is_empty() {
+                levels.push(kept);
+            }
+        }
+        Ok(Sources { sv, l0, levels })
+    }
+
+    /// The merge of every source: memtables newest first, L0 tables newest first, then one
+    /// [`LevelIter`] per level (which opens its tables as the walk reaches them).
+    ///
+    /// # Errors
+    /// `Error::Corruption` or `Error::Io` if an L0 table cannot be opened.
+    fn merge(&self, inner: &DbInner) -> Result<MergingIterator> {
+        let sv = &self.sv;
+        let mut children: Vec<Box<dyn InternalIterator>> =
+            Vec::with_capacity(1 + sv.imm.len() + self.l0.len() + self.levels.len());
+        children.push(Box::new(sv.mem.iter()));
+        for m in &sv.imm {
+            children.push(Box::new(m.iter()));
+        }
+        for f in &self.l0 {
+            children.push(Box::new(inner.tables.get(f)?.iter(true)));
+        }
+        for files in &self.levels {
+            let tables = Arc::clone(&inner.tables);
+            children.push(Box::new(LevelIter::new(files.clone(), tables, true)));
+        }
+        Ok(MergingIterator::new(children))
+    }
+}
+
+/// The error for an entry whose internal key does not parse.
+fn malformed(dir: &Path) -> Error {
+    Error::corruption(dir, "iterator met a malformed internal key")
+}
+
+/// Which way a [`DbIterator`] last moved, which says where its merge is (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// A cursor over the store's live entries as of the moment it was created, in key order, that
+/// moves both ways. [`Db::iter`] returns one.
+///
+/// It starts nowhere: position it with [`seek_to_first`](Self::seek_to_first),
+/// [`seek_to_last`](Self::seek_to_last), [`seek`](Self::seek) or
+/// [`seek_for_prev`](Self::seek_for_prev), then step with [`next`](Self::next) and
+/// [`prev`](Self::prev), turning around whenever you like. While [`valid`](Self::valid),
+/// [`key`](Self::key) and [`value`](Self::value) borrow the current entry. It sees the newest
+/// version of each key written before it was created, hides deleted keys, and sees no later
+/// write.
+///
+/// ```
+/// # fn main() -> siftdb::Result<()> {
+/// # let dir = tempfile::tempdir()?;
+/// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+/// for k in ["a", "b", "c", "d"] {
+///     db.put(k, k.to_uppercase())?;
+/// }
+/// db.delete("c")?;
+/// let mut it = db.iter();
+/// it.seek("b")?;
+/// assert_eq!((it.key(), it.value()), (&b"b"[..], &b"B"[..]));
+/// it.next()?; // "c" is deleted
+/// assert_eq!(it.key(), b"d");
+/// it.prev()?;
+/// assert_eq!(it.key(), b"b");
+/// it.seek_for_prev("c")?; // the last key ≤ "c"
+/// assert_eq!(it.key(), b"b");
+/// it.seek_to_last()?;
+/// let mut backward = Vec::new();
+/// while it.valid() {
+///     backward.push(it.key().to_vec());
+///     it.prev()?;
+/// }
+/// assert_eq!(backward, [b"d".to_vec(), b"b".to_vec(), b"a".to_vec()]);
+/// # Ok(()) }
+/// ```
+///
+/// **What it holds.** An iterator keeps the memtables and tables it reads: flushes and
+/// compactions that run meanwhile change nothing it returns, and the files of tables they replace
+/// are deleted only once it is dropped. It also keeps the store's shared state, so it stays usable
+/// after its [`Db`] is dropped or closed (the background threads have stopped then, and it reads
+/// only what it already held); but that state includes the directory's `LOCK`, so
+/// [`Db::open`] of the same directory fails with [`Error::Locked`] until every iterator and
+/// [`Scan`](crate::Scan) of the old `Db` is dropped. Hold iterators only as long as needed.
+///
+/// **Costs.** A step forward borrows the entry from its data block or memtable copy and allocates
+/// nothing; a step backward copies the entry into buffers the iterator reuses. Each step visits
+/// every version of the keys it passes, so a run of deleted or overwritten keys costs a step per
+/// version. Turning around re-seeks each memtable, L0 table and level once.
+pub struct DbIterator {
+    inner: Arc<DbInner>,
+    sources: Sources,
+    /// Entries newer than this are invisible.
+    sequence: u64,
+    /// The range this iterator stops at (a [`Scan`](super::Scan)'s): forward walks end at the
+    /// first key past `upper`, backward walks at the first key before `lower`.
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    /// The merge, built at the first positioning call (opening the L0 tables may fail).
+    merged: Option<MergingIterator>,
+    direction: Direction,
+    valid: bool,
+    /// Forward: scratch (the seek target; the user key whose older versions are skipped).
+    /// Reverse: the current user key.
+    saved_key: Vec<u8>,
+    /// Reverse: the current value.
+    saved_value: Vec<u8>,
+    /// The error the last move met, until the next seek.
+    error: Option<Error>,
+}
+
+impl Db {
+    /// A [`DbIterator`] over the store as it is now: it sees every write acknowledged before this
+    /// call and none after.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("x", "1")?;
+    /// let mut it = db.iter();
+    /// db.put("y", "2")?; // after the iterator: not seen
+    /// it.seek_to_first()?;
+    /// assert_eq!(it.key(), b"x");
+    /// it.next()?;
+    /// assert!(!it.valid());
+    /// # Ok(()) }
+    /// ```
+    pub fn iter(&self) -> DbIterator {
+        let (sv, sequence) = self.inner.read_view();
+        DbIterator::new(&self.inner, Sources::all_of(sv), sequence)
+    }
+
+    /// A [`DbIterator`] over the store as it was when `snapshot` was taken: it sees the writes
+    /// the snapshot sees, however much is written, flushed or compacted meanwhile.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("a", "1")?;
+    /// let snapshot = db.snapshot();
+    /// db.put("b", "2")?;
+    /// db.delete("a")?;
+    /// let mut it = db.iter_at(&snapshot);
+    /// it.seek_to_last()?;
+    /// assert_eq!((it.key(), it.value()), (&b"a"[..], &b"1"[..]));
+    /// it.prev()?;
+    /// assert!(!it.valid());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    /// If `snapshot` was taken from another `Db`.
+    pub fn iter_at(&self, snapshot: &Snapshot) -> DbIterator {
+        self.check_snapshot(snapshot);
+        self.iter_at_sequence(snapshot.sequence())
+    }
+
+    /// A [`DbIterator`] that sees the entries with sequence ≤ `sequence`, over the current
+    /// super-version. The caller keeps the versions that sequence sees from being dropped (a
+    /// registered snapshot does).
+    pub(crate) fn iter_at_sequence(&self, sequence: u64) -> DbIterator {
+        let sv = self.inner.super_version();
+        DbIterator::new(&self.inner, Sources::all_of(sv), sequence)
+    }
+}
+
+impl Sources {
+    /// Every memtable and table of `sv`; choosing them reads nothing, so it cannot fail.
+    fn all_of(sv: Arc<SuperVersion>) -> Sources {
+        let l0 = sv.version.levels[0].iter().rev().cloned().collect();
+        let levels = sv
+            .version
+            .levels
+            .iter()
+            .skip(1)
+            .filter(|files| !files.is_empty())
+            .cloned()
+            .collect();
+        Sources { sv, l0, levels }
+    }
+}
+
+impl DbIterator {
+    /// An unpositioned iterator over `sources` at `sequence`.
+    pub(crate) fn new(inner: &Arc<DbInner>, sources: Sources, sequence: u64) -> DbIterator {
+        DbIterator {
+            inner: Arc::clone(inner),
+            sources,
+            sequence,
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+            merged: None,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Stops forward walks at the first key past `upper` and backward walks at the first key
+    /// before `lower`, without reading further (a scan's range).
+    pub(crate) fn bounded(mut self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>) -> DbIterator {
+        self.lower = lower;
+        self.upper = upper;
+        self
+    }
+
+    /// Whether the iterator is on an entry. It is not before the first positioning call, after
+    /// stepping past either end, or after an error (see [`status`](Self::status)).
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("k", "v")?;
+    /// let mut it = db.iter();
+    /// assert!(!it.valid()); // not positioned yet
+    /// it.seek_to_first()?;
+    /// assert!(it.valid());
+    /// it.prev()?;
+    /// assert!(!it.valid()); // before the first key
+    /// # Ok(()) }
+    /// ```
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current key; empty when not [`valid`](Self::valid).
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("k", "v")?;
+    /// let mut it = db.iter();
+    /// it.seek("a")?;
+    /// assert_eq!(it.key(), b"k");
+    /// # Ok(()) }
+    /// ```
+    pub fn key(&self) -> &[u8] {
+        if !self.valid {
+            return &[];
+        }
+        match (self.direction, &self.merged) {
+            (Direction::Forward, Some(it)) => user_key(it.key()),
+            _ => &self.saved_key,
+        }
+    }
+
+    /// The current value; empty when not [`valid`](Self::valid).
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("k", "v")?;
+    /// let mut it = db.iter();
+    /// it.seek_to_last()?;
+    /// assert_eq!(it.value(), b"v");
+    /// # Ok(()) }
+    /// ```
+    pub fn value(&self) -> &[u8] {
+        if !self.valid {
+            return &[];
+        }
+        match (self.direction, &self.merged) {
+            (Direction::Forward, Some(it)) => it.value(),
+            _ => &self.saved_value,
+        }
+    }
+
+    /// Positions on the first key of the store (invalid if there is none).
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("b", "2")?;
+    /// db.put("a", "1")?;
+    /// let mut it = db.iter();
+    /// it.seek_to_first()?;
+    /// assert_eq!(it.key(), b"a");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming the file if a table it reads is damaged; `Error::Io` if one
+    /// cannot be read. The iterator is then invalid, and [`status`](Self::status) returns the
+    /// error until the next seek.
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.run(true, Self::try_seek_to_first)
+    }
+
+    /// Positions on the last key of the store (invalid if there is none).
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("b", "2")?;
+    /// db.put("a", "1")?;
+    /// let mut it = db.iter();
+    /// it.seek_to_last()?;
+    /// assert_eq!(it.key(), b"b");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`seek_to_first`](Self::seek_to_first).
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.run(true, Self::try_seek_to_last)
+    }
+
+    /// Positions on the first key ≥ `key` (invalid if there is none).
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("apple", "1")?;
+    /// db.put("cherry", "2")?;
+    /// let mut it = db.iter();
+    /// it.seek("banana")?;
+    /// assert_eq!(it.key(), b"cherry");
+    /// it.seek("cherry")?;
+    /// assert_eq!(it.key(), b"cherry");
+    /// it.seek("date")?;
+    /// assert!(!it.valid());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`seek_to_first`](Self::seek_to_first).
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.run(true, |it| it.try_seek(key.as_ref()))
+    }
+
+    /// Positions on the last key ≤ `key` (invalid if there is none).
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("apple", "1")?;
+    /// db.put("cherry", "2")?;
+    /// let mut it = db.iter();
+    /// it.seek_for_prev("banana")?;
+    /// assert_eq!(it.key(), b"apple");
+    /// it.seek_for_prev("cherry")?;
+    /// assert_eq!(it.key(), b"cherry");
+    /// it.seek_for_prev("aardvark")?;
+    /// assert!(!it.valid());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`seek_to_first`](Self::seek_to_first).
+    pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.run(true, |it| it.try_seek_for_prev(key.as_ref()))
+    }
+
+    /// Moves to the next key (invalid past the last). Does nothing on an invalid iterator.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("a", "1")?;
+    /// db.put("b", "2")?;
+    /// let mut it = db.iter();
+    /// it.seek_to_first()?;
+    /// it.next()?;
+    /// assert_eq!(it.key(), b"b");
+    /// it.next()?;
+    /// assert!(!it.valid());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`seek_to_first`](Self::seek_to_first); on an iterator already invalid after an error,
+    /// that error again.
+    // A cursor, not a `std::iter::Iterator`: keys and values borrow from it. (`Scan` is the
+    // `Iterator`.)
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<()> {
+        self.run(false, Self::try_next)
+    }
+
+    /// Moves to the previous key (invalid before the first). Does nothing on an invalid iterator.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("a", "1")?;
+    /// db.put("b", "2")?;
+    /// let mut it = db.iter();
+    /// it.seek_to_last()?;
+    /// it.prev()?;
+    /// assert_eq!(it.key(), b"a");
+    /// it.prev()?;
+    /// assert!(!it.valid());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`next`](Self::next).
+    pub fn prev(&mut self) -> Result<()> {
+        self.run(false, Self::try_prev)
+    }
+
+    /// The error the last seek or step met, if any: `Ok` while the iterator is positioned or has
+    /// simply run off an end.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// let mut it = db.iter();
+    /// it.seek_to_first()?;
+    /// assert!(!it.valid()); // an empty store
+    /// it.status()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A copy of the error the last move returned (`Error::Corruption` naming a damaged table,
+    /// `Error::Io`), until the next seek.
+    pub fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs a move: a seek (`seek` true) starts afresh, a step on an invalid iterator does nothing
+    /// (and repeats the last error). An error leaves the iterator invalid and is kept for
+    /// `status`.
+    fn run(&mut self, seek: bool, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        if seek {
+            self.error = None;
+            if self.merged.is_none() {
+                match self.sources.merge(&self.inner) {
+                    Ok(m) => self.merged = Some(m),
+                    Err(e) => return self.fail(e),
+                }
+            }
+        } else if !self.valid {
+            return self.status();
+        }
+        match f(self) {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn fail(&mut self, e: Error) -> Result<()> {
+        self.valid = false;
+        self.saved_key.clear();
+        self.saved_value.clear();
+        self.error = Some(e.duplicate());
+        Err(e)
+    }
+
+    fn try_seek_to_first(&mut self) -> Result<()> {
+        self.direction = Direction::Forward;
+        self.saved_value.clear();
+        if let Some(it) = self.merged.as_mut() {
+            match &self.lower {
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    self.saved_key.clear();
+                    append_internal_key(&mut self.saved_key, k, self.sequence, ValueKind::Value);
+                    it.seek(&self.saved_key)?;
+                }
+                Bound::Unbounded => it.seek_to_first()?,
+            }
+        }
+        self.find_next_user_entry(false)?;
+        self.skip_excluded_lower()
+    }
+
+    fn try_seek_to_last(&mut self) -> Result<()> {
+        self.direction = Direction::Reverse;
+        if let Some(it) = self.merged.as_mut() {
+            match &self.upper {
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    self.saved_key.clear();
+                    append_internal_key(&mut self.saved_key, k, 0, ValueKind::Deletion);
+                    it.seek_for_prev(&self.saved_key)?;
+                }
+                Bound::Unbounded => it.seek_to_last()?,
+            }
+        }
+        self.find_prev_user_entry()?;
+        self.skip_excluded_upper()
+    }
+
+    fn try_seek(&mut self, key: &[u8]) -> Result<()> {
+        self.direction = Direction::Forward;
+        self.saved_value.clear();
+        self.saved_key.clear();
+        // The newest version of `key` visible at the iterator's sequence sorts first.
+        append_internal_key(&mut self.saved_key, key, self.sequence, ValueKind::Value);
+        if let Some(it) = self.merged.as_mut() {
+            it.seek(&self.saved_key)?;
+        }
+        self.find_next_user_entry(false)
+    }
+
+    fn try_seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        self.direction = Direction::Reverse;
+        self.saved_key.clear();
+        // Sequence 0 and the tombstone tag make the largest internal key of `key`: every version
+        // of it is at or before this one.
+        append_internal_key(&mut self.saved_key, key, 0, ValueKind::Deletion);
+        if let Some(it) = self.merged.as_mut() {
+            it.seek_for_prev(&self.saved_key)?;
+        }
+        self.find_prev_user_entry()
+    }
+
+    /// A scan whose start bound is exclusive does not return the bound itself.
+    fn skip_excluded_lower(&mut self) -> Result<()> {
+        if let Bound::Excluded(k) = &self.lower {
+            if self.valid && self.key() == k.as_slice() {
+                return self.try_next();
+            }
+        }
+        Ok(())
+    }
+
+    /// A scan whose end bound is exclusive does not return the bound itself.
+    fn skip_excluded_upper(&mut self) -> Result<()> {
+        if let Bound::Excluded(k) = &self.upper {
+            if self.valid && self.key() == k.as_slice() {
+                return self.try_prev();
+            }
+        }
+        Ok(())
+    }
+
+    fn try_next(&mut self) -> Result<()> {
+        let Some(it) = self.merged.as_mut() else {
+            self.valid = false;
+            return Ok(());
+        };
+        if self.direction == Direction::Reverse {
+            // The merge is just before every version of the current key (or past the beginning):
+            // step into them; `saved_key` holds the key, whose versions are skipped below.
+            self.direction = Direction::Forward;
+            self.saved_value.clear();
+            if it.valid() {
+                it.next()?;
+            } else {
+                it.seek_to_first()?;
+            }
+        } else {
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(user_key(it.key()));
+            it.next()?;
+        }
+        self.find_next_user_entry(true)
+    }
+
+    fn try_prev(&mut self) -> Result<()> {
+        let Some(it) = self.merged.as_mut() else {
+            self.valid = false;
+            return Ok(());
+        };
+        if self.direction == Direction::Forward {
+            // The merge is on the current entry: move it before every version of the current key.
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(user_key(it.key()));
+            loop {
+                it.prev()?;
+                if !it.valid() {
+                    self.valid = false;
+                    self.saved_key.clear();
+                    return Ok(());
+                }
+                if compare_bytes(user_key(it.key()), &self.saved_key).is_lt() {
+                    break;
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.find_prev_user_entry()
+    }
+
+    /// Forward from the merge's position to the newest visible version of the next user key that
+    /// is not deleted, skipping (if `skipping`) every version of `saved_key` and of keys before it.
+    fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
+        self.valid = false;
+        let Some(it) = self.merged.as_mut() else {
+            return Ok(());
+        };
+        while it.valid() {
+            let Some(p) = parse_internal_key(it.key()) else {
+                return Err(malformed(&self.inner.dir));
+            };
+            let past_end = match &self.upper {
+                Bound::Included(e) => compare_bytes(p.user_key, e).is_gt(),
+                Bound::Excluded(e) => compare_bytes(p.user_key, e).is_ge(),
+                Bound::Unbounded => false,
+            };
+            if past_end {
+                break;
+            }
+            if p.seq <= self.sequence {
+                match p.kind {
+                    ValueKind::Deletion => {
+                        // Every older version of this key is hidden.
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(p.user_key);
+                        skipping = true;
+                    }
+                    ValueKind::Value => {
+                        let hidden = skipping && compare_bytes(p.user_key, &self.saved_key).is_le();
+                        if !hidden {
+                            self.valid = true;
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            it.next()?;
+        }
+        self.saved_key.clear();
+        Ok(())
+    }
+
+    /// Backward from the merge's position to the previous user key whose newest visible version is
+    /// a value: walking back, a key's versions come oldest first, so the walk goes on until it
+    /// reaches an older key, keeping the newest visible version it passed. The merge ends on the
+    /// entry before that key's versions; the key and value are copied.
+    fn find_prev_user_entry(&mut self) -> Result<()> {
+        self.valid = false;
+        let mut found = false;
+        if let Some(it) = self.merged.as_mut() {
+            while it.valid() {
+                let Some(p) = parse_internal_key(it.key()) else {
+                    return Err(malformed(&self.inner.dir));
+                };
+                let before_start = match &self.lower {
+                    Bound::Included(s) => compare_bytes(p.user_key, s).is_lt(),
+                    Bound::Excluded(s) => compare_bytes(p.user_key, s).is_le(),
+                    Bound::Unbounded => false,
+                };
+                if before_start {
+                    break;
+                }
+                if p.seq <= self.sequence {
+                    if found && compare_bytes(p.user_key, &self.saved_key).is_lt() {
+                        // A visible entry of an older key: the key after it is the answer.
+                        break;
+                    }
+                    match p.kind {
+                        ValueKind::Deletion => {
+                            found = false;
+                            self.saved_key.clear();
+                            self.saved_value.clear();
+                        }
+                        ValueKind::Value => {
+                            found = true;
+                            self.saved_key.clear();
+                            self.saved_key.extend_from_slice(p.user_key);
+                            self.saved_value.clear();
+                            self.saved_value.extend_from_slice(it.value());
+                        }
+                    }
+                }
+                it.prev()?;
+            }
+        }
+        if found {
+            self.valid = true;
+        } else {
+            self.saved_key.clear();
+            self.saved_value.clear();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::Options;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// Walks `it` against `model` (the live keys it should see): whole walks both ways, then
+    /// random seeks of every kind, each followed by random steps that turn around often.
+    fn check(it: &mut DbIterator, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng) {
+        let entries: Vec<(&Vec<u8>, &Vec<u8>)> = model.iter().collect();
+        let n = entries.len();
+        let at = |it: &DbIterator, pos: usize, what: &str| match entries.get(pos) {
+            Some((k, v)) => {
+                assert!(it.valid(), "{what}: expected {k:?}, iterator invalid");
+                assert_eq!((it.key(), it.value()), (&k[..], &v[..]), "{what}");
+            }
+            None => assert!(!it.valid(), "{what}: expected the end, got {:?}", it.key()),
+        };
+        it.seek_to_first().unwrap();
+        for i in 0..=n {
+            at(it, i, "forward walk");
+            it.next().unwrap();
+        }
+        it.seek_to_last().unwrap();
+        for i in (0..n).rev() {
+            at(it, i, "backward walk");
+            it.prev().unwrap();
+        }
+        at(it, n, "before the first");
+        for round in 0..400 {
+            let target = format!("k{:03}", rng.gen_range(0..130)).into_bytes();
+            let mut pos = match rng.gen_range(0..4) {
+                0 => {
+                    it.seek(&target).unwrap();
+                    entries.partition_point(|(k, _)| **k < target)
+                }
+                1 => {
+                    it.seek_for_prev(&target).unwrap();
+                    entries
+                        .partition_point(|(k, _)| **k <= target)
+                        .checked_sub(1)
+                        .unwrap_or(n)
+                }
+                2 => {
+                    it.seek_to_first().unwrap();
+                    0
+                }
+                _ => {
+                    it.seek_to_last().unwrap();
+                    n.checked_sub(1).unwrap_or(n)
+                }
+            };
+            at(it, pos, &format!("round {round}: seek"));
+            for step in 0..rng.gen_range(0..10) {
+                if pos == n {
+                    break;
+                }
+                if rng.gen_bool(0.5) {
+                    it.next().unwrap();
+                    pos += 1;
+                } else {
+                    it.prev().unwrap();
+                    pos = pos.checked_sub(1).unwrap_or(n);
+                }
+                at(it, pos, &format!("round {round}, step {step}"));
+            }
+            it.status().unwrap();
+        }
+    }
+
+    /// Random puts and deletes over a small key space, many versions per key, on a store holding
+    /// `start`; returns the model after each write (index 0: `start`).
+    fn write_versions(
+        db: &Db,
+        rng: &mut StdRng,
+        ops: usize,
+        start: BTreeMap<Vec<u8>, Vec<u8>>,
+    ) -> Vec<BTreeMap<Vec<u8>, Vec<u8>>> {
+        let mut models = vec![start];
+        for i in 0..ops {
+            let key = format!("k{:03}", rng.gen_range(0..120)).into_bytes();
+            let mut model = models.last().cloned().unwrap_or_default();
+            if rng.gen_bool(0.3) {
+                db.delete(&key).unwrap();
+                model.remove(&key);
+            } else {
+                let value = format!("v{i}").into_bytes();
+                db.put(&key, &value).unwrap();
+                model.insert(key, value);
+            }
+            models.push(model);
+        }
+        models
+    }
+
+    #[test]
+    fn every_sequence_sees_its_own_versions_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let mut rng = StdRng::seed_from_u64(21);
+        // Everything stays in the memtable, every version of every key with it.
+        // Sequences start at 1 in a new store, so model i is the store at sequence i.
+        let models = write_versions(&db, &mut rng, 1500, BTreeMap::new());
+        for seq in [0, 1, 2, 50, 700, 1499, 1500] {
+            let mut it = db.iter_at_sequence(seq);
+            check(&mut it, &models[seq as usize], &mut rng);
+        }
+        let mut it = db.iter();
+        check(&mut it, &models[1500], &mut rng);
+    }
+
+    #[test]
+    fn memtables_and_tables_merge_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::default()
+            .write_buffer_size(8 << 10)
+            .target_file_size(4 << 10)
+            .max_bytes_for_level_base(16 << 10);
+        let db = Db::open(dir.path(), options).unwrap();
+        let mut rng = StdRng::seed_from_u64(22);
+        let mut model = BTreeMap::new();
+        for round in 0..6 {
+            model = write_versions(&db, &mut rng, 600, model).pop().unwrap();
+            match round % 3 {
+                0 => db.flush().unwrap(),
+                1 => db.compact().unwrap(),
+                _ => {}
+            }
+            let mut it = db.iter();
+            check(&mut it, &model, &mut rng);
+        }
+    }
+
+    #[test]
+    fn an_iterator_keeps_what_it_was_created_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for i in 0..100 {
+            db.put(format!("k{i:03}"), "old").unwrap();
+        }
+        let mut it = db.iter();
+        for i in 0..100 {
+            if i % 2 == 0 {
+                db.delete(format!("k{i:03}")).unwrap();
+            } else {
+                db.put(format!("k{i:03}"), "new").unwrap();
+            }
+        }
+        db.put("k999", "new").unwrap();
+        db.compact().unwrap();
+        let model: BTreeMap<Vec<u8>, Vec<u8>> = (0..100)
+            .map(|i| (format!("k{i:03}").into_bytes(), b"old".to_vec()))
+            .collect();
+        let mut rng = StdRng::seed_from_u64(23);
+        check(&mut it, &model, &mut rng);
+    }
+}

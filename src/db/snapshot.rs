@@ -1,0 +1,203 @@
+//! Snapshots: a sequence number a reader keeps, and the list of live ones that flushes and
+//! compactions consult so that every snapshot keeps seeing the newest version of each key at or
+//! below its sequence.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::Db;
+
+/// The sequences of the live snapshots, with how many snapshots hold each.
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotList {
+    live: Mutex<BTreeMap<u64, usize>>,
+}
+
+impl SnapshotList {
+    fn acquire(&self, sequence: u64) {
+        *self.live.lock().entry(sequence).or_default() += 1;
+    }
+
+    fn release(&self, sequence: u64) {
+        let mut live = self.live.lock();
+        if let Some(n) = live.get_mut(&sequence) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&sequence);
+            }
+        }
+    }
+
+    /// The live snapshots' sequences, ascending, each once.
+    pub(crate) fn sequences(&self) -> Vec<u64> {
+        self.live.lock().keys().copied().collect()
+    }
+
+    /// How many snapshots are live, and the oldest one's sequence.
+    pub(crate) fn summary(&self) -> (usize, Option<u64>) {
+        let live = self.live.lock();
+        (live.values().sum(), live.keys().next().copied())
+    }
+}
+
+/// A consistent view of the store at one moment: reads at a snapshot ([`Db::get_at`],
+/// [`Db::get_pinned_at`], [`Db::iter_at`], [`Db::scan_at`], [`Db::scan_prefix_at`]) see every
+/// write acknowledged before it was taken and none after, however much is written, flushed or
+/// compacted meanwhile. Released when dropped; it does not outlive a reopen.
+///
+/// ```
+/// # fn main() -> siftdb::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+/// db.put(b"k", b"before")?;
+/// let snapshot = db.snapshot();
+/// db.put(b"k", b"after")?;
+/// db.compact()?;
+/// assert_eq!(db.get_at(&snapshot, b"k")?, Some(b"before".to_vec()));
+/// assert_eq!(db.get(b"k")?, Some(b"after".to_vec()));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Snapshot {
+    sequence: u64,
+    list: Arc<SnapshotList>,
+}
+
+impl Snapshot {
+    /// A snapshot at `sequence`, registered in `list` until dropped.
+    pub(crate) fn new(sequence: u64, list: Arc<SnapshotList>) -> Snapshot {
+        list.acquire(sequence);
+        Snapshot { sequence, list }
+    }
+
+    /// The sequence number of the last write the snapshot sees.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+}
+
+impl Db {
+    /// A snapshot of the store as it is now: every write acknowledged so far, and none after.
+    /// While it is live, flushes and compactions keep the versions it sees (one per key at most),
+    /// so hold snapshots only as long as needed. See [`Snapshot`].
+    pub fn snapshot(&self) -> Snapshot {
+        let sequence = self
+            .inner
+            .last_sequence
+            .load(std::sync::atomic::Ordering::Acquire);
+        Snapshot::new(sequence, Arc::clone(&self.inner.snapshots))
+    }
+}
+
+impl Db {
+    /// Panics unless `snapshot` was taken from this store: another store's sequence numbers mean
+    /// nothing here.
+    pub(crate) fn check_snapshot(&self, snapshot: &Snapshot) {
+        assert!(
+            Arc::ptr_eq(&snapshot.list, &self.inner.snapshots),
+            "a snapshot of another siftdb::Db was passed to the store in {}",
+            self.inner.dir.display()
+        );
+    }
+}
+
+impl Clone for Snapshot {
+    fn clone(&self) -> Snapshot {
+        Snapshot::new(self.sequence, Arc::clone(&self.list))
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        self.list.release(self.sequence);
+    }
+}
+
+/// Which versions of one user key must survive a flush or compaction: the newest, and for every
+/// live snapshot the newest at or below its sequence. Versions arrive newest first; each belongs
+/// to the *stripe* of the smallest snapshot at or above its sequence (or to the latest stripe,
+/// above every snapshot), and the first of each stripe is kept.
+pub(crate) struct VersionRetention<'a> {
+    snapshots: &'a [u64],
+    /// The stripe of the last version kept for the current key (`usize::MAX`: none yet).
+    last_stripe: usize,
+}
+
+impl<'a> VersionRetention<'a> {
+    /// Retention against `snapshots`, ascending.
+    pub(crate) fn new(snapshots: &'a [u64]) -> Self {
+        VersionRetention {
+            snapshots,
+            last_stripe: usize::MAX,
+        }
+    }
+
+    /// A new user key begins.
+    pub(crate) fn next_key(&mut self) {
+        self.last_stripe = usize::MAX;
+    }
+
+    /// Whether the version at `sequence` (of the current key, newer ones already seen) is kept.
+    pub(crate) fn keep(&mut self, sequence: u64) -> bool {
+        let stripe = self.snapshots.partition_point(|&s| s < sequence);
+        if stripe == self.last_stripe {
+            return false;
+        }
+        self.last_stripe = stripe;
+        true
+    }
+
+    /// Whether a live snapshot is older than `sequence`. If none is, every older version of the
+    /// key shares the stripe of a version at `sequence` and is dropped, so a tombstone there
+    /// hides nothing once nothing of its key is left in deeper levels.
+    pub(crate) fn snapshot_below(&self, sequence: u64) -> bool {
+        self.snapshots.first().is_some_and(|&s| s < sequence)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_newest_version_and_the_newest_below_each_snapshot() {
+        // Versions 10, 8, 6, 4, 2 of one key; snapshots at 3 and 7.
+        let snapshots = [3, 7];
+        let mut r = VersionRetention::new(&snapshots);
+        r.next_key();
+        let kept: Vec<u64> = [10, 8, 6, 4, 2]
+            .into_iter()
+            .filter(|&s| r.keep(s))
+            .collect();
+        // 10 (latest), 6 (newest ≤ 7), 2 (newest ≤ 3).
+        assert_eq!(kept, vec![10, 6, 2]);
+        // A version at a snapshot's own sequence belongs to it.
+        r.next_key();
+        let kept: Vec<u64> = [9, 7, 5, 3, 1].into_iter().filter(|&s| r.keep(s)).collect();
+        assert_eq!(kept, vec![9, 7, 3]);
+        // No snapshots: the newest only.
+        let mut r = VersionRetention::new(&[]);
+        r.next_key();
+        let kept: Vec<u64> = [5, 4, 3].into_iter().filter(|&s| r.keep(s)).collect();
+        assert_eq!(kept, vec![5]);
+    }
+
+    #[test]
+    fn the_list_counts_snapshots_at_one_sequence() {
+        let list = Arc::new(SnapshotList::default());
+        let a = Snapshot::new(5, Arc::clone(&list));
+        let b = a.clone();
+        let c = Snapshot::new(9, Arc::clone(&list));
+        assert_eq!(list.summary(), (3, Some(5)));
+        assert_eq!(list.sequences(), vec![5, 9]);
+        drop(a);
+        assert_eq!(list.sequences(), vec![5, 9]);
+        drop(b);
+        assert_eq!(list.summary(), (1, Some(9)));
+        drop(c);
+        assert_eq!(list.summary(), (0, None));
+    }
+}
