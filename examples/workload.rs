@@ -324,6 +324,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         if phase == Phase::Seekprefix {
             report_prefix(args, &result);
         }
+        if matches!(phase, Phase::Fillrandom | Phase::Fillseq | Phase::Overwrite) {
+            report_writes(args, &result);
+        }
     }
 
     if dirty {
@@ -559,6 +562,38 @@ fn report_prefix(args: &Args, r: &PhaseResult) {
         "",
         useful as f64 / seeks,
         (checked - useful) as f64 / seeks
+    );
+}
+
+/// What a write phase cost beyond its writes: table bytes flushes and compactions wrote during it
+/// per byte of keys and values written (write amplification, the WAL not counted), and how long
+/// writers stalled, by cause.
+fn report_writes(args: &Args, r: &PhaseResult) {
+    let t = |ticker| r.stats.ticker(ticker);
+    let amp = t(Ticker::TableBytesWritten) as f64 / t(Ticker::UserBytesWritten).max(1) as f64;
+    let secs = |ticker| t(ticker) as f64 / 1e6;
+    let stall = secs(Ticker::WriteStallMicros);
+    let share = 100.0 * stall / r.elapsed.as_secs_f64().max(1e-9);
+    let (slowed, stopped, memtables) = (
+        secs(Ticker::WriteStallL0SlowdownMicros),
+        secs(Ticker::WriteStallL0StopMicros),
+        secs(Ticker::WriteStallMemtablesMicros),
+    );
+    if args.json {
+        println!(
+            "{{\"phase\":\"{}\",\"write_amplification\":{amp:.3},\"stall_seconds\":{stall:.3},\"stall_share\":{:.4},\"stall_l0_slowdown_seconds\":{slowed:.3},\"stall_l0_stop_seconds\":{stopped:.3},\"stall_memtables_seconds\":{memtables:.3},\"flushes\":{},\"compactions\":{}}}",
+            r.name,
+            share / 100.0,
+            t(Ticker::Flushes),
+            t(Ticker::Compactions)
+        );
+        return;
+    }
+    println!(
+        "{:<12} write amplification {amp:.2} ({} flushes, {} compactions)   stalled {stall:.2} s ({share:.1} %): slowed by L0 {slowed:.2} s, stopped by L0 {stopped:.2} s, by frozen memtables {memtables:.2} s",
+        "",
+        t(Ticker::Flushes),
+        t(Ticker::Compactions)
     );
 }
 

@@ -81,8 +81,19 @@ tickers! {
     TableBytesWritten => "table.bytes.written",
     /// Bytes of tables read by compactions.
     CompactionBytesRead => "compaction.bytes.read",
-    /// Microseconds writers waited for flushes or compactions to catch up.
+    /// Microseconds writers waited for flushes or compactions to catch up, for any of the three
+    /// causes below.
     WriteStallMicros => "write.stall.micros",
+    /// Microseconds writers slept because L0 held `level0_slowdown_trigger` tables or more.
+    WriteStallL0SlowdownMicros => "write.stall.l0.slowdown.micros",
+    /// Microseconds writers waited because L0 held `level0_stop_trigger` tables or more.
+    WriteStallL0StopMicros => "write.stall.l0.stop.micros",
+    /// Microseconds writers waited because `max_immutable_memtables` frozen memtables were
+    /// waiting for their flush.
+    WriteStallMemtablesMicros => "write.stall.memtables.micros",
+    /// Bytes of keys and values written (puts and deletes): the user data that write
+    /// amplification (`table.bytes.written` ÷ this) is measured against.
+    UserBytesWritten => "user.bytes.written",
 }
 
 const NUM_TICKERS: usize = Ticker::ALL.len();

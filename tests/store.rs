@@ -3,7 +3,7 @@
 
 mod common;
 use common::files_with_ext;
-use siftdb::{Db, Error, Filter, Options, WriteBatch, WriteOptions};
+use siftdb::{Db, Error, Filter, Options, Ticker, WriteBatch, WriteOptions};
 
 fn small_options() -> Options {
     // Small buffers and tables so a few thousand keys exercise flushes and several levels.
@@ -281,4 +281,65 @@ fn pinned_values_equal_copied_ones_and_outlive_their_tables() {
     }
     // The value read before the compaction still reads right: its block lives with it.
     assert_eq!(&*kept, value(299, 0).as_bytes());
+}
+
+/// The write-path counters add up: user bytes are exactly the keys and values written, the stall
+/// time is the sum of its causes, and `siftdb.stats` shows the work per level with the store's
+/// write amplification.
+#[test]
+fn write_amplification_and_stalls_are_counted_by_level_and_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    // Tiny memtables, one frozen at most, and a flush that fsyncs each: writers outrun the flush
+    // thread and stall.
+    let opts = Options::default()
+        .write_buffer_size(8 << 10)
+        .target_file_size(8 << 10)
+        .max_bytes_for_level_base(32 << 10)
+        .level0_compaction_trigger(2)
+        .max_immutable_memtables(1);
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut user_bytes = 0u64;
+    let mut i = 0u32;
+    while i < 20_000 || (db.statistics().ticker(Ticker::WriteStallMicros) == 0 && i < 1_000_000) {
+        let k = format!("key{:08}", i.wrapping_mul(2_654_435_761) % 1_000_000);
+        let v = format!("v{i}");
+        user_bytes += (k.len() + v.len()) as u64;
+        db.put(&k, &v).unwrap();
+        i += 1;
+    }
+    db.delete("key00000001").unwrap();
+    user_bytes += "key00000001".len() as u64;
+    db.compact().unwrap();
+    let s = db.statistics();
+    assert_eq!(s.ticker(Ticker::UserBytesWritten), user_bytes);
+    let causes = s.ticker(Ticker::WriteStallL0SlowdownMicros)
+        + s.ticker(Ticker::WriteStallL0StopMicros)
+        + s.ticker(Ticker::WriteStallMemtablesMicros);
+    assert_eq!(s.ticker(Ticker::WriteStallMicros), causes);
+    assert!(causes > 0, "writers never stalled: {s}");
+    let report = db.property("siftdb.stats").unwrap();
+    let amp = s.ticker(Ticker::TableBytesWritten) as f64 / user_bytes as f64;
+    assert!(amp > 1.0, "{report}");
+    assert!(
+        report.contains(&format!("write amplification: {amp:.2} ")),
+        "{report}"
+    );
+    // A row of flushes into L0 and of compactions into L1, and a sum of every job.
+    for row in ["L0 flush", "L1 ", "sum "] {
+        assert!(
+            report.lines().any(|l| l.starts_with(row)),
+            "{row}: {report}"
+        );
+    }
+    let jobs: u64 = report
+        .lines()
+        .find(|l| l.starts_with("sum "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert_eq!(
+        jobs,
+        s.ticker(Ticker::Flushes) + s.ticker(Ticker::Compactions),
+        "{report}"
+    );
 }

@@ -71,6 +71,7 @@ impl DbInner {
     /// Runs `job` and installs its result. On failure the inputs stay and the error is returned;
     /// outputs are deleted if the edit naming them was never written.
     pub(crate) fn run_compaction(&self, job: CompactionJob) -> Result<()> {
+        let started = std::time::Instant::now();
         let out_level = job.level + 1;
         let mut outputs: Vec<NewFile> = Vec::new();
         // A panic in user code (a filter policy, a prefix extractor) fails the job like an error.
@@ -84,6 +85,7 @@ impl DbInner {
             }
             return Err(e);
         }
+        let written: u64 = outputs.iter().map(|f| f.size).sum();
         {
             let edit = VersionEdit {
                 deleted: job
@@ -104,14 +106,13 @@ impl DbInner {
         for f in job.inputs.iter().chain(&job.next_level_inputs) {
             f.mark_obsolete(Arc::clone(&self.retire));
         }
-        let read: u64 = job
-            .inputs
-            .iter()
-            .chain(&job.next_level_inputs)
-            .map(|f| f.size)
-            .sum();
-        self.stats.add(Ticker::CompactionBytesRead, read);
+        let bytes = |files: &[Arc<FileMeta>]| files.iter().map(|f| f.size).sum::<u64>();
+        let (read_upper, read_this) = (bytes(&job.inputs), bytes(&job.next_level_inputs));
+        self.stats
+            .add(Ticker::CompactionBytesRead, read_upper + read_this);
         self.stats.inc(Ticker::Compactions);
+        self.compaction_stats
+            .record(out_level, read_upper, read_this, written, started.elapsed());
         Ok(())
     }
 

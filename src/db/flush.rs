@@ -78,6 +78,7 @@ pub(crate) fn write_level0_table(
 impl DbInner {
     /// Flushes the oldest frozen memtable, if there is one.
     pub(crate) fn flush_oldest_memtable(&self) -> Result<()> {
+        let started = std::time::Instant::now();
         let (mem, newer_log, version) = {
             let st = self.state.lock();
             let Some(mem) = st.sv.imm.last() else {
@@ -115,6 +116,7 @@ impl DbInner {
             )
         })?;
         self.fs.sync_dir(&self.dir)?;
+        let written = file.as_ref().map_or(0, |f| f.size);
         // The tables now hold every write up to the memtable's last; the next WAL starts after it.
         let edit = VersionEdit {
             log_number: Some(newer_log),
@@ -134,6 +136,8 @@ impl DbInner {
         drop(manifest);
         self.changed.notify_all();
         self.stats.inc(Ticker::Flushes);
+        self.compaction_stats
+            .record(0, 0, 0, written, started.elapsed());
         // The edit that makes the WAL unnecessary is durable; a failed delete leaves garbage that
         // the next open removes.
         let _ = self.fs.remove_file(&log_path(&self.dir, mem.log_number()));

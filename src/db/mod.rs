@@ -6,6 +6,7 @@
 mod background;
 mod checkpoint;
 mod compaction;
+mod compaction_stats;
 mod destroy;
 mod explain;
 pub(crate) mod filename;
@@ -122,6 +123,8 @@ pub(crate) struct DbInner {
     pub(crate) retire: version::Retire,
     /// The live snapshots, which flushes and compactions keep versions for.
     pub(crate) snapshots: Arc<snapshot::SnapshotList>,
+    /// What flushes and compactions read and wrote per level, for `siftdb.stats`.
+    pub(crate) compaction_stats: compaction_stats::CompactionStats,
     /// Opened with `Db::open_read_only`: writes nothing, runs no background work.
     pub(crate) read_only: bool,
     /// `LOCK`, locked exclusively (a writer) or shared (readers); released when the last

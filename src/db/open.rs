@@ -417,6 +417,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         next_file: AtomicU64::new(next_file),
         retire,
         snapshots: Default::default(),
+        compaction_stats: Default::default(),
         options,
         read_only,
         _lock: lock,

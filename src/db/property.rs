@@ -25,7 +25,10 @@ impl Db {
     ///   policy, filter bytes, bits per key, and the measured next to the theoretical FP rate;
     ///   the block cache's use by kind of block (data, filter, index) and the filter memory pinned
     ///   with tables and charged to the cache; the live snapshots and the oldest one's sequence;
-    ///   then every counter.
+    ///   per level, what the flushes or compactions into it read (from the level above and from
+    ///   itself), wrote and took, as RocksDB's compaction stats; the write amplification (table
+    ///   bytes written ÷ key and value bytes written) and the write stall time by cause; then
+    ///   every counter.
     /// - `siftdb.num-files-at-level<N>`: the number of tables in level N.
     /// - `siftdb.total-sst-bytes`: bytes of all live tables.
     /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`.
@@ -166,6 +169,11 @@ impl Db {
             out,
             "snapshots: {live} live{}",
             oldest.map_or(String::new(), |s| format!(", the oldest at sequence {s}"))
+        );
+        super::compaction_stats::write_report(
+            &mut out,
+            &self.inner.compaction_stats.levels(),
+            &stats,
         );
         let _ = writeln!(out, "\n{stats}");
         out

@@ -260,16 +260,19 @@ impl DbInner {
         if sync {
             self.stats.inc(Ticker::WalSyncs);
         }
+        let mut user_bytes = 0;
         for w in group.iter() {
             // `WriteBatch` encoded these records itself, so they decode whole.
             let entries = BatchEntries::new(w.batch.encoded())
                 .ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
             for e in entries {
                 let e = e.ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
+                user_bytes += e.key.len() + e.value.len();
                 mem.add(e.seq, e.kind, e.key, e.value);
             }
         }
         self.stats.add(Ticker::NumberKeysWritten, next - first);
+        self.stats.add(Ticker::UserBytesWritten, user_bytes as u64);
         // Readers take their snapshot from here: the group becomes visible all at once.
         self.last_sequence.store(next - 1, Ordering::Release);
         Ok(())
@@ -290,8 +293,7 @@ impl DbInner {
                 drop(st);
                 let t = Instant::now();
                 std::thread::sleep(Duration::from_millis(1));
-                self.stats
-                    .add(Ticker::WriteStallMicros, t.elapsed().as_micros() as u64);
+                self.count_stall(Ticker::WriteStallL0SlowdownMicros, t);
                 slowed = true;
                 st = self.state.lock();
                 continue;
@@ -299,19 +301,30 @@ impl DbInner {
             if st.sv.mem.approximate_bytes() < self.options.write_buffer_size {
                 return Ok(Arc::clone(&st.sv.mem));
             }
-            if st.sv.imm.len() >= self.options.max_immutable_memtables
-                || l0 >= self.options.level0_stop_trigger
-            {
+            let cause = if l0 >= self.options.level0_stop_trigger {
+                Some(Ticker::WriteStallL0StopMicros)
+            } else if st.sv.imm.len() >= self.options.max_immutable_memtables {
+                Some(Ticker::WriteStallMemtablesMicros)
+            } else {
+                None
+            };
+            if let Some(cause) = cause {
                 let t = Instant::now();
                 self.changed.wait_for(&mut st, Duration::from_millis(100));
-                self.stats
-                    .add(Ticker::WriteStallMicros, t.elapsed().as_micros() as u64);
+                self.count_stall(cause, t);
                 continue;
             }
             drop(st);
             self.switch_memtable(wal)?;
             st = self.state.lock();
         }
+    }
+
+    /// Counts the time since `since` as a write stall for `cause`.
+    fn count_stall(&self, cause: Ticker, since: Instant) {
+        let micros = since.elapsed().as_micros() as u64;
+        self.stats.add(Ticker::WriteStallMicros, micros);
+        self.stats.add(cause, micros);
     }
 
     /// Starts a new WAL and memtable; the old memtable joins the flush queue. The old WAL keeps
