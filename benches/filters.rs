@@ -11,6 +11,13 @@
 //!
 //! Run with `cargo bench --bench filters`; probe figures are per query, build figures per filter
 //! (divide by the key count, or read the throughput line).
+//!
+//! With `--features __bench-internals`, also `probe_absent_line/1000000`: the cache-local bloom's
+//! absent-key probe at 1M keys, prehashed, with the key's line tested one bit at a time
+//! (`portable`) or eight probes per AVX2 step (`avx2`), and `may_match_batch` over runs of
+//! [`BATCH`] keys, each key's line prefetched before any is tested (`batch32_portable`,
+//! `batch32_avx2`, and `batch32`, the policy's own choice). Batch figures are per key, like the
+//! others. Without AVX2 the `avx2` entries are skipped.
 
 use std::hash::{BuildHasherDefault, Hasher};
 use std::hint::black_box;
@@ -21,6 +28,8 @@ use fastbloom::BloomFilter;
 use siftdb::filter::{BinaryFuse, CacheLocalBloom, LevelDbBloom, Ribbon};
 use siftdb::FilterPolicy;
 use xxhash_rust::xxh3::xxh3_64;
+#[cfg(feature = "__bench-internals")]
+use {siftdb::bench_internals, siftdb::filter::FilterProbe, std::time::Instant};
 
 const BITS_PER_KEY: f64 = 10.0;
 const SIZES: [usize; 4] = [10_000, 20_000, 100_000, 1_000_000];
@@ -286,7 +295,97 @@ fn bench_filters(c: &mut Criterion) {
             });
             g.finish();
         }
+        #[cfg(feature = "__bench-internals")]
+        if n >= 1_000_000 {
+            bench_line_probes(c, n, &local, &local_filter, absent);
+        }
     }
+}
+
+/// Keys per `may_match_batch` call in `probe_absent_line` (a `multi_get`'s keys for one table).
+#[cfg(feature = "__bench-internals")]
+const BATCH: usize = 32;
+
+/// Times one `batch` call per iteration over the next [`BATCH`] of `probes`, cycling; reports the
+/// time per key.
+#[cfg(feature = "__bench-internals")]
+fn batch_loop<F: FnMut(&[FilterProbe<'_>], &mut [bool])>(
+    c: &mut criterion::Bencher<'_>,
+    probes: &[FilterProbe<'_>],
+    mut batch: F,
+) {
+    let runs: Vec<&[FilterProbe<'_>]> = probes.chunks_exact(BATCH).collect();
+    let mut out = [false; BATCH];
+    let mut i = 0;
+    c.iter_custom(|iters| {
+        let start = Instant::now();
+        for _ in 0..iters {
+            batch(black_box(runs[i]), &mut out);
+            black_box(&out);
+            i += 1;
+            if i == runs.len() {
+                i = 0;
+            }
+        }
+        start.elapsed() / BATCH as u32
+    });
+}
+
+/// `probe_absent_line/{n}`: the cache-local bloom's absent probe, portable against AVX2, one key
+/// at a time and in batches (see the file's header).
+#[cfg(feature = "__bench-internals")]
+fn bench_line_probes(
+    c: &mut Criterion,
+    n: usize,
+    local: &CacheLocalBloom,
+    filter: &[u8],
+    absent: &[Key],
+) {
+    let hashes: Vec<u64> = absent.iter().map(|k| CacheLocalBloom::hash(k)).collect();
+    let probes: Vec<FilterProbe<'_>> = absent
+        .iter()
+        .map(|k| {
+            let p = FilterProbe::new(k);
+            // Prehashed, as the single-key entries are.
+            p.xxh3_64();
+            p
+        })
+        .collect();
+    let avx2 = bench_internals::cache_local_has_avx2();
+    if !avx2 {
+        eprintln!("probe_absent_line: no AVX2 on this CPU, the avx2 entries are skipped");
+    }
+    let mut g = c.benchmark_group(format!("probe_absent_line/{n}"));
+    g.bench_function(BenchmarkId::from_parameter("portable"), |b| {
+        probe_loop(b, &hashes, |&h| {
+            bench_internals::cache_local_may_match_portable(filter, h)
+        })
+    });
+    if avx2 {
+        g.bench_function(BenchmarkId::from_parameter("avx2"), |b| {
+            probe_loop(b, &hashes, |&h| {
+                bench_internals::cache_local_may_match_avx2(filter, h)
+            })
+        });
+    }
+    g.bench_function(BenchmarkId::from_parameter("batch32_portable"), |b| {
+        batch_loop(b, &probes, |run, out| {
+            bench_internals::cache_local_may_match_batch_portable(filter, run, out)
+        })
+    });
+    if avx2 {
+        g.bench_function(BenchmarkId::from_parameter("batch32_avx2"), |b| {
+            batch_loop(b, &probes, |run, out| {
+                bench_internals::cache_local_may_match_batch_avx2(filter, run, out)
+            })
+        });
+    }
+    g.bench_function(BenchmarkId::from_parameter("batch32"), |b| {
+        batch_loop(b, &probes, |run, out| {
+            local.may_match_batch(filter, run, out)
+        })
+    });
+    g.finish();
 }
 
 fn config() -> Criterion {

@@ -17,6 +17,9 @@
 //!   compacted into one level (`Filter::full(10.0)`), every block in the cache: a key in a table,
 //!   an absent key (the filter answers), and a key whose newest version is in the memtable, per
 //!   Get.
+//! - `multi_get/{present,absent}/{batch,single}`: the keys of `get_warm` (present ones not in the
+//!   memtable, and absent ones) 32 to a batch: one `Db::multi_get` per batch, or 32 `Db::get`s,
+//!   reported per key.
 //! - `get_value/{get,get_pinned}/{100,16384}`: a warm Get of a present key that returns its value
 //!   copied (`Db::get`) or as a view of the cached block (`Db::get_pinned`), for 100-byte and
 //!   16 KiB values: 20k keys (2k for 16 KiB values) in one level, every block in the cache.
@@ -45,6 +48,8 @@ type Key = [u8; 16];
 const VALUE_LEN: usize = 100;
 /// Keys in the filter and in the store.
 const STORE_KEYS: u64 = 100_000;
+/// Keys per `multi_get` batch.
+const MULTI_GET_BATCH: usize = 32;
 /// Inserts per timed iteration of `memtable_insert` and `put`.
 const BATCH: u64 = 10_000;
 
@@ -261,6 +266,31 @@ fn bench_get_warm(c: &mut Criterion) {
     ] {
         g.bench_function(name, |b| {
             cycle(b, keys, |k| db.get(k).expect("get").map(|v| v.len()))
+        });
+    }
+    g.finish();
+
+    // The same keys, 32 to a `multi_get` (timed per batch, reported per key), beside 32 single
+    // Gets of the same batches.
+    let mut g = c.benchmark_group("multi_get");
+    g.throughput(Throughput::Elements(MULTI_GET_BATCH as u64));
+    for (name, keys) in [("present", &present), ("absent", &absent)] {
+        let batches: Vec<&[Key]> = keys.chunks_exact(MULTI_GET_BATCH).collect();
+        g.bench_function(format!("{name}/batch"), |b| {
+            cycle(b, &batches, |batch| {
+                db.multi_get(batch)
+                    .into_iter()
+                    .filter(|v| matches!(v, Ok(Some(_))))
+                    .count()
+            })
+        });
+        g.bench_function(format!("{name}/single"), |b| {
+            cycle(b, &batches, |batch| {
+                batch
+                    .iter()
+                    .filter(|k| matches!(db.get(k), Ok(Some(_))))
+                    .count()
+            })
         });
     }
     g.finish();

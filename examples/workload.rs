@@ -96,6 +96,11 @@ struct Args {
     /// Seed for key order and read choices.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Keys per lookup in the point-read phases (readrandom, readmissing, readmixed): above 1,
+    /// each batch is one `Db::multi_get`, and each key's latency is the batch's divided by its
+    /// keys.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    batch: u16,
     /// Block cache size in MiB (default: the store's, 32).
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     block_cache_mb: Option<u64>,
@@ -453,12 +458,43 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
             let db = Arc::clone(db);
             let pb = pb.clone();
             let (keys, key_size, hit_ratio) = (args.keys, args.key_size as usize, args.hit_ratio);
+            let keys_total = keys;
             let prefix_len = usize::from(args.prefix_len.unwrap_or(args.key_size)).min(key_size);
             let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(1000 + t));
+            let batch = u64::from(args.batch);
             std::thread::spawn(move || -> Result<(Vec<u32>, u64), siftdb::Error> {
                 let mut latencies = Vec::with_capacity(share as usize);
                 let mut found = 0u64;
                 let mut k = String::new();
+                if batch > 1 && phase != Phase::Seekprefix {
+                    let mut keys: Vec<String> = Vec::with_capacity(batch as usize);
+                    let mut done = 0;
+                    while done < share {
+                        let n = batch.min(share - done);
+                        keys.clear();
+                        for _ in 0..n {
+                            let idx = rng.gen_range(0..keys_total);
+                            let present = match phase {
+                                Phase::Readrandom => true,
+                                Phase::Readmissing => false,
+                                _ => rng.gen_bool(hit_ratio),
+                            };
+                            key(idx * 2 + u64::from(!present), key_size, &mut k);
+                            keys.push(k.clone());
+                        }
+                        let t = Instant::now();
+                        for v in db.multi_get(&keys) {
+                            found += u64::from(v?.is_some());
+                        }
+                        let per_key = (t.elapsed().as_nanos() / u128::from(n)) as u32;
+                        latencies.extend(std::iter::repeat_n(per_key, n as usize));
+                        if (done + n) / 1024 > done / 1024 {
+                            pb.inc(1024);
+                        }
+                        done += n;
+                    }
+                    return Ok((latencies, found));
+                }
                 for i in 0..share {
                     let idx = rng.gen_range(0..keys);
                     let present = match phase {

@@ -3,9 +3,14 @@
 //! Get seeks it, stepped as a table iterator steps it) and a memtable (filled as a write fills
 //! it). Compiled only with the `__bench-internals` feature and hidden from the docs; it is not
 //! part of the API.
+//!
+//! Also, for `benches/filters.rs`: the cache-local bloom's probe, one key or a batch, with the
+//! key's line tested portably (what the policy uses) or by AVX2 (built only for tests and with
+//! this feature, as it did not pay), so the two can be timed side by side.
 
 use std::sync::Arc;
 
+use crate::filter::{may_match_batch_with, may_match_hash_with, FilterProbe, LineProbe};
 use crate::key::{internal_key, lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -128,4 +133,44 @@ impl Default for Memtable {
     fn default() -> Self {
         Memtable::new()
     }
+}
+
+/// Whether this CPU can run the cache-local bloom's AVX2 line test (x86_64 with AVX2).
+pub fn cache_local_has_avx2() -> bool {
+    matches!(LineProbe::fastest(), LineProbe::Avx2(_))
+}
+
+/// [`CacheLocalBloom::may_match_hash`](crate::filter::CacheLocalBloom::may_match_hash) with the
+/// key's line tested one bit at a time: what the policy uses.
+pub fn cache_local_may_match_portable(filter: &[u8], hash: u64) -> bool {
+    may_match_hash_with(filter, hash, LineProbe::Portable)
+}
+
+/// [`CacheLocalBloom::may_match_hash`](crate::filter::CacheLocalBloom::may_match_hash) with the
+/// key's line tested by AVX2, or one bit at a time without it (see [`cache_local_has_avx2`]).
+pub fn cache_local_may_match_avx2(filter: &[u8], hash: u64) -> bool {
+    may_match_hash_with(filter, hash, LineProbe::fastest())
+}
+
+/// The cache-local bloom's
+/// [`may_match_batch`](crate::FilterPolicy::may_match_batch) with the lines tested one bit at a
+/// time: what the policy uses. Panics if `out` is shorter than `probes`.
+pub fn cache_local_may_match_batch_portable(
+    filter: &[u8],
+    probes: &[FilterProbe<'_>],
+    out: &mut [bool],
+) {
+    may_match_batch_with(filter, probes, out, LineProbe::Portable);
+}
+
+/// The cache-local bloom's
+/// [`may_match_batch`](crate::FilterPolicy::may_match_batch) with the lines tested by AVX2, or one
+/// bit at a time without it (see [`cache_local_has_avx2`]). Panics if `out` is shorter than
+/// `probes`.
+pub fn cache_local_may_match_batch_avx2(
+    filter: &[u8],
+    probes: &[FilterProbe<'_>],
+    out: &mut [bool],
+) {
+    may_match_batch_with(filter, probes, out, LineProbe::fastest());
 }

@@ -189,6 +189,17 @@ pub(crate) enum FilterVerdict {
     TruePositive,
 }
 
+impl FilterVerdict {
+    /// The verdict of a filter that answered `maybe` for a table that `found` an entry or not.
+    pub(crate) fn of(maybe: bool, found: bool) -> FilterVerdict {
+        match (maybe, found) {
+            (false, _) => FilterVerdict::Useful,
+            (true, false) => FilterVerdict::FalsePositive,
+            (true, true) => FilterVerdict::TruePositive,
+        }
+    }
+}
+
 impl Stats {
     pub(crate) fn new() -> Stats {
         Stats {

@@ -61,7 +61,7 @@ fn flush_loop(inner: &DbInner) {
             (
                 oldest.map_or(0, |m| m.log_number()),
                 oldest.map_or(0, |m| m.approximate_bytes()),
-                Arc::clone(&st.sv.version),
+                table_numbers(&st.sv.version, 0),
             )
         };
         let start = Instant::now();
@@ -110,7 +110,11 @@ fn compaction_loop(inner: &DbInner) {
                         .chain(&job.next_level_inputs)
                         .map(|f| (f.number, f.size))
                         .collect();
-                    picked = Some((job.level, inputs, Arc::clone(&job.version)));
+                    picked = Some((
+                        job.level,
+                        inputs,
+                        table_numbers(&job.version, job.level + 1),
+                    ));
                     inner.run_compaction(job)
                 }
                 None => Ok(()),
@@ -142,11 +146,17 @@ fn compaction_loop(inner: &DbInner) {
     }
 }
 
-/// The tables (number, size) of `level` in `after` that are not in `before`.
-fn new_tables(before: &Version, after: &Version, level: usize) -> Vec<(u64, u64)> {
+/// The numbers of the tables of `level` in `version`. The log lines compare numbers rather than
+/// keep the version: a version held after the job would keep the files it replaced on disk.
+fn table_numbers(version: &Version, level: usize) -> Vec<u64> {
+    version.levels[level].iter().map(|f| f.number).collect()
+}
+
+/// The tables (number, size) of `level` in `after` whose numbers are not in `before`.
+fn new_tables(before: &[u64], after: &Version, level: usize) -> Vec<(u64, u64)> {
     after.levels[level]
         .iter()
-        .filter(|f| !before.levels[level].iter().any(|g| g.number == f.number))
+        .filter(|f| !before.contains(&f.number))
         .map(|f| (f.number, f.size))
         .collect()
 }

@@ -14,6 +14,7 @@ mod flush;
 mod iterator;
 mod level_iter;
 pub(crate) mod manifest;
+mod multi_get;
 mod open;
 mod property;
 mod read;

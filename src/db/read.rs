@@ -231,11 +231,7 @@ impl Db {
                         consulted += 1;
                         // The statistics count what each table's filter answered, by level and layout.
                         if let Some((layout, maybe)) = search.filter {
-                            let verdict = match (maybe, search.found.is_some()) {
-                                (false, _) => FilterVerdict::Useful,
-                                (true, false) => FilterVerdict::FalsePositive,
-                                (true, true) => FilterVerdict::TruePositive,
-                            };
+                            let verdict = FilterVerdict::of(maybe, search.found.is_some());
                             inner.stats.record_filter(level, layout, verdict);
                         }
                     },

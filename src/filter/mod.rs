@@ -20,6 +20,8 @@ pub use allocation::FilterAllocation;
 pub(crate) use allocation::{monkey_bits_per_key, nats_per_bit, LN2_SQUARED};
 pub use binary_fuse::BinaryFuse;
 pub use cache_local_bloom::CacheLocalBloom;
+#[cfg(feature = "__bench-internals")]
+pub(crate) use cache_local_bloom::{may_match_batch_with, may_match_hash_with, LineProbe};
 pub(crate) use config::PolicyRegistry;
 pub use config::{Filter, FilterLayout, DEFAULT_PARTITION_BYTES};
 pub use leveldb_bloom::LevelDbBloom;

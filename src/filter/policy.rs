@@ -82,6 +82,28 @@ pub trait FilterPolicy: Send + Sync {
         self.may_match(filter, probe.key())
     }
 
+    /// [`may_match_probe`](FilterPolicy::may_match_probe) for a batch of keys against one filter
+    /// (a `Db::multi_get` asks each table once for all its keys): `out[i]` becomes the answer
+    /// for `probes[i]`. A policy may overlap the keys' memory accesses (prefetch every key's
+    /// bits, then test them); the answers must be exactly those of `may_match_probe`. The
+    /// default asks one key at a time.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `probes`.
+    fn may_match_batch(&self, filter: &[u8], probes: &[FilterProbe<'_>], out: &mut [bool]) {
+        for (probe, answer) in probes.iter().zip(&mut out[..probes.len()]) {
+            *answer = self.may_match_probe(filter, probe);
+        }
+    }
+
+    /// Starts loading the part of `filter` that [`may_match_probe`](FilterPolicy::may_match_probe)
+    /// of `probe` will read, without waiting for it: a batch of lookups prefetches the filters of
+    /// every (key, table) pair of a level before probing any, so their cache misses overlap. A
+    /// hint only, it changes no answer. The default does nothing.
+    fn prefetch(&self, filter: &[u8], probe: &FilterProbe<'_>) {
+        let _ = (filter, probe);
+    }
+
     /// This policy at another bits per key, for per-level allocation
     /// ([`FilterAllocation::Monkey`](crate::FilterAllocation::Monkey)); `None` (the default) if the
     /// policy has no such knob, and then every level gets it as it is.
@@ -121,7 +143,10 @@ pub trait FilterPolicy: Send + Sync {
 /// assert!(policy.may_match_probe(&filter, &probe));
 /// assert_eq!(probe.xxh3_64(), CacheLocalBloom::hash(b"apple"));
 /// ```
-#[derive(Debug)]
+///
+/// A clone keeps the hash if it was computed, so a batch of keys can be handed to each table
+/// without hashing them again.
+#[derive(Debug, Clone)]
 pub struct FilterProbe<'a> {
     key: &'a [u8],
     xxh3: Cell<Option<u64>>,

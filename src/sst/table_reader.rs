@@ -444,7 +444,7 @@ impl TableReader {
             return Ok(outcome);
         };
         outcome.data_block = Some(handle);
-        outcome.found = self.search_block::<T>(handle, lookup, ukey)?;
+        outcome.found = self.search_block::<T>(handle, lookup)?;
         Ok(outcome)
     }
 
@@ -492,13 +492,92 @@ impl TableReader {
             .transpose()
     }
 
+    /// Starts loading the part of the filter a [`search`](Self::search) with `probe` will read
+    /// (see [`FilterPolicy::prefetch`](crate::FilterPolicy::prefetch)).
+    pub(crate) fn prefetch_filter(&self, probe: &FilterProbe<'_>) {
+        if let Some(f) = &self.filter {
+            if self.properties.filter_whole_keys {
+                f.prefetch(probe);
+            }
+        }
+    }
+
+    /// [`search`](Self::search) for several keys of this table at once, sorted by user key,
+    /// `out[i]` for `lookups[i]` (its probe `probes[i]`); `maybe` is scratch for the filter's
+    /// answers. A full filter answers every key in one call (which may overlap their memory
+    /// accesses), and each data block is read once for all the keys it may hold. Other layouts,
+    /// and prefix filters, are asked one key at a time.
+    ///
+    /// # Errors
+    /// As [`search`](Self::search); the first error ends the batch.
+    pub(crate) fn search_batch<T: TakeValue>(
+        &self,
+        lookups: &[&[u8]],
+        probes: &[FilterProbe<'_>],
+        maybe: &mut Vec<bool>,
+        out: &mut Vec<TableSearch<T::Value>>,
+    ) -> Result<()> {
+        out.clear();
+        maybe.clear();
+        maybe.resize(lookups.len(), true);
+        let batched = match &self.filter {
+            Some(f) if self.properties.filter_whole_keys => {
+                f.may_match_batch(probes, &LookupBlocks::new(self), maybe)?
+            }
+            _ => false,
+        };
+        if !batched {
+            for (lookup, probe) in lookups.iter().zip(probes) {
+                out.push(self.search::<T>(lookup, probe)?);
+            }
+            return Ok(());
+        }
+        let layout = self.filter.as_ref().map(|f| f.layout());
+        let mut block: Option<(BlockHandle, Arc<Block>)> = None;
+        for (lookup, &maybe) in lookups.iter().zip(maybe.iter()) {
+            let mut outcome = TableSearch {
+                filter: layout.map(|l| (l, maybe)),
+                data_block: None,
+                found: None,
+            };
+            if maybe {
+                if let Some(handle) = self.index_handle(lookup)? {
+                    outcome.data_block = Some(handle);
+                    // Sorted keys that share a block follow each other: read it once for them.
+                    let data = match &block {
+                        Some((h, b)) if *h == handle => Arc::clone(b),
+                        _ => {
+                            let b = self.data_block(handle, true)?;
+                            block = Some((handle, Arc::clone(&b)));
+                            b
+                        }
+                    };
+                    outcome.found = self.find_in_block::<T>(&data, handle, lookup)?;
+                }
+            }
+            out.push(outcome);
+        }
+        Ok(())
+    }
+
     fn search_block<T: TakeValue>(
         &self,
         handle: BlockHandle,
         lookup: &[u8],
-        ukey: &[u8],
     ) -> Result<Option<NewestEntry<T::Value>>> {
         let block = self.data_block(handle, true)?;
+        self.find_in_block::<T>(&block, handle, lookup)
+    }
+
+    /// The newest entry for `lookup`'s user key at or below its sequence in `block` (the data
+    /// block at `handle`), if the block holds one.
+    fn find_in_block<T: TakeValue>(
+        &self,
+        block: &Arc<Block>,
+        handle: BlockHandle,
+        lookup: &[u8],
+    ) -> Result<Option<NewestEntry<T::Value>>> {
+        let ukey = user_key(lookup);
         let mut it = block.iter(KeyOrder::Internal);
         it.seek(lookup);
         if it.is_corrupt() {
@@ -516,7 +595,7 @@ impl TableReader {
             return Ok(None);
         }
         Ok(Some(match parsed.kind {
-            ValueKind::Value => NewestEntry::Value(T::take(&block, &it)),
+            ValueKind::Value => NewestEntry::Value(T::take(block, &it)),
             ValueKind::Deletion => NewestEntry::Deleted,
         }))
     }

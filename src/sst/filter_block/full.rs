@@ -76,6 +76,20 @@ impl FilterBlockReader for FullFilterReader {
         ))
     }
 
+    fn may_match_batch(
+        &self,
+        policy: &dyn FilterPolicy,
+        probes: &[FilterProbe<'_>],
+        out: &mut [bool],
+    ) -> bool {
+        policy.may_match_batch(&self.data, probes, out);
+        true
+    }
+
+    fn prefetch(&self, policy: &dyn FilterPolicy, probe: &FilterProbe<'_>) {
+        policy.prefetch(&self.data, probe);
+    }
+
     fn pinned_bytes(&self) -> usize {
         self.data.len()
     }

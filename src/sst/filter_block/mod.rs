@@ -138,6 +138,27 @@ pub(crate) trait FilterBlockReader: Send + Sync {
         blocks: &dyn BlockSource,
     ) -> Result<FilterAnswer>;
 
+    /// The answers for several keys at once, `out[i]` for `probes[i]` (whole keys), if this
+    /// layout can give them without a lookup key per key: `true` if it did. The full layout
+    /// does, through its policy's [`FilterPolicy::may_match_batch`]; the others (the default)
+    /// return `false` and are asked one key at a time.
+    fn may_match_batch(
+        &self,
+        policy: &dyn FilterPolicy,
+        probes: &[FilterProbe<'_>],
+        out: &mut [bool],
+    ) -> bool {
+        let _ = (policy, probes, out);
+        false
+    }
+
+    /// Starts loading what `may_match` of `probe` will read, if this layout knows it without
+    /// reading a block (the full layout, through its policy's [`FilterPolicy::prefetch`]). The
+    /// default does nothing.
+    fn prefetch(&self, policy: &dyn FilterPolicy, probe: &FilterProbe<'_>) {
+        let _ = (policy, probe);
+    }
+
     /// Bytes kept in memory for as long as the table is open.
     fn pinned_bytes(&self) -> usize;
 
@@ -235,6 +256,33 @@ impl TableFilter {
             FilterPlacement::Cached(h) => blocks
                 .filter_block(self.layout, *h)?
                 .may_match(policy, probe, lookup, blocks),
+        }
+    }
+
+    /// See [`FilterBlockReader::may_match_batch`]: `Ok(true)` if `out` holds the answers.
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming the table if a filter charged to the cache is damaged.
+    pub(crate) fn may_match_batch(
+        &self,
+        probes: &[FilterProbe<'_>],
+        blocks: &dyn BlockSource,
+        out: &mut [bool],
+    ) -> Result<bool> {
+        let policy = self.policy.as_ref();
+        Ok(match &self.placement {
+            FilterPlacement::Pinned(r) => r.may_match_batch(policy, probes, out),
+            FilterPlacement::Cached(h) => blocks
+                .filter_block(self.layout, *h)?
+                .may_match_batch(policy, probes, out),
+        })
+    }
+
+    /// See [`FilterBlockReader::prefetch`]; a filter charged to the block cache is left alone
+    /// (finding it would take a cache lookup).
+    pub(crate) fn prefetch(&self, probe: &FilterProbe<'_>) {
+        if let FilterPlacement::Pinned(r) = &self.placement {
+            r.prefetch(self.policy.as_ref(), probe);
         }
     }
 
