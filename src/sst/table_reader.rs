@@ -502,11 +502,13 @@ impl TableReader {
         }
     }
 
-    /// [`search`](Self::search) for several keys of this table at once, sorted by user key,
-    /// `out[i]` for `lookups[i]` (its probe `probes[i]`); `maybe` is scratch for the filter's
-    /// answers. A full filter answers every key in one call (which may overlap their memory
-    /// accesses), and each data block is read once for all the keys it may hold. Other layouts,
-    /// and prefix filters, are asked one key at a time.
+    /// [`search`](Self::search) for several keys of this table at once, sorted by user key
+    /// (`probes[i]` the probe of `lookups[i]`). A full filter answers every key in one call
+    /// (which may overlap their memory accesses), and each data block is read once for all the
+    /// keys it may hold: then the call returns the filter's layout, `maybe[i]` is its answer for
+    /// key `i`, and `out` holds `(i, search)` for the keys it let through only. Other layouts,
+    /// and prefix filters, are asked one key at a time: then it returns `None` and `out` holds
+    /// every key's search.
     ///
     /// # Errors
     /// As [`search`](Self::search); the first error ends the batch.
@@ -515,49 +517,49 @@ impl TableReader {
         lookups: &[&[u8]],
         probes: &[FilterProbe<'_>],
         maybe: &mut Vec<bool>,
-        out: &mut Vec<TableSearch<T::Value>>,
-    ) -> Result<()> {
+        out: &mut Vec<(usize, TableSearch<T::Value>)>,
+    ) -> Result<Option<FilterLayout>> {
         out.clear();
         maybe.clear();
         maybe.resize(lookups.len(), true);
-        let batched = match &self.filter {
-            Some(f) if self.properties.filter_whole_keys => {
-                f.may_match_batch(probes, &LookupBlocks::new(self), maybe)?
-            }
-            _ => false,
+        let layout = match &self.filter {
+            Some(f) if self.properties.filter_whole_keys => f
+                .may_match_batch(probes, &LookupBlocks::new(self), maybe)?
+                .then(|| f.layout()),
+            _ => None,
         };
-        if !batched {
-            for (lookup, probe) in lookups.iter().zip(probes) {
-                out.push(self.search::<T>(lookup, probe)?);
+        let Some(layout) = layout else {
+            for (i, (lookup, probe)) in lookups.iter().zip(probes).enumerate() {
+                out.push((i, self.search::<T>(lookup, probe)?));
             }
-            return Ok(());
-        }
-        let layout = self.filter.as_ref().map(|f| f.layout());
+            return Ok(None);
+        };
         let mut block: Option<(BlockHandle, Arc<Block>)> = None;
-        for (lookup, &maybe) in lookups.iter().zip(maybe.iter()) {
+        for (i, lookup) in lookups.iter().enumerate() {
+            if !maybe[i] {
+                continue;
+            }
             let mut outcome = TableSearch {
-                filter: layout.map(|l| (l, maybe)),
+                filter: Some((layout, true)),
                 data_block: None,
                 found: None,
             };
-            if maybe {
-                if let Some(handle) = self.index_handle(lookup)? {
-                    outcome.data_block = Some(handle);
-                    // Sorted keys that share a block follow each other: read it once for them.
-                    let data = match &block {
-                        Some((h, b)) if *h == handle => Arc::clone(b),
-                        _ => {
-                            let b = self.data_block(handle, true)?;
-                            block = Some((handle, Arc::clone(&b)));
-                            b
-                        }
-                    };
-                    outcome.found = self.find_in_block::<T>(&data, handle, lookup)?;
-                }
+            if let Some(handle) = self.index_handle(lookup)? {
+                outcome.data_block = Some(handle);
+                // Sorted keys that share a block follow each other: read it once for them.
+                let data = match &block {
+                    Some((h, b)) if *h == handle => Arc::clone(b),
+                    _ => {
+                        let b = self.data_block(handle, true)?;
+                        block = Some((handle, Arc::clone(&b)));
+                        b
+                    }
+                };
+                outcome.found = self.find_in_block::<T>(&data, handle, lookup)?;
             }
-            out.push(outcome);
+            out.push((i, outcome));
         }
-        Ok(())
+        Ok(Some(layout))
     }
 
     fn search_block<T: TakeValue>(
