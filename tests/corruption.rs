@@ -7,7 +7,7 @@
 //! - Bytes are flipped in each region of a table (data blocks, filter, properties, metaindex,
 //!   index, footer), for each filter layout. The regions are found by parsing the footer,
 //!   metaindex and index here, from the format in `src/sst/format.rs` and
-//!   `design-fragments/block.md`. Every flip must surface as `Error::Corruption` naming that table
+//!   `docs/table_format.md`. Every flip must surface as `Error::Corruption` naming that table
 //!   on open, get, scan or compaction; no call may panic or return a wrong value; the other tables
 //!   stay readable, also after a failed compaction and a reopen.
 //! - Bytes are flipped in the MANIFEST and in CURRENT: open either fails with `Error::Corruption`

@@ -7,99 +7,15 @@
 //! policy, so WALs pile up exactly as they do when a flush is slow.
 
 mod common;
+use common::gate::{gated_options, Gate};
 use common::{copy_dir, names_with_ext};
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 use siftdb::fault_injection::{
     FaultInjector, OpKind, OpSite, PowerCut, UnsyncedData, UnsyncedNames,
 };
-use siftdb::{
-    CacheLocalBloom, Db, Filter, FilterBitsBuilder, FilterLayout, FilterPolicy, Options,
-    WriteBatch, WriteOptions,
-};
-
-/// A gate the flush thread waits at, inside the filter builder's `finish`.
-#[derive(Default)]
-struct Gate {
-    closed: Mutex<bool>,
-    opened: Condvar,
-}
-
-impl Gate {
-    fn close(&self) {
-        *self.closed.lock().unwrap() = true;
-    }
-
-    fn open(&self) {
-        *self.closed.lock().unwrap() = false;
-        self.opened.notify_all();
-    }
-
-    fn pass(&self) {
-        let mut closed = self.closed.lock().unwrap();
-        while *closed {
-            closed = self.opened.wait(closed).unwrap();
-        }
-    }
-}
-
-/// The cache-local bloom, whose builder waits at a gate before it finishes.
-struct GatedBloom {
-    inner: CacheLocalBloom,
-    gate: Arc<Gate>,
-}
-
-struct GatedBuilder {
-    inner: Box<dyn FilterBitsBuilder>,
-    gate: Arc<Gate>,
-}
-
-impl FilterBitsBuilder for GatedBuilder {
-    fn add_key(&mut self, key: &[u8]) {
-        self.inner.add_key(key);
-    }
-    fn num_keys(&self) -> usize {
-        self.inner.num_keys()
-    }
-    fn estimated_len(&self) -> usize {
-        self.inner.estimated_len()
-    }
-    fn finish(&mut self) -> Vec<u8> {
-        self.gate.pass();
-        self.inner.finish()
-    }
-}
-
-impl FilterPolicy for GatedBloom {
-    fn name(&self) -> &str {
-        "test.GatedBloom"
-    }
-    fn bits_per_key(&self) -> f64 {
-        self.inner.bits_per_key()
-    }
-    fn builder(&self) -> Box<dyn FilterBitsBuilder> {
-        Box::new(GatedBuilder {
-            inner: self.inner.builder(),
-            gate: Arc::clone(&self.gate),
-        })
-    }
-    fn may_match(&self, filter: &[u8], key: &[u8]) -> bool {
-        self.inner.may_match(filter, key)
-    }
-}
-
-fn gated_options(gate: &Arc<Gate>, faults: &FaultInjector) -> Options {
-    let policy = GatedBloom {
-        inner: CacheLocalBloom::new(10.0),
-        gate: Arc::clone(gate),
-    };
-    Options::default()
-        .write_buffer_size(4096)
-        .max_immutable_memtables(8)
-        .filter(Filter::new(FilterLayout::Full, Arc::new(policy)))
-        .fault_injector(faults.clone())
-}
+use siftdb::{Db, Options, WriteBatch, WriteOptions};
 
 fn key(i: usize) -> Vec<u8> {
     format!("key{i:04}").into_bytes()

@@ -410,7 +410,7 @@ proptest! {
 }
 
 /// Not a check: with `SIFTDB_FUZZ_SEEDS=<dir>` it writes real tables, logs and MANIFESTs into
-/// `<dir>/<target>/` as starting corpora for the fuzz targets (see design-fragments/reliability.md).
+/// `<dir>/<target>/` as starting corpora for the fuzz targets (see docs/reliability.md, *Running them*).
 #[test]
 fn write_fuzz_seeds() {
     let Ok(out) = std::env::var("SIFTDB_FUZZ_SEEDS") else {

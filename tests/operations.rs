@@ -6,19 +6,17 @@
 //! SIGKILLs.
 
 mod common;
+use common::gate::{gated_options, Gate};
 use common::{copy_dir, file_names, names_with_ext, scratch};
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use siftdb::fault_injection::{FaultInjector, OpKind, OpSite, PowerCut};
-use siftdb::{
-    BackgroundError, CacheLocalBloom, Db, Error, Filter, FilterBitsBuilder, FilterLayout,
-    FilterPolicy, Options, Ticker, WriteBatch, WriteOptions,
-};
+use siftdb::{BackgroundError, Db, Error, Options, Ticker, WriteBatch, WriteOptions};
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
@@ -55,101 +53,6 @@ fn contents(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// The I/O error kind of the `EIO` the fault-injection layer injects.
 fn eio_kind() -> std::io::ErrorKind {
     std::io::Error::from_raw_os_error(5).kind()
-}
-
-// ---------------------------------------------------------------------------------------------
-// A gate inside the filter builder, so that a flush can be held where a slow flush would be.
-
-#[derive(Default)]
-struct Gate {
-    closed: Mutex<bool>,
-    arrived: AtomicBool,
-    opened: Condvar,
-}
-
-impl Gate {
-    fn close(&self) {
-        *self.closed.lock().unwrap() = true;
-    }
-
-    fn open(&self) {
-        *self.closed.lock().unwrap() = false;
-        self.opened.notify_all();
-    }
-
-    fn pass(&self) {
-        self.arrived.store(true, Ordering::SeqCst);
-        let mut closed = self.closed.lock().unwrap();
-        while *closed {
-            closed = self.opened.wait(closed).unwrap();
-        }
-    }
-
-    /// Waits until a flush has reached the gate.
-    fn wait_arrival(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.arrived.load(Ordering::SeqCst) {
-            assert!(Instant::now() < deadline, "no flush reached the gate");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-}
-
-struct GatedBloom {
-    inner: CacheLocalBloom,
-    gate: Arc<Gate>,
-}
-
-struct GatedBuilder {
-    inner: Box<dyn FilterBitsBuilder>,
-    gate: Arc<Gate>,
-}
-
-impl FilterBitsBuilder for GatedBuilder {
-    fn add_key(&mut self, key: &[u8]) {
-        self.inner.add_key(key);
-    }
-    fn num_keys(&self) -> usize {
-        self.inner.num_keys()
-    }
-    fn estimated_len(&self) -> usize {
-        self.inner.estimated_len()
-    }
-    fn finish(&mut self) -> Vec<u8> {
-        self.gate.pass();
-        self.inner.finish()
-    }
-}
-
-impl FilterPolicy for GatedBloom {
-    fn name(&self) -> &str {
-        "test.GatedBloom"
-    }
-    fn bits_per_key(&self) -> f64 {
-        self.inner.bits_per_key()
-    }
-    fn builder(&self) -> Box<dyn FilterBitsBuilder> {
-        Box::new(GatedBuilder {
-            inner: self.inner.builder(),
-            gate: Arc::clone(&self.gate),
-        })
-    }
-    fn may_match(&self, filter: &[u8], key: &[u8]) -> bool {
-        self.inner.may_match(filter, key)
-    }
-}
-
-/// 4 KiB memtables, up to 8 waiting, whose flushes pass through `gate`.
-fn gated_options(gate: &Arc<Gate>, faults: &FaultInjector) -> Options {
-    let policy = GatedBloom {
-        inner: CacheLocalBloom::new(10.0),
-        gate: Arc::clone(gate),
-    };
-    Options::default()
-        .write_buffer_size(4096)
-        .max_immutable_memtables(8)
-        .filter(Filter::new(FilterLayout::Full, Arc::new(policy)))
-        .fault_injector(faults.clone())
 }
 
 // ---------------------------------------------------------------------------------------------
