@@ -108,6 +108,12 @@ struct Args {
     /// with the tables (`Options::cache_index_and_filter_blocks`).
     #[arg(long)]
     cache_index_and_filter_blocks: bool,
+    /// Threads one compaction may split its key range between (default: the store's, 2).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    subcompactions: Option<u16>,
+    /// L0 tables at which writes slow down and stop (default: the store's, 8 and 12).
+    #[arg(long, num_args = 2, value_names = ["SLOWDOWN", "STOP"])]
+    l0_triggers: Option<Vec<u16>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -254,6 +260,16 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let options = match args.block_cache_mb {
         Some(mb) => options.block_cache_bytes(usize::try_from(mb << 20).unwrap_or(usize::MAX)),
         None => options,
+    };
+    let options = match args.subcompactions {
+        Some(n) => options.max_subcompactions(usize::from(n)),
+        None => options,
+    };
+    let options = match args.l0_triggers.as_deref() {
+        Some(&[slowdown, stop]) => options
+            .level0_slowdown_writes_trigger(usize::from(slowdown))
+            .level0_stop_writes_trigger(usize::from(stop)),
+        _ => options,
     };
     // A prefix extractor only where prefixes are asked for: it adds entries to every filter.
     let wants_prefixes = args.prefix_len.is_some() || args.phases.contains(&Phase::Seekprefix);

@@ -42,6 +42,7 @@ pub struct Options {
     pub(crate) level0_stop_trigger: usize,
     pub(crate) max_bytes_for_level_base: u64,
     pub(crate) level_size_multiplier: u64,
+    pub(crate) max_subcompactions: usize,
     #[cfg(feature = "__fault-injection")]
     pub(crate) fault_injector: Option<crate::fs::fault_injection::FaultInjector>,
 }
@@ -75,6 +76,7 @@ impl Default for Options {
             level0_stop_trigger: 12,
             max_bytes_for_level_base: 10 << 20,
             level_size_multiplier: 10,
+            max_subcompactions: 2,
             #[cfg(feature = "__fault-injection")]
             fault_injector: None,
         }
@@ -226,6 +228,22 @@ impl Options {
         self
     }
 
+    /// Number of L0 tables at which each write first waits a millisecond, giving compaction
+    /// time to catch up (default 8). [`Db::open`](crate::Db::open) refuses a value not between
+    /// the compaction and stop triggers.
+    pub fn level0_slowdown_writes_trigger(mut self, n: usize) -> Self {
+        self.level0_slowdown_trigger = n;
+        self
+    }
+
+    /// Number of L0 tables at which writers wait for an L0 → L1 compaction before starting a new
+    /// memtable (default 12). [`Db::open`](crate::Db::open) refuses a value not above the
+    /// slowdown trigger.
+    pub fn level0_stop_writes_trigger(mut self, n: usize) -> Self {
+        self.level0_stop_trigger = n;
+        self
+    }
+
     /// Bytes allowed in L1 before it compacts into L2 (default 10 MiB); each deeper level holds
     /// `level_size_multiplier` times more.
     pub fn max_bytes_for_level_base(mut self, bytes: u64) -> Self {
@@ -236,6 +254,15 @@ impl Options {
     /// Growth factor between levels (default 10).
     pub fn level_size_multiplier(mut self, m: u64) -> Self {
         self.level_size_multiplier = m.max(2);
+        self
+    }
+
+    /// Threads one compaction may split its key range between (default 2; 1 never splits). A
+    /// job of at least two output tables is cut at input table bounds into ranges of about equal
+    /// bytes, each written by its own thread, so that a large L0 → L1 or L1 → L2 compaction
+    /// finishes sooner and writers spend less time waiting on L0.
+    pub fn max_subcompactions(mut self, n: usize) -> Self {
+        self.max_subcompactions = n.max(1);
         self
     }
 

@@ -136,7 +136,8 @@ fn aim(rng: &mut StdRng, faults: &FaultInjector) -> Aim {
         9 => (
             Aim::CompactionThread,
             rng.gen_range(0..30),
-            Box::new(|s: &OpSite| s.thread == "siftdb-compact"),
+            // The compaction thread and the threads a compaction splits its key range between.
+            Box::new(|s: &OpSite| s.thread.starts_with("siftdb-compact")),
         ),
         _ => {
             let kind = [

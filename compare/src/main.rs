@@ -3,50 +3,103 @@
 //!
 //! ```text
 //! cargo run --release -p siftdb-compare -- \
-//!     [--keys 1000000] [--reads 1000000] [--compacted] [--stores siftdb,rocksdb,fjall] [--json]
+//!     [--keys 1000000] [--reads 1000000] [--batch 32] [--compacted] \
+//!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json]
 //! ```
 //!
 //! This crate (`compare/`, a workspace member that is never published and that a plain `cargo`
-//! command at the root does not build) pulls in fjall and the `rocksdb` crate; the latter builds
-//! RocksDB's C++ sources (needs clang and libclang-dev; 15-25 minutes on 2 cores). CI does not
-//! build it.
+//! command at the root does not build) pulls in fjall 3.1 (with its `metrics` feature, for the
+//! filter counters) and the `rocksdb` crate; the latter builds RocksDB's C++ sources (needs clang
+//! and libclang-dev; 15-25 minutes on 2 cores). CI does not build it.
 //!
 //! Keys are 16-byte zero-padded decimals of even numbers, values 100 bytes, inserted in random
 //! order; WAL on, no fsync. Phases: fillrandom, then flush and wait until the store has no
 //! pending or running compaction (`--compacted`: then a full compaction, and wait again), then
-//! readrandom (present keys), readmissing (odd numbers, all absent) and readmixed (half each).
-//! Every answer is checked; a wrong one panics. After settling, each store's files per level are
-//! printed so a reader sees the shapes that are read; after the reads, the bloom tickers of the
-//! readmissing phase and the false-positive rate they give,
-//! (full.positive - full.true.positive) / (useful + full.positive - full.true.positive),
-//! and the filter probes per get, for the stores that count them (siftdb, RocksDB; fjall 2 has
-//! no such counters). The table at the end gives ops/s per phase and store, and siftdb's ratio to
-//! each (siftdb/x, above 1 means siftdb is faster). `--json` prints the same numbers as one JSON
-//! line after it.
+//! readrandom (present keys), readmissing (odd numbers, all absent) and readmixed (half each),
+//! one get at a time. With `--batch N` (default 32; 0 leaves them out) two more phases follow,
+//! multiget-present and multiget-missing: `--reads` lookups each, handed to the store's batched
+//! lookup N random keys at a time (present keys, resp. absent odd ones); their ops/s count keys,
+//! not batches. Every answer is checked; a wrong one panics.
+//!
+//! Printed along the way: each store's files per level once settled, so a reader sees the
+//! shapes that are read. At the end:
+//! - "writes": µs per put during the fill; write amplification, bytes of tables written by
+//!   flushes and compactions over the bytes of keys and values put (116 per put), taken twice:
+//!   at the end of the fill (what the store wrote while the puts ran; the last memtable is not
+//!   flushed yet) and once settled after the flush (before `--compacted`'s full compaction);
+//!   and the time writers were stalled during the fill, in seconds and as a share of the fill.
+//! - The bloom tickers of the readmissing phase and the false-positive rate they give,
+//!   (full.positive - full.true.positive) / (useful + full.positive - full.true.positive),
+//!   and the filter probes per get.
+//! - The size of the filters of the live tables, against 10 bits/key.
+//! - ops/s per phase and store, and siftdb's ratio to each (siftdb/x, above 1 means siftdb is
+//!   faster). `--json` prints the same numbers as one JSON line after it.
+//!
+//! A figure a store does not expose is printed as n/a.
 //!
 //! Settings, alike where the stores let them be:
 //! - siftdb: full filter 10 bits/key on every level, 4 KiB blocks, 64 MiB block cache, snappy
-//!   (its default), otherwise defaults (4 MiB memtable, 2 MiB tables, L1 budget 10 MiB, x10).
-//!   Settling: `flush()`, then poll `siftdb.compaction-pending` until `0`.
+//!   (its default), otherwise defaults (4 MiB memtable, 2 MiB tables, L0 compaction at 4
+//!   tables, L1 budget 10 MiB, x10 per level, static level sizes; writers slowed at 8 L0 tables
+//!   and stopped at 12 or at 2 memtables waiting for their flush; one compaction job at a time,
+//!   split between 2 threads). Batched lookups:
+//!   `multi_get`. Settling: `flush()`, then poll `siftdb.compaction-pending` until `0`.
+//!   Counters: its statistics (bloom tickers, `table.bytes.written`, `user.bytes.written`,
+//!   `write.stall.micros`); filter size: the filter bytes held in memory.
 //! - RocksDB: block-based tables with a full (not block-based) bloom filter of 10 bits/key on
-//!   every level, 4 KiB blocks, 64 MiB LRU block cache, snappy, statistics on; memtable, table
-//!   size and level budgets set to siftdb's defaults above, static level sizes
-//!   (`level_compaction_dynamic_level_bytes = false`) like siftdb's. Writes use the default
-//!   `WriteOptions` (WAL, no sync); reads use `get_pinned`. Settling: `flush()`, then poll
-//!   `rocksdb.compaction-pending` and `rocksdb.num-running-compactions` every 50 ms until both
-//!   are `0`. Compaction: `compact_range(None, None)`.
-//! - fjall 2: `bloom_filter_bits(Some(10))`, 4 KiB blocks, 64 MiB cache, lz4 (its default),
-//!   otherwise defaults (16 MiB memtable, leveled compaction). Note that fjall applies the 10
-//!   bits/key only to tables written into L2 and deeper: a flush to L0 sizes its filter for a
-//!   0.001% FP rate (~24 bits/key) and a compaction into L1 for 0.05% (~16 bits/key), and there
-//!   is no option to change that. Settling: `rotate_memtable_and_wait()`, then poll every 50 ms
-//!   until no level is being compacted and the files per level stayed the same for 200 ms
-//!   (fjall exposes no pending-compaction signal). Compaction: `major_compact()`.
+//!   every level, 4 KiB blocks, 64 MiB LRU block cache, snappy, statistics on, compactions
+//!   split between 2 threads as siftdb's are (`max_subcompactions`; its default is 1, and its
+//!   default of 2 background jobs gives one flush and one compaction at a time). Opened with its
+//!   default column family named, so that batched lookups can be given its handle. Writes use
+//!   the default `WriteOptions` (WAL, no sync); reads use `get_pinned`, batched lookups
+//!   `batched_multi_get_cf` with `sorted_input = false` (its optimized MultiGet, which sorts the
+//!   keys itself). Settling: `flush()`, then poll `rocksdb.compaction-pending` and
+//!   `rocksdb.num-running-compactions` every 50 ms until both are `0`. Compaction:
+//!   `compact_range(None, None)`. Counters: tickers `rocksdb.flush.write.bytes` plus
+//!   `rocksdb.compact.write.bytes` for table bytes, `rocksdb.stall.micros` for stalls (its L0
+//!   triggers stay its own: slowdown at 20 files, stop at 36); the bytes of keys and values are
+//!   counted by the harness, as its `rocksdb.bytes.written` includes the write batch encoding.
+//!   Filter size: "filter block size" of the aggregated table properties.
+//! - fjall 3.1: one keyspace; `filter_policy` a bloom filter of 10 bits/key on every level
+//!   (fjall's default sizes L0's filters for a 0.01% FP rate, ~19 bits/key, and gives 10
+//!   bits/key below), 4 KiB data blocks, 64 MiB cache; otherwise its defaults: data blocks
+//!   uncompressed in L0 and L1 and lz4 below (it has no snappy), filters pinned in memory for L0
+//!   and read through the block cache below, index blocks pinned for L0 and L1, both partitioned
+//!   from L3 on. Writes: `insert` (journal handed to the OS on every write, no fsync: its
+//!   default). Batched lookups: fjall 3.1 has no multi-get, so they are a loop of `get`s.
+//!   Settling: `persist(Buffer)` and `rotate_memtable_and_wait()` (which waits for the flush),
+//!   then poll every 50 ms until no flush is queued (`outstanding_flushes`), no sealed memtable
+//!   waits, no compaction runs (`active_compactions`) and the files per level stayed the same
+//!   for 200 ms. fjall exposes no pending-compaction signal, and it compacts only when a flush
+//!   asks it to (one compaction pick per worker thread per flush), so the shape it settles in
+//!   can still be over its own level targets. Compaction: `major_compact()` (everything into L6).
+//!   Counters: lsm-tree's metrics count the filter checks that ruled a table out
+//!   (`io_skipped_by_filter`) and the checks after which the table did not hold the key
+//!   (`filter_queries` minus those): useful and false positives. It does not count true
+//!   positives, so full.true.positive is reported as 0, which is exact in readmissing where no
+//!   key is present. Filter size: `filter_size()`, the filters of all live tables. Write
+//!   amplification and stalls: n/a, fjall 3.1 counts neither the bytes its flushes and
+//!   compactions write nor the time it holds writers back.
+//!
+//! `--peer-shape` sets the tree shape of RocksDB and fjall:
+//! - `siftdb` (default): siftdb's, so that all three build trees of about the same shape.
+//!   RocksDB: 4 MiB memtable, 2 MiB tables, L1 10 MiB, static level sizes
+//!   (`level_compaction_dynamic_level_bytes = false`). fjall: 4 MiB memtable, leveled with 2 MiB
+//!   tables, L0 compaction at 4 tables and x10 per level; its L1 budget is tables x L0 trigger =
+//!   8 MiB (there is no separate setting), and it always fills levels from the last one up:
+//!   the first non-empty level below L0 acts as its L1, much like RocksDB's dynamic level sizes
+//!   (there is no option for static ones).
+//! - `own`: each keeps its own defaults for memtable, table and level sizes. RocksDB: 64 MiB
+//!   memtable, 64 MiB tables, L1 256 MiB, dynamic level sizes; fjall: 64 MiB memtable, 64 MiB
+//!   tables, L1 256 MiB, x10.
+//!
+//! Filter, block size, cache and compression are the same under both.
 
 use clap::{Parser, ValueEnum};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `n` as a 16-byte zero-padded decimal, built on the stack: the harness's own cost per
@@ -67,10 +120,30 @@ const POLL: Duration = Duration::from_millis(50);
 /// full.true.positive (said maybe and the key was there).
 type Bloom = (u64, u64, u64);
 
-/// One store under test: put, get, flush, full compaction.
+/// Cumulative write-path counters of a store.
+#[derive(Clone, Copy)]
+struct WriteStats {
+    /// Bytes of tables written by flushes and compactions.
+    table_bytes: u64,
+    /// Bytes of keys and values put.
+    user_bytes: u64,
+    /// Time writers were held back to let flushes or compactions catch up.
+    stall_micros: u64,
+}
+
+impl WriteStats {
+    fn amplification(&self) -> f64 {
+        self.table_bytes as f64 / self.user_bytes.max(1) as f64
+    }
+}
+
+/// One store under test: one method per operation the harness times or inspects.
 trait Store {
     fn put(&mut self, k: &[u8], v: &[u8]);
     fn get(&mut self, k: &[u8]) -> bool;
+    /// Looks up all `keys` in one call to the store's batched lookup; `result[i]` tells
+    /// whether `keys[i]` was found.
+    fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool>;
     /// Writes the memtable out as tables and waits for that (not for compactions).
     fn flush(&mut self);
     /// Compacts everything into one level; waits until done.
@@ -86,6 +159,9 @@ trait Store {
     }
     /// Bytes of filter held by the store's live tables.
     fn filter_bytes(&self) -> Option<u64> {
+        None
+    }
+    fn write_stats(&self) -> Option<WriteStats> {
         None
     }
 }
@@ -110,6 +186,13 @@ impl Store for Sift {
     }
     fn get(&mut self, k: &[u8]) -> bool {
         self.0.get(k).unwrap().is_some()
+    }
+    fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool> {
+        self.0
+            .multi_get(keys)
+            .into_iter()
+            .map(|r| r.unwrap().is_some())
+            .collect()
     }
     fn flush(&mut self) {
         self.0.flush().unwrap();
@@ -143,6 +226,15 @@ impl Store for Sift {
         // Every table has been opened by the reads, so every filter is pinned and counted.
         Some(self.0.statistics().filter_bytes_in_memory())
     }
+    fn write_stats(&self) -> Option<WriteStats> {
+        use siftdb::Ticker;
+        let s = self.0.statistics();
+        Some(WriteStats {
+            table_bytes: s.ticker(Ticker::TableBytesWritten),
+            user_bytes: s.ticker(Ticker::UserBytesWritten),
+            stall_micros: s.ticker(Ticker::WriteStallMicros),
+        })
+    }
 }
 
 /// RocksDB's default number of levels, set explicitly (siftdb has as many).
@@ -152,10 +244,13 @@ struct Rocks {
     // Dropped before `opts`, which holds the statistics the tickers are read from.
     db: rocksdb::DB,
     opts: rocksdb::Options,
+    /// Bytes of keys and values put. RocksDB's own `rocksdb.bytes.written` counts the encoded
+    /// write batches, headers included, so the harness counts what siftdb's ticker counts.
+    user_bytes: u64,
 }
 
 impl Rocks {
-    fn open(dir: &std::path::Path) -> Self {
+    fn open(dir: &std::path::Path, shape: PeerShape) -> Self {
         let mut table = rocksdb::BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         table.set_block_size(4096);
@@ -164,15 +259,30 @@ impl Rocks {
         opts.create_if_missing(true);
         opts.set_block_based_table_factory(&table);
         opts.set_compression_type(rocksdb::DBCompressionType::Snappy);
-        // siftdb's defaults, so that both build trees of the same shape.
-        opts.set_write_buffer_size(4 << 20);
-        opts.set_target_file_size_base(2 << 20);
-        opts.set_max_bytes_for_level_base(10 << 20);
-        opts.set_level_compaction_dynamic_level_bytes(false);
+        if shape == PeerShape::Siftdb {
+            // siftdb's defaults, so that both build trees of the same shape.
+            opts.set_write_buffer_size(4 << 20);
+            opts.set_target_file_size_base(2 << 20);
+            opts.set_max_bytes_for_level_base(10 << 20);
+            opts.set_level_compaction_dynamic_level_bytes(false);
+        }
         opts.set_num_levels(ROCKS_LEVELS as i32);
+        // siftdb splits a compaction between 2 threads; RocksDB's default is 1.
+        opts.set_max_subcompactions(2);
         opts.enable_statistics();
-        let db = rocksdb::DB::open(&opts, dir).unwrap();
-        Rocks { db, opts }
+        // The default column family is named, with the same options, because only a named
+        // family gets a handle, and `batched_multi_get_cf` needs one.
+        let db = rocksdb::DB::open_cf_with_opts(
+            &opts,
+            dir,
+            [(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone())],
+        )
+        .unwrap();
+        Rocks {
+            db,
+            opts,
+            user_bytes: 0,
+        }
     }
 
     fn int_property(&self, name: impl rocksdb::CStrLike) -> u64 {
@@ -183,9 +293,21 @@ impl Rocks {
 impl Store for Rocks {
     fn put(&mut self, k: &[u8], v: &[u8]) {
         self.db.put(k, v).unwrap();
+        self.user_bytes += (k.len() + v.len()) as u64;
     }
     fn get(&mut self, k: &[u8]) -> bool {
         self.db.get_pinned(k).unwrap().is_some()
+    }
+    fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool> {
+        let cf = self
+            .db
+            .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+            .unwrap();
+        self.db
+            .batched_multi_get_cf(cf, keys, false)
+            .into_iter()
+            .map(|r| r.unwrap().is_some())
+            .collect()
     }
     fn flush(&mut self) {
         self.db.flush().unwrap();
@@ -233,63 +355,113 @@ impl Store for Rocks {
             .collect();
         digits.parse().ok()
     }
+    fn write_stats(&self) -> Option<WriteStats> {
+        use rocksdb::statistics::Ticker;
+        let ticker = |t| self.opts.get_ticker_count(t);
+        Some(WriteStats {
+            table_bytes: ticker(Ticker::FlushWriteBytes) + ticker(Ticker::CompactWriteBytes),
+            user_bytes: self.user_bytes,
+            stall_micros: ticker(Ticker::StallMicros),
+        })
+    }
 }
 
 struct Fjall {
-    keyspace: fjall::Keyspace,
-    part: fjall::PartitionHandle,
+    // Dropped before the database, as a keyspace handle is in fjall's own examples.
+    ks: fjall::Keyspace,
+    db: fjall::Database,
 }
 
 impl Fjall {
-    /// Files per level and whether some level is being compacted.
-    fn shape(&self) -> Option<(Vec<usize>, bool)> {
-        match &self.part.tree {
-            fjall::AnyTree::Standard(tree) => {
-                let levels = tree.levels.read().unwrap();
-                let files = levels
-                    .resolved_view()
-                    .iter()
-                    .map(|l| l.segments.len())
-                    .collect();
-                Some((files, !levels.busy_levels().is_empty()))
-            }
-            fjall::AnyTree::Blob(_) => None,
+    fn open(dir: &std::path::Path, shape: PeerShape) -> Self {
+        use fjall::config::{
+            BlockSizePolicy, BloomConstructionPolicy, FilterPolicy, FilterPolicyEntry,
+        };
+        let db = fjall::Database::builder(dir)
+            .cache_size(64 << 20)
+            .open()
+            .unwrap();
+        let mut opts = fjall::KeyspaceCreateOptions::default()
+            .data_block_size_policy(BlockSizePolicy::all(4096))
+            .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
+                BloomConstructionPolicy::BitsPerKey(10.0),
+            )));
+        if shape == PeerShape::Siftdb {
+            // siftdb's memtable, table size, L0 trigger and level ratio; fjall derives L1's
+            // budget from the table size and the L0 trigger.
+            let leveled = fjall::compaction::Leveled::default()
+                .with_table_target_size(2 << 20)
+                .with_l0_threshold(4)
+                .with_level_ratio_policy(vec![10.0]);
+            opts = opts
+                .max_memtable_size(4 << 20)
+                .compaction_strategy(Arc::new(leveled));
         }
+        let ks = db.keyspace("default", || opts).unwrap();
+        Fjall { ks, db }
+    }
+
+    /// No flush queued or waiting and no compaction running. A compaction a flush has asked
+    /// for but no worker has picked up yet is not visible; `settle` covers it by also waiting
+    /// for the files per level to stay the same.
+    fn idle(&self) -> bool {
+        self.db.outstanding_flushes() == 0
+            && self.ks.sealed_memtable_count() == 0
+            && self.db.active_compactions() == 0
     }
 }
 
 impl Store for Fjall {
     fn put(&mut self, k: &[u8], v: &[u8]) {
-        self.part.insert(k, v).unwrap();
+        self.ks.insert(k, v).unwrap();
     }
     fn get(&mut self, k: &[u8]) -> bool {
-        self.part.get(k).unwrap().is_some()
+        self.ks.get(k).unwrap().is_some()
+    }
+    fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool> {
+        // fjall 3.1 has no batched lookup.
+        keys.iter().map(|k| self.get(k)).collect()
     }
     fn flush(&mut self) {
-        self.keyspace.persist(fjall::PersistMode::Buffer).unwrap();
-        self.part.rotate_memtable_and_wait().unwrap();
+        self.db.persist(fjall::PersistMode::Buffer).unwrap();
+        self.ks.rotate_memtable_and_wait().unwrap();
     }
     fn compact(&mut self) {
-        self.part.major_compact().unwrap();
+        self.ks.major_compact().unwrap();
     }
     fn settle(&mut self) -> bool {
         let mut last = None;
         let mut stable = 0;
         poll_until(|| {
-            let Some((files, busy)) = self.shape() else {
-                return true;
-            };
-            if busy || last.as_ref() != Some(&files) {
+            let files = self.levels();
+            if !self.idle() || last != files {
                 stable = 0;
             } else {
                 stable += 1;
             }
-            last = Some(files);
+            last = files;
             stable >= 4
         })
     }
+    fn bloom(&self) -> Option<Bloom> {
+        // `filter_queries` counts the checks that ruled the table out and those after which
+        // the table did not hold the key; a check followed by a hit is not counted at all.
+        let m = self.ks.metrics();
+        let checks = m.filter_queries() as u64;
+        let useful = m.io_skipped_by_filter() as u64;
+        Some((useful, checks - useful, 0))
+    }
     fn levels(&self) -> Option<Vec<usize>> {
-        self.shape().map(|s| s.0)
+        use fjall::AbstractTree;
+        Some(
+            (0..)
+                .map_while(|l| self.ks.tree.level_table_count(l))
+                .collect(),
+        )
+    }
+    fn filter_bytes(&self) -> Option<u64> {
+        use fjall::AbstractTree;
+        Some(self.ks.tree.filter_size())
     }
 }
 
@@ -310,7 +482,25 @@ impl StoreName {
     }
 }
 
-fn open(name: StoreName, dir: &std::path::Path) -> Box<dyn Store> {
+/// Whose memtable, table and level sizes RocksDB and fjall use.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PeerShape {
+    /// Their own defaults.
+    Own,
+    /// siftdb's defaults.
+    Siftdb,
+}
+
+impl PeerShape {
+    fn name(self) -> &'static str {
+        match self {
+            PeerShape::Own => "own",
+            PeerShape::Siftdb => "siftdb",
+        }
+    }
+}
+
+fn open(name: StoreName, dir: &std::path::Path, shape: PeerShape) -> Box<dyn Store> {
     match name {
         StoreName::Siftdb => {
             let opts = siftdb::Options::default()
@@ -319,15 +509,8 @@ fn open(name: StoreName, dir: &std::path::Path) -> Box<dyn Store> {
                 .block_size(4096);
             Box::new(Sift(siftdb::Db::open(dir, opts).unwrap()))
         }
-        StoreName::Rocksdb => Box::new(Rocks::open(dir)),
-        StoreName::Fjall => {
-            let keyspace = fjall::Config::new(dir).cache_size(64 << 20).open().unwrap();
-            let opts = fjall::PartitionCreateOptions::default()
-                .block_size(4096)
-                .bloom_filter_bits(Some(10));
-            let part = keyspace.open_partition("default", opts).unwrap();
-            Box::new(Fjall { keyspace, part })
-        }
+        StoreName::Rocksdb => Box::new(Rocks::open(dir, shape)),
+        StoreName::Fjall => Box::new(Fjall::open(dir, shape)),
     }
 }
 
@@ -335,10 +518,22 @@ fn rate(n: usize, start: Instant) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+#[derive(Clone, Copy)]
 enum Kind {
     Present,
     Missing,
     Mixed,
+}
+
+/// A random key of `kind` and whether it is present: `2i` are present, `2i + 1` absent.
+fn draw(rng: &mut StdRng, keys: u64, kind: Kind) -> (u64, bool) {
+    let i = rng.gen_range(0..keys);
+    let present = match kind {
+        Kind::Present => true,
+        Kind::Missing => false,
+        Kind::Mixed => rng.gen_bool(0.5),
+    };
+    (if present { 2 * i } else { 2 * i + 1 }, present)
 }
 
 /// `reads` random gets of one kind; checks every answer; returns ops/s.
@@ -352,13 +547,7 @@ fn reads_phase(
 ) -> f64 {
     let start = Instant::now();
     for _ in 0..reads {
-        let i = rng.gen_range(0..keys);
-        let present = match kind {
-            Kind::Present => true,
-            Kind::Missing => false,
-            Kind::Mixed => rng.gen_bool(0.5),
-        };
-        let n = if present { 2 * i } else { 2 * i + 1 };
+        let (n, present) = draw(rng, keys, kind);
         if db.get(&key(n)) != present {
             panic!("{name}: wrong answer for key {n}");
         }
@@ -366,10 +555,50 @@ fn reads_phase(
     rate(reads, start)
 }
 
+/// `w.reads` random lookups of one kind, `w.batch` keys per batched lookup (the last batch may
+/// be smaller); checks every answer; returns keys looked up per second.
+fn multi_get_phase(
+    name: &str,
+    db: &mut dyn Store,
+    rng: &mut StdRng,
+    w: Workload,
+    kind: Kind,
+) -> f64 {
+    let (keys, reads, batch) = (w.keys, w.reads, w.batch);
+    let mut numbers = Vec::with_capacity(batch);
+    let mut batch_keys = Vec::with_capacity(batch);
+    let start = Instant::now();
+    let mut done = 0;
+    while done < reads {
+        let len = batch.min(reads - done);
+        numbers.clear();
+        batch_keys.clear();
+        for _ in 0..len {
+            let (n, present) = draw(rng, keys, kind);
+            numbers.push((n, present));
+            batch_keys.push(key(n));
+        }
+        let found = db.multi_get(&batch_keys);
+        assert_eq!(found.len(), len, "{name}: one answer per key");
+        for (&(n, present), found) in numbers.iter().zip(found) {
+            if found != present {
+                panic!("{name}: wrong batched answer for key {n}");
+            }
+        }
+        done += len;
+    }
+    rate(reads, start)
+}
+
 /// What one store measured.
 struct Outcome {
-    /// ops/s for fillrandom, readrandom, readmissing, readmixed.
-    ops: [f64; 4],
+    /// ops/s per phase, in the order of `phases`.
+    ops: Vec<f64>,
+    /// Seconds the fill took.
+    fill_secs: f64,
+    /// Write counters at the end of the fill and once settled after it.
+    writes_fill_end: Option<WriteStats>,
+    writes_settled: Option<WriteStats>,
     /// Bloom ticker deltas over readmissing.
     bloom: Option<Bloom>,
     /// Filter bytes after the reads.
@@ -384,6 +613,21 @@ impl Outcome {
         let probes = useful + false_positive;
         (probes > 0).then(|| false_positive as f64 / probes as f64)
     }
+
+    /// Seconds writers were stalled during the fill, and that as a percentage of the fill.
+    fn stall(&self) -> Option<(f64, f64)> {
+        let secs = self.writes_fill_end?.stall_micros as f64 / 1e6;
+        Some((secs, secs / self.fill_secs * 100.0))
+    }
+}
+
+/// Names of the phases run, in order.
+fn phases(batch: usize) -> Vec<&'static str> {
+    let mut phases = vec!["fillrandom", "readrandom", "readmissing", "readmixed"];
+    if batch > 0 {
+        phases.extend(["multiget-present", "multiget-missing"]);
+    }
+    phases
 }
 
 fn settle(name: &str, db: &mut dyn Store) {
@@ -406,38 +650,61 @@ fn settle(name: &str, db: &mut dyn Store) {
     );
 }
 
+/// The workload's sizes.
+#[derive(Clone, Copy)]
+struct Workload {
+    keys: u64,
+    reads: usize,
+    batch: usize,
+    compacted: bool,
+    shape: PeerShape,
+}
+
 /// Runs every phase on one store.
-fn run(name: StoreName, keys: u64, reads: usize, compacted: bool) -> Outcome {
+fn run(name: StoreName, w: Workload) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
-    let mut db = open(name, dir.path());
+    let mut db = open(name, dir.path(), w.shape);
     let name = name.name();
     let mut rng = StdRng::seed_from_u64(42);
     let value = [b'v'; 100];
 
-    let mut order: Vec<u64> = (0..keys).collect();
+    let mut order: Vec<u64> = (0..w.keys).collect();
     order.shuffle(&mut rng);
     let start = Instant::now();
     for &i in &order {
         db.put(&key(2 * i), &value);
     }
-    let fill = rate(order.len(), start);
+    let fill_secs = start.elapsed().as_secs_f64();
+    let writes_fill_end = db.write_stats();
     db.flush();
     settle(name, db.as_mut());
-    if compacted {
+    let writes_settled = db.write_stats();
+    if w.compacted {
         db.compact();
         settle(name, db.as_mut());
     }
 
+    let (keys, reads) = (w.keys, w.reads);
+    let fill = order.len() as f64 / fill_secs;
     let present = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Present);
     let before = db.bloom();
     let missing = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Missing);
     let after = db.bloom();
     let mixed = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Mixed);
+    let mut ops = vec![fill, present, missing, mixed];
+    if w.batch > 0 {
+        for kind in [Kind::Present, Kind::Missing] {
+            ops.push(multi_get_phase(name, db.as_mut(), &mut rng, w, kind));
+        }
+    }
     let bloom = before
         .zip(after)
         .map(|(b, a)| (a.0 - b.0, a.1 - b.1, a.2 - b.2));
     Outcome {
-        ops: [fill, present, missing, mixed],
+        ops,
+        fill_secs,
+        writes_fill_end,
+        writes_settled,
         bloom,
         filter_bytes: db.filter_bytes(),
     }
@@ -449,12 +716,18 @@ struct Args {
     /// Keys to insert.
     #[arg(long, default_value_t = 1_000_000)]
     keys: u64,
-    /// Gets per read phase.
+    /// Gets per read phase, and keys per batched-lookup phase.
     #[arg(long, default_value_t = 1_000_000)]
     reads: usize,
+    /// Keys per batched lookup in the multiget phases; 0 leaves those phases out.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
     /// Fully compact each store before the reads.
     #[arg(long)]
     compacted: bool,
+    /// Memtable, table and level sizes of RocksDB and fjall: siftdb's, or their own defaults.
+    #[arg(long, value_enum, default_value = "siftdb")]
+    peer_shape: PeerShape,
     /// Stores to run, in this order, comma-separated.
     #[arg(
         long,
@@ -468,6 +741,11 @@ struct Args {
     json: bool,
 }
 
+/// "n/a" for a figure a store does not expose, else the figure in `format`'s way.
+fn or_na<T>(v: Option<T>, format: impl FnOnce(T) -> String) -> String {
+    v.map_or("n/a".to_string(), format)
+}
+
 fn main() {
     let args = Args::parse();
     if args.keys == 0 {
@@ -477,11 +755,42 @@ fn main() {
         )
         .exit();
     }
-    let (keys, reads, compacted) = (args.keys, args.reads, args.compacted);
-    println!("keys {keys} reads {reads} compacted {compacted}");
+    let w = Workload {
+        keys: args.keys,
+        reads: args.reads,
+        batch: args.batch,
+        compacted: args.compacted,
+        shape: args.peer_shape,
+    };
+    let (keys, reads) = (w.keys, w.reads);
+    println!(
+        "keys {keys} reads {reads} batch {} compacted {} peer-shape {}",
+        w.batch,
+        w.compacted,
+        w.shape.name()
+    );
     let mut results = Vec::new();
     for &name in &args.stores {
-        results.push((name.name(), run(name, keys, reads, compacted)));
+        results.push((name.name(), run(name, w)));
+    }
+
+    println!("\nwrites (w-amp: bytes of tables written by flushes and compactions / bytes put):");
+    println!(
+        "{:<8} {:>12} {:>14} {:>14} {:>9} {:>9}",
+        "store", "fill µs/op", "w-amp fill end", "w-amp settled", "stall s", "stall %"
+    );
+    for (name, r) in &results {
+        let us_per_op = r.fill_secs * 1e6 / keys as f64;
+        let amp = |s: Option<WriteStats>| or_na(s, |s| format!("{:.2}", s.amplification()));
+        let (stall_s, stall_pct) = match r.stall() {
+            Some((s, pct)) => (format!("{s:.2}"), format!("{pct:.1}")),
+            None => ("n/a".to_string(), "n/a".to_string()),
+        };
+        println!(
+            "{name:<8} {us_per_op:>12.2} {:>14} {:>14} {stall_s:>9} {stall_pct:>9}",
+            amp(r.writes_fill_end),
+            amp(r.writes_settled)
+        );
     }
 
     println!("\nbloom tickers during readmissing ({reads} gets of absent keys):");
@@ -492,9 +801,7 @@ fn main() {
     for (name, r) in &results {
         match r.bloom {
             Some((u, p, tp)) => {
-                let fp = r
-                    .fp_rate()
-                    .map_or("-".to_string(), |f| format!("{:.3}%", f * 100.0));
+                let fp = or_na(r.fp_rate(), |f| format!("{:.3}%", f * 100.0));
                 let probes = (u + p) as f64 / reads.max(1) as f64;
                 println!("{name:<8} {u:>12} {p:>14} {tp:>19} {fp:>10} {probes:>11.2}");
             }
@@ -505,7 +812,7 @@ fn main() {
         }
     }
 
-    println!("\nfilter memory after the reads (target: 10 bits/key x {keys} keys):");
+    println!("\nfilter size after the reads (target: 10 bits/key x {keys} keys):");
     for (name, r) in &results {
         match r.filter_bytes {
             Some(b) => println!(
@@ -517,13 +824,13 @@ fn main() {
         }
     }
 
-    let phases = ["fillrandom", "readrandom", "readmissing", "readmixed"];
+    let phases = phases(w.batch);
     let sift = results
         .iter()
         .find(|(n, _)| *n == "siftdb")
-        .map(|r| r.1.ops);
+        .map(|r| &r.1.ops);
     println!(
-        "\n{:<12} {:>10} {:>14} {:>10}",
+        "\n{:<16} {:>10} {:>14} {:>10}",
         "phase", "store", "ops/s", "siftdb/x"
     );
     for (p, phase) in phases.iter().enumerate() {
@@ -531,7 +838,7 @@ fn main() {
             let ratio = sift
                 .map(|s| format!("{:.2}", s[p] / r.ops[p]))
                 .unwrap_or_default();
-            println!("{phase:<12} {name:>10} {:>14.0} {ratio:>10}", r.ops[p]);
+            println!("{phase:<16} {name:>10} {:>14.0} {ratio:>10}", r.ops[p]);
         }
     }
 
@@ -541,9 +848,22 @@ fn main() {
             .map(|(name, r)| {
                 let mut fields: Vec<String> = phases
                     .iter()
-                    .zip(r.ops)
+                    .zip(&r.ops)
                     .map(|(p, v)| format!("\"{p}\":{v:.0}"))
                     .collect();
+                fields.push(format!(
+                    "\"fill_us_per_op\":{:.3}",
+                    r.fill_secs * 1e6 / keys as f64
+                ));
+                if let Some(s) = r.writes_fill_end {
+                    fields.push(format!("\"wamp_fill_end\":{:.4}", s.amplification()));
+                }
+                if let Some(s) = r.writes_settled {
+                    fields.push(format!("\"wamp_settled\":{:.4}", s.amplification()));
+                }
+                if let Some((secs, pct)) = r.stall() {
+                    fields.push(format!("\"stall_s\":{secs:.3},\"stall_pct\":{pct:.2}"));
+                }
                 if let Some((u, p, tp)) = r.bloom {
                     fields.push(format!(
                         "\"bloom_useful\":{u},\"bloom_full_positive\":{p},\"bloom_full_true_positive\":{tp}"
@@ -559,7 +879,10 @@ fn main() {
             })
             .collect();
         println!(
-            "{{\"keys\":{keys},\"reads\":{reads},\"compacted\":{compacted},\"stores\":{{{}}}}}",
+            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"stores\":{{{}}}}}",
+            w.batch,
+            w.compacted,
+            w.shape.name(),
             stores.join(",")
         );
     }

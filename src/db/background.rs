@@ -115,7 +115,7 @@ fn compaction_loop(inner: &DbInner) {
                         inputs,
                         table_numbers(&job.version, job.level + 1),
                     ));
-                    inner.run_compaction(job)
+                    inner.move_or_compact(job)
                 }
                 None => Ok(()),
             }

@@ -8,16 +8,22 @@ use std::sync::Arc;
 use super::background::catch_panic;
 use super::filename::table_path;
 use super::flush::table_options;
+use super::level_iter::LevelIter;
 use super::snapshot::VersionRetention;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
 use super::{CompactPointers, Db, DbInner};
 use crate::error::{Error, Result};
+use crate::filter::Filter;
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{parse_internal_key, ValueKind};
+use crate::key::{lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
 use crate::options::NUM_LEVELS;
 use crate::sst::table_builder::TableBuilder;
 use crate::stats::Ticker;
+
+/// A table moves down without a rewrite only if it overlaps at most this many tables' worth of
+/// bytes two levels down (LevelDB's rule).
+const MAX_MOVE_OVERLAP_TABLES: u64 = 10;
 
 /// One compaction: its inputs and the version they were chosen from.
 pub(crate) struct CompactionJob {
@@ -66,6 +72,66 @@ impl DbInner {
             pointers[level] = hi;
         }
         Some(job)
+    }
+
+    /// Runs a job the background thread picked. Input tables that overlap nothing in the next
+    /// level nor each other, and hold no tombstone, move down by an edit alone (unless they would overlap much of the
+    /// level below that, whose next compaction would then rewrite it all at once): keys written in
+    /// order reach the last level written once. Any other job is compacted. `Db::compact` does not
+    /// move tables: it promises tables rewritten without tombstones.
+    pub(crate) fn move_or_compact(&self, job: CompactionJob) -> Result<()> {
+        let out_level = job.level + 1;
+        let mut inputs: Vec<&Arc<FileMeta>> = job.inputs.iter().collect();
+        inputs.sort_by(|a, b| a.smallest_user().cmp(b.smallest_user()));
+        let disjoint = inputs
+            .windows(2)
+            .all(|w| w[0].largest_user() < w[1].smallest_user());
+        let below: u64 = match out_level + 1 {
+            l if l < NUM_LEVELS => inputs
+                .iter()
+                .flat_map(|t| {
+                    job.version
+                        .overlapping(l, t.smallest_user(), t.largest_user())
+                })
+                .map(|f| f.size)
+                .sum(),
+            _ => 0,
+        };
+        // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that
+        // tombstones do not come to rest in the last level by moves.
+        let mut tombstones = false;
+        for t in &inputs {
+            tombstones |= self.tables.get(t)?.properties().num_deletions > 0;
+        }
+        if !disjoint
+            || tombstones
+            || !job.next_level_inputs.is_empty()
+            || below > MAX_MOVE_OVERLAP_TABLES * self.options.target_file_size
+        {
+            return self.run_compaction(job);
+        }
+        // The same files, listed one level down; they stay on disk since they are not obsolete.
+        self.install(VersionEdit {
+            deleted: inputs.iter().map(|t| (job.level, t.number)).collect(),
+            added: inputs
+                .iter()
+                .map(|t| NewFile {
+                    level: out_level,
+                    number: t.number,
+                    size: t.size,
+                    smallest: t.smallest.clone(),
+                    largest: t.largest.clone(),
+                })
+                .collect(),
+            ..Default::default()
+        })?;
+        // A reader opened for the old level may hold that level's pinning of index and filter
+        // blocks; the table is reopened for its new level when next read.
+        for t in &inputs {
+            self.tables.evict(t.number);
+        }
+        self.stats.add(Ticker::TrivialMoves, inputs.len() as u64);
+        Ok(())
     }
 
     /// Runs `job` and installs its result. On failure the inputs stay and the error is returned;
@@ -128,19 +194,96 @@ impl DbInner {
         Ok(())
     }
 
+    /// Writes the job's output tables into `outputs`, splitting its key range between up to
+    /// `max_subcompactions` threads. On failure, `outputs` still lists every finished table.
     fn write_compaction_outputs(
         &self,
         job: &CompactionJob,
         outputs: &mut Vec<NewFile>,
     ) -> Result<()> {
+        let filter = self.filter_for_compaction(job);
+        let snapshots = self.snapshots.sequences();
+        let splits = split_points(
+            job,
+            self.options.max_subcompactions,
+            self.options.target_file_size,
+        );
+        let ranges = key_ranges(&splits);
+        if ranges.len() == 1 {
+            return self.write_compaction_range(job, (None, None), &filter, &snapshots, outputs);
+        }
+        self.stats.add(Ticker::Subcompactions, ranges.len() as u64);
+        let (filter, snapshots) = (&filter, &snapshots);
+        let results: Vec<(Result<()>, Vec<NewFile>)> = std::thread::scope(|scope| {
+            let run = move |range: KeyRange<'_>| {
+                let mut out = Vec::new();
+                let r = catch_panic("compaction", || {
+                    self.write_compaction_range(job, range, filter, snapshots, &mut out)
+                });
+                (r, out)
+            };
+            // The first range runs here; each other range on a thread of its own (or here too,
+            // if no thread can be started).
+            let spawned: Vec<_> = ranges[1..]
+                .iter()
+                .map(|&range| {
+                    std::thread::Builder::new()
+                        .name("siftdb-compact-sub".into())
+                        .spawn_scoped(scope, move || run(range))
+                        .map_err(|_| range)
+                })
+                .collect();
+            let mut results = vec![run(ranges[0])];
+            for handle in spawned {
+                results.push(match handle {
+                    Ok(handle) => handle.join().unwrap_or_else(|_| {
+                        let e = Error::Background("a subcompaction thread panicked".into());
+                        (Err(e), Vec::new())
+                    }),
+                    Err(range) => run(range),
+                });
+            }
+            results
+        });
+        let mut failure = None;
+        for (result, out) in results {
+            outputs.extend(out);
+            if let Err(e) = result {
+                failure.get_or_insert(e);
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Writes the output tables of the job's user keys in `range` (from `lo`, up to but not
+    /// including `hi`; `None` is open-ended).
+    fn write_compaction_range(
+        &self,
+        job: &CompactionJob,
+        (lo, hi): KeyRange<'_>,
+        filter: &Filter,
+        snapshots: &[u64],
+        outputs: &mut Vec<NewFile>,
+    ) -> Result<()> {
         let out_level = job.level + 1;
+        // Tables of a level ≥ 1 do not overlap: each such level is merged as one concatenated
+        // child, so the merge compares a handful of keys per entry rather than one per table.
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        for f in job.inputs.iter().chain(&job.next_level_inputs) {
-            children.push(Box::new(self.tables.get(f)?.iter(false)));
+        if job.level == 0 {
+            for f in &job.inputs {
+                children.push(Box::new(self.tables.get(f)?.iter(false)));
+            }
+        } else {
+            children.push(Box::new(self.level_iter(&job.inputs)));
+        }
+        if !job.next_level_inputs.is_empty() {
+            children.push(Box::new(self.level_iter(&job.next_level_inputs)));
         }
         let mut it = MergingIterator::new(children);
-        it.seek_to_first()?;
-        let filter = self.filter_for_compaction(job);
+        match lo {
+            Some(lo) => it.seek(&lookup_key(lo, MAX_SEQUENCE))?,
+            None => it.seek_to_first()?,
+        }
         let mut builder: Option<(u64, TableBuilder)> = None;
         let mut last_key: Option<Vec<u8>> = None;
         let finish = |b: (u64, TableBuilder), outputs: &mut Vec<NewFile>| -> Result<()> {
@@ -157,8 +300,7 @@ impl DbInner {
             });
             Ok(())
         };
-        let snapshots = self.snapshots.sequences();
-        let mut retention = VersionRetention::new(&snapshots);
+        let mut retention = VersionRetention::new(snapshots);
         // An output table is cut only between user keys: versions of one key (kept for snapshots)
         // never straddle two tables of a level, whose key ranges must not overlap.
         let mut cut_pending = false;
@@ -167,8 +309,14 @@ impl DbInner {
                 let parsed = parse_internal_key(it.key()).ok_or_else(|| {
                     Error::corruption(&self.dir, "compaction met a malformed internal key")
                 })?;
+                if hi.is_some_and(|hi| parsed.user_key >= hi) {
+                    break;
+                }
                 if last_key.as_deref() != Some(parsed.user_key) {
-                    last_key = Some(parsed.user_key.to_vec());
+                    // Reuses the buffer: one allocation per job, not one per key.
+                    let last = last_key.get_or_insert_with(Vec::new);
+                    last.clear();
+                    last.extend_from_slice(parsed.user_key);
                     retention.next_key();
                     if cut_pending {
                         cut_pending = false;
@@ -215,6 +363,12 @@ impl DbInner {
         outcome
     }
 
+    /// The tables of one level ≥ 1 (in key order, none overlapping) as one iterator that opens
+    /// each table when the walk reaches it, without filling the block cache.
+    fn level_iter(&self, files: &[Arc<FileMeta>]) -> LevelIter {
+        LevelIter::new(files.to_vec(), Arc::clone(&self.tables), false)
+    }
+
     /// Compacts every level into the next, down to the deepest level that holds data.
     fn compact_all(&self, pointers: &mut CompactPointers) -> Result<()> {
         let _ = pointers;
@@ -230,6 +384,72 @@ impl DbInner {
         }
         Ok(())
     }
+}
+
+/// A range of user keys: from the first, up to but not including the second; `None` is
+/// open-ended.
+type KeyRange<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// The ranges between consecutive split points, covering every key.
+fn key_ranges(splits: &[Vec<u8>]) -> Vec<KeyRange<'_>> {
+    let mut bounds: Vec<Option<&[u8]>> = vec![None];
+    bounds.extend(splits.iter().map(|k| Some(k.as_slice())));
+    bounds.push(None);
+    bounds.windows(2).map(|w| (w[0], w[1])).collect()
+}
+
+/// User keys that cut `job` into at most `n` ranges of about equal input bytes, chosen among the
+/// smallest keys of its input tables. Ranges meet at user keys, so all versions of a key fall in
+/// one range and the outputs of different ranges never overlap. A job under two output tables
+/// is not split: a thread would cost more than it saves.
+fn split_points(job: &CompactionJob, n: usize, target_file_size: u64) -> Vec<Vec<u8>> {
+    let files: Vec<&Arc<FileMeta>> = job.inputs.iter().chain(&job.next_level_inputs).collect();
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    if n < 2 || total < 2 * target_file_size {
+        return Vec::new();
+    }
+    let Some(first) = files.iter().map(|f| f.smallest_user()).min() else {
+        return Vec::new();
+    };
+    let mut candidates: Vec<&[u8]> = files
+        .iter()
+        .map(|f| f.smallest_user())
+        .filter(|&k| k > first)
+        .collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    // Input bytes below a key: whole tables that end before it, half of those that span it.
+    let bytes_below = |key: &[u8]| -> u64 {
+        files
+            .iter()
+            .map(|f| {
+                if f.largest_user() < key {
+                    f.size
+                } else if f.smallest_user() < key {
+                    f.size / 2
+                } else {
+                    0
+                }
+            })
+            .sum()
+    };
+    let below: Vec<u64> = candidates.iter().map(|k| bytes_below(k)).collect();
+    let mut splits: Vec<Vec<u8>> = Vec::new();
+    let mut next = 0;
+    for part in 1..n as u64 {
+        let goal = total * part / n as u64;
+        // The first candidate at or past this part's share of the bytes.
+        while next < candidates.len() && below[next] < goal {
+            next += 1;
+        }
+        let Some(key) = candidates.get(next) else {
+            break;
+        };
+        if splits.last().map(Vec::as_slice) != Some(*key) {
+            splits.push(key.to_vec());
+        }
+    }
+    splits
 }
 
 impl Db {

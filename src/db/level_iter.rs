@@ -200,7 +200,9 @@ mod tests {
         let options = Options::default()
             .write_buffer_size(64 << 10)
             .target_file_size(4 << 10)
-            .max_bytes_for_level_base(64 << 20);
+            .max_bytes_for_level_base(64 << 20)
+            // No background job: `compact` rewrites every flushed table into small ones.
+            .level0_compaction_trigger(50);
         let db = Db::open(dir.path(), options).unwrap();
         for i in 0..3000u32 {
             db.put(format!("key{i:05}"), format!("value-{i}")).unwrap();

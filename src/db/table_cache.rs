@@ -151,7 +151,8 @@ impl TableCache {
         &self.blocks
     }
 
-    /// Forgets table `number` (it is being deleted); a pinned reader goes with its `FileMeta`.
+    /// Forgets table `number` (it is being deleted, or moved to another level); a pinned reader
+    /// goes with its `FileMeta`.
     pub(crate) fn evict(&self, number: u64) {
         self.readers.remove(&number);
     }

@@ -42,7 +42,8 @@ pub(crate) type Retire = Arc<dyn Fn(u64) + Send + Sync>;
 /// is deleted when the last version holding it (a Get, a scan, an old super-version) lets go.
 pub(crate) struct FileMeta {
     pub(crate) number: u64,
-    /// The level it was written to; a table never moves (compaction rewrites).
+    /// The level it is listed in. A table moved down without a rewrite gets a new `FileMeta`
+    /// for its new level (see `DbInner::move_or_compact`).
     pub(crate) level: usize,
     pub(crate) size: u64,
     /// Smallest internal key.

@@ -55,7 +55,8 @@ pub struct OpSite {
     /// The file's name in the directory (the directory's own path for `SyncDir`; for a rename,
     /// the source).
     pub file: String,
-    /// The name of the thread that made it (`siftdb-flush`, `siftdb-compact`, or the caller's).
+    /// The name of the thread that made it (`siftdb-flush`, `siftdb-compact`, `siftdb-compact-sub`
+    /// for the threads a compaction splits its key range between, or the caller's).
     pub thread: String,
 }
 
