@@ -27,6 +27,9 @@
 //!   compacted into one level, every block in the cache, wrapping around at the ends (a seek per
 //!   100k steps); `scan_step/{next,next_back}`: one item of a full `Db::scan` forward or reversed
 //!   (a copy of the key and value per item), on the same store. Public API only.
+//! - `compaction/{1,2}`: `Db::compact` of a store holding 100k keys in L1 and 100k more (half of
+//!   them new, half overwrites) in 8 L0 tables, 200 KiB output tables, with `max_subcompactions`
+//!   1 and 2; building the store is not timed. Per key merged.
 //! - `put/10000`: 10k `Db::put`s (WAL on, no sync) on a fresh store, shuffled key order; opening
 //!   and dropping the store are not timed.
 //!
@@ -438,6 +441,52 @@ fn bench_put(c: &mut Criterion) {
     g.finish();
 }
 
+/// Keys merged by one timed `compaction` iteration: two rounds of `STORE_KEYS`.
+const COMPACTION_KEYS: u64 = 2 * STORE_KEYS;
+
+fn bench_compaction(c: &mut Criterion) {
+    let mut g = c.benchmark_group("compaction");
+    g.throughput(Throughput::Elements(COMPACTION_KEYS));
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    for threads in [1, 2] {
+        g.bench_function(threads.to_string(), |b| {
+            b.iter_batched(
+                || {
+                    let dir = tempfile::tempdir().expect("temporary directory");
+                    // No background job: the timed `compact` does all the merging.
+                    let options = Options::default()
+                        .level0_compaction_trigger(1000)
+                        .max_bytes_for_level_base(1 << 40)
+                        .target_file_size(200 << 10)
+                        .max_subcompactions(threads);
+                    let db = Db::open(dir.path(), options).expect("open");
+                    for i in scrambled(STORE_KEYS) {
+                        db.put(key(i, false), value(i)).expect("put");
+                    }
+                    db.compact().expect("compact");
+                    // Half overwrites, half new keys, in 8 overlapping L0 tables.
+                    for (n, i) in scrambled(STORE_KEYS).enumerate() {
+                        let k = if i % 2 == 0 { i } else { STORE_KEYS + i };
+                        db.put(key(k, false), value(k + 1)).expect("put");
+                        if (n as u64).is_multiple_of(STORE_KEYS / 8) {
+                            db.flush().expect("flush");
+                        }
+                    }
+                    db.flush().expect("flush");
+                    (db, dir)
+                },
+                |(db, dir)| {
+                    db.compact().expect("compact");
+                    (db, dir)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
 fn config() -> Criterion {
     // Modest times: the whole run takes a couple of minutes on two cores.
     Criterion::default()
@@ -450,6 +499,6 @@ criterion_group! {
     name = benches;
     config = config();
     targets = bench_block_seek, bench_filter_probe, bench_memtable_insert, bench_get_warm,
-        bench_get_value, bench_iter_step, bench_put
+        bench_get_value, bench_iter_step, bench_put, bench_compaction
 }
 criterion_main!(benches);

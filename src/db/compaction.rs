@@ -16,7 +16,7 @@ use super::{CompactPointers, Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
+use crate::key::{append_internal_key, lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
 use crate::options::NUM_LEVELS;
 use crate::sst::table_builder::TableBuilder;
 use crate::stats::Ticker;
@@ -301,6 +301,12 @@ impl DbInner {
             Ok(())
         };
         let mut retention = VersionRetention::new(snapshots);
+        // In the last level that holds data, a version every snapshot sees is the only one of its
+        // key anywhere below the memtables' newer ones: it is written with sequence 0, whose
+        // tag is the same for every key, so that snappy compresses the tags away (as RocksDB does
+        // at its bottommost level).
+        let bottommost = out_level >= job.version.deepest_nonempty_level();
+        let mut zeroed: Vec<u8> = Vec::new();
         // An output table is cut only between user keys: versions of one key (kept for snapshots)
         // never straddle two tables of a level, whose key ranges must not overlap.
         let mut cut_pending = false;
@@ -345,8 +351,15 @@ impl DbInner {
                         )?;
                         builder = Some((number, b));
                     }
+                    let key = if bottommost && !retention.snapshot_below(parsed.seq) {
+                        zeroed.clear();
+                        append_internal_key(&mut zeroed, parsed.user_key, 0, parsed.kind);
+                        zeroed.as_slice()
+                    } else {
+                        it.key()
+                    };
                     if let Some((_, b)) = builder.as_mut() {
-                        b.add(it.key(), it.value())?;
+                        b.add(key, it.value())?;
                         cut_pending = b.estimated_file_size() >= self.options.target_file_size;
                     }
                 }
