@@ -95,7 +95,8 @@ tickers! {
     /// amplification (`table.bytes.written` ÷ this) is measured against.
     UserBytesWritten => "user.bytes.written",
     /// Tables moved one level down by a MANIFEST edit alone, without a rewrite: they overlapped
-    /// nothing in the next level nor each other. Not counted in `compaction.count`.
+    /// nothing in the next level nor each other and held no tombstone. Not counted in
+    /// `compaction.count`.
     TrivialMoves => "compaction.trivial.moves",
     /// Key ranges of compactions split between threads (`Options::max_subcompactions`): a job
     /// split in two adds 2. Jobs too small to split add nothing.
