@@ -1,8 +1,9 @@
 //! Background compaction as it schedules its work: jobs split between threads by key range
 //! (`max_subcompactions`), and tables moved down a level without a rewrite.
 
+mod common;
+use common::{settle, tables_per_level};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -16,18 +17,6 @@ fn small_options(subcompactions: usize) -> Options {
         .max_bytes_for_level_base(64 << 10)
         .block_cache_bytes(1 << 20)
         .max_subcompactions(subcompactions)
-}
-
-/// Waits until no compaction is pending (the background thread has caught up).
-fn settle(db: &Db) {
-    let start = Instant::now();
-    while db.property("siftdb.compaction-pending").as_deref() != Some("0") {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "compaction did not settle"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
@@ -116,14 +105,7 @@ fn tables_of_ascending_keys_move_down_without_a_rewrite() {
         let written = ticker(&db, Ticker::TableBytesWritten) as f64;
         let user = ticker(&db, Ticker::UserBytesWritten) as f64;
         assert!(moved > 0, "no table moved");
-        let deeper: usize = (2..7)
-            .map(|l| {
-                db.property(&format!("siftdb.num-files-at-level{l}"))
-                    .unwrap()
-                    .parse::<usize>()
-                    .unwrap()
-            })
-            .sum();
+        let deeper: usize = tables_per_level(&db)[2..].iter().sum();
         assert!(deeper > 0, "no table reached L2");
         // Every table is written once, by its flush (with an index, a filter and a block
         // trailer per 4 KiB): well under twice the user bytes, where rewriting each table once

@@ -10,6 +10,7 @@
 //! (2,000, and 20,000 at the last); `SIFTDB_LONG=1` asks 20,000 at every step.
 
 mod common;
+use common::{settle, tables_per_level};
 
 use std::fmt::Write as _;
 
@@ -66,19 +67,6 @@ fn run(options: Options) -> Outcome {
         missing_data_blocks_per_get: missing.ticker(Ticker::DataBlocksRead) as f64
             / f64::from(probes),
         hit_data_blocks_per_get: hits.ticker(Ticker::DataBlocksRead) as f64 / 20_000.0,
-    }
-}
-
-/// Waits until no level is over its budget, so no compaction is running or due: the tree then goes
-/// through the same shapes in every run however loaded the machine is.
-fn settle(db: &Db) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while db.property("siftdb.compaction-pending").unwrap() != "0" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "compactions never settled"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -211,14 +199,7 @@ fn grow(g: &Growth) -> Vec<Step> {
             .collect();
         let [monkey, uniform] = [&dbs[0], &dbs[1]].map(|db| {
             let mut s = Snapshot {
-                files_per_level: (0..7)
-                    .map(|l| {
-                        db.property(&format!("siftdb.num-files-at-level{l}"))
-                            .unwrap()
-                            .parse()
-                            .unwrap()
-                    })
-                    .collect(),
+                files_per_level: tables_per_level(db),
                 filter_bytes: live_filter_bytes(db),
                 wasted_reads: 0.0,
             };

@@ -178,15 +178,9 @@ fn multi_get_matches_single_gets_and_a_btreemap() {
             }
         }
     }
-    let levels: Vec<String> = (0..siftdb::NUM_LEVELS)
-        .map(|l| {
-            db.property(&format!("siftdb.num-files-at-level{l}"))
-                .unwrap()
-        })
-        .collect();
     eprintln!(
-        "{batches} batches; tables per level at the end: {}",
-        levels.join(",")
+        "{batches} batches; tables per level at the end: {:?}",
+        common::tables_per_level(&db)
     );
     assert!(batches > 1000);
     // Every key of the model and as many absent ones, in one batch.

@@ -2,7 +2,7 @@
 //! reopen; locking; bad input.
 
 mod common;
-use common::files_with_ext;
+use common::{files_with_ext, tables_per_level};
 use siftdb::{Db, Error, Filter, Options, Ticker, WriteBatch, WriteOptions};
 
 fn small_options() -> Options {
@@ -53,13 +53,8 @@ fn put_get_delete_overwrite_across_flush_compaction_and_reopen() {
         check(&db);
         db.compact().unwrap();
         check(&db);
-        let levels: Vec<String> = (0..7)
-            .map(|l| {
-                db.property(&format!("siftdb.num-files-at-level{l}"))
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(levels[0], "0", "after compact L0 is empty: {levels:?}");
+        let levels = tables_per_level(&db);
+        assert_eq!(levels[0], 0, "after compact L0 is empty: {levels:?}");
     }
     // Reopen: everything is in tables now.
     let db = Db::open(dir.path(), small_options()).unwrap();
@@ -216,14 +211,7 @@ fn more_tables_than_open_files_read_right_and_compacted_files_are_deleted() {
     for i in (0..n).step_by(7) {
         assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
     }
-    let live: usize = (0..7)
-        .map(|l| {
-            db.property(&format!("siftdb.num-files-at-level{l}"))
-                .unwrap()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
+    let live: usize = tables_per_level(&db).iter().sum();
     assert_eq!(tables(dir.path()), live, "obsolete table files left behind");
 }
 

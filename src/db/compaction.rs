@@ -86,6 +86,9 @@ impl DbInner {
         let disjoint = inputs
             .windows(2)
             .all(|w| w[0].largest_user() < w[1].smallest_user());
+        if !disjoint || !job.next_level_inputs.is_empty() {
+            return self.run_compaction(job);
+        }
         let below: u64 = match out_level + 1 {
             l if l < NUM_LEVELS => inputs
                 .iter()
@@ -97,18 +100,16 @@ impl DbInner {
                 .sum(),
             _ => 0,
         };
-        // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that
-        // tombstones do not come to rest in the last level by moves.
-        let mut tombstones = false;
-        for t in &inputs {
-            tombstones |= self.tables.get(t)?.properties().num_deletions > 0;
-        }
-        if !disjoint
-            || tombstones
-            || !job.next_level_inputs.is_empty()
-            || below > MAX_MOVE_OVERLAP_TABLES * self.options.target_file_size
-        {
+        if below > MAX_MOVE_OVERLAP_TABLES * self.options.target_file_size {
             return self.run_compaction(job);
+        }
+        // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that
+        // tombstones do not come to rest in the last level by moves. Asked last: it opens the
+        // tables.
+        for t in &inputs {
+            if self.tables.get(t)?.properties().num_deletions > 0 {
+                return self.run_compaction(job);
+            }
         }
         // The same files, listed one level down; they stay on disk since they are not obsolete.
         self.install(VersionEdit {

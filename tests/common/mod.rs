@@ -102,6 +102,31 @@ pub fn check_across_flush_compaction_and_reopen(
     db
 }
 
+/// Tables per level, L0 first (`siftdb.num-files-at-level<N>`).
+pub fn tables_per_level(db: &Db) -> Vec<usize> {
+    (0..siftdb::NUM_LEVELS)
+        .map(|l| {
+            db.property(&format!("siftdb.num-files-at-level{l}"))
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Waits until no level is over its budget, so no compaction is running or due: the tree then
+/// goes through the same shapes in every run however loaded the machine is.
+pub fn settle(db: &Db) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while db.property("siftdb.compaction-pending").unwrap() != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "compactions never settled"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// A varint at `*pos` of a pristine file, advancing `*pos`.
 pub fn varint(b: &[u8], pos: &mut usize) -> u64 {
     let mut v = 0u64;
