@@ -46,7 +46,8 @@
 //! # }
 //! ```
 #![deny(clippy::unwrap_used, clippy::expect_used)]
-// No unsafe code; a module that needs it (a SIMD probe) allows it itself, `// SAFETY:` per block.
+// No unsafe code; a module that needs it (the prefetch, a SIMD probe) allows it itself, `// SAFETY:`
+// per block.
 #![deny(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
@@ -63,6 +64,7 @@ mod key;
 mod memtable;
 mod options;
 mod pinned_value;
+mod prefetch;
 mod prefix;
 mod sst;
 mod stats;

@@ -230,10 +230,22 @@ impl Stats {
 
     /// Records one filter check of a table at `level` with `layout`.
     pub(crate) fn record_filter(&self, level: usize, layout: FilterLayout, verdict: FilterVerdict) {
+        self.record_filters(level, layout, verdict, 1);
+    }
+
+    /// Records `n` filter checks of tables at `level` with `layout` that gave one verdict.
+    #[inline]
+    pub(crate) fn record_filters(
+        &self,
+        level: usize,
+        layout: FilterLayout,
+        verdict: FilterVerdict,
+        n: u64,
+    ) {
         let (i, owned) = my_shard().unwrap_or(SHARED_FALLBACK);
         let shard = &self.shards[i].0;
         let base = NUM_TICKERS + (level.min(NUM_LEVELS - 1) * NUM_LAYOUTS + layout.index()) * 3;
-        let bump = |slot: usize| bump(&shard[slot], 1, owned);
+        let bump = |slot: usize| bump(&shard[slot], n, owned);
         match verdict {
             FilterVerdict::Useful => {
                 bump(Ticker::BloomFilterUseful as usize);

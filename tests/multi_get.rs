@@ -34,9 +34,18 @@ fn options(round: u64) -> Options {
         .filter(filter)
 }
 
+/// Short keys, keys longer than 16 bytes that share their first 16, and keys holding zero bytes
+/// (a prefix of another key with zeros after it), so that the batch's sort meets every case.
 fn key(n: u32) -> Vec<u8> {
     if n.is_multiple_of(11) {
         format!("k{n}").into_bytes()
+    } else if n.is_multiple_of(13) {
+        format!("a-shared-long-prefix:{n}").into_bytes()
+    } else if n.is_multiple_of(17) {
+        let mut k = b"key".to_vec();
+        k.extend(std::iter::repeat_n(0u8, (n % 3) as usize));
+        k.extend(n.to_be_bytes());
+        k
     } else {
         format!("key{n:05}").into_bytes()
     }

@@ -98,8 +98,8 @@ pub trait FilterPolicy: Send + Sync {
 
     /// Starts loading the part of `filter` that [`may_match_probe`](FilterPolicy::may_match_probe)
     /// of `probe` will read, without waiting for it: a batch of lookups prefetches the filters of
-    /// every (key, table) pair of a level before probing any, so their cache misses overlap. A
-    /// hint only, it changes no answer. The default does nothing.
+    /// the tables of a level it asks for one key each before probing any, so their cache misses
+    /// overlap. A hint only, it changes no answer. The default does nothing.
     fn prefetch(&self, filter: &[u8], probe: &FilterProbe<'_>) {
         let _ = (filter, probe);
     }

@@ -14,6 +14,11 @@ use std::sync::Arc;
 
 use crate::coding::{fixed32_at, Decoder};
 use crate::key::{compare_bytes, compare_internal};
+use crate::prefetch::prefetch_line_of;
+
+/// Restart points whose entries [`Block::prefetch_restart_points`] loads: all of a block of the
+/// default size (4 KiB of 100-byte values holds three).
+const PREFETCHED_RESTARTS: usize = 8;
 
 /// How the keys of a block are ordered, which decides what `seek` means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +100,14 @@ impl Block {
     /// An iterator over the block's entries in `order`, positioned nowhere (invalid) until a
     /// `seek_to_first` or `seek`.
     pub(crate) fn iter(self: &Arc<Block>, order: KeyOrder) -> BlockIter {
+        self.iter_in(order, Vec::new())
+    }
+
+    /// [`iter`](Block::iter), rebuilding keys in `key` (cleared first) instead of a new buffer:
+    /// a caller that seeks one block after another keeps one buffer, which
+    /// [`BlockIter::into_key_buffer`] hands back, instead of growing a new one in every block.
+    pub(crate) fn iter_in(self: &Arc<Block>, order: KeyOrder, mut key: Vec<u8>) -> BlockIter {
+        key.clear();
         BlockIter {
             block: Arc::clone(self),
             order,
@@ -102,7 +115,7 @@ impl Block {
             next_offset: self.restarts_at,
             restart_index: 0,
             next_restart: NO_RESTART,
-            key: Vec::new(),
+            key,
             value_start: 0,
             value_end: 0,
             valid: false,
@@ -144,6 +157,25 @@ impl Block {
             self.entry_header(self.restart_point(i))
                 .is_some_and(|h| h.shared == 0 && h.body + h.unshared + h.value_len == next)
         })
+    }
+
+    /// Starts loading the restart array, the first thing a seek reads.
+    pub(crate) fn prefetch_restart_array(&self) {
+        if let Some(first) = self.data.get(self.restarts_at) {
+            prefetch_line_of(first);
+        }
+    }
+
+    /// Starts loading the entries at the restart points a seek's binary search compares with
+    /// (the first [`PREFETCHED_RESTARTS`]; the rest of a seek scans forward, which the hardware
+    /// prefetcher follows). Reads the restart array, so best after
+    /// [`prefetch_restart_array`](Self::prefetch_restart_array) has had time to load it.
+    pub(crate) fn prefetch_restart_points(&self) {
+        for i in 1..self.num_restarts.min(PREFETCHED_RESTARTS) {
+            if let Some(entry) = self.data.get(self.restart_point(i)) {
+                prefetch_line_of(entry);
+            }
+        }
     }
 
     /// Offset of restart point `i`; `Block::new` guaranteed it is readable for `i < num_restarts`.
@@ -258,6 +290,11 @@ impl BlockIter {
     /// `Error::Corruption` naming its file.
     pub(crate) fn is_corrupt(&self) -> bool {
         self.corrupt
+    }
+
+    /// The buffer keys were rebuilt in, for another block's [`Block::iter_in`].
+    pub(crate) fn into_key_buffer(self) -> Vec<u8> {
+        self.key
     }
 
     /// The current key while `valid()`; empty otherwise.

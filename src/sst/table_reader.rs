@@ -1,6 +1,7 @@
 //! Reads a table: pins its index and filter at open, answers point lookups filter-first, and
 //! iterates its entries in order.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,6 +25,15 @@ use crate::sst::index_search::{IndexPosition, IndexSearch};
 use crate::sst::properties::TableProperties;
 use crate::stats::{Stats, Ticker};
 use crate::store_id::StoreId;
+
+/// A point lookup's key buffer larger than this (a block of very long keys) is not kept.
+const KEPT_POINT_LOOKUP_KEY_BYTES: usize = 4096;
+
+thread_local! {
+    /// The buffer point lookups rebuild a data block's keys in, kept for the thread's next
+    /// lookup: a new one would be allocated and grown in every block searched.
+    static POINT_LOOKUP_KEY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
 
 /// A block as the block cache holds it.
 #[derive(Clone)]
@@ -122,6 +132,20 @@ pub(crate) struct TableSearch<V = Vec<u8>> {
     pub(crate) data_block: Option<BlockHandle>,
     /// What the table holds for the key.
     pub(crate) found: Option<NewestEntry<V>>,
+}
+
+/// A point lookup between [`TableReader::locate`] and [`TableReader::finish_search`]: what the
+/// search did so far (nothing found yet), and the data block left to seek in, if any.
+pub(crate) struct Located<V = Vec<u8>> {
+    search: TableSearch<V>,
+    block: Option<Arc<Block>>,
+}
+
+impl<V> Located<V> {
+    /// The data block left to seek in, if the filter let the key through to one.
+    pub(crate) fn block(&self) -> Option<&Arc<Block>> {
+        self.block.as_ref()
+    }
 }
 
 /// How a table search hands out the value it found.
@@ -405,11 +429,26 @@ impl TableReader {
     /// The newest entry for the user key of `lookup` (an internal lookup key), asking the filter
     /// first, and what the lookup did on the way. `key_probe` is a probe of the user key, shared
     /// by every table a Get consults so the key is hashed once.
+    #[inline]
     pub(crate) fn search<T: TakeValue>(
         &self,
         lookup: &[u8],
         key_probe: &FilterProbe<'_>,
     ) -> Result<TableSearch<T::Value>> {
+        let located = self.locate::<T>(lookup, key_probe)?;
+        self.finish_search::<T>(located, lookup)
+    }
+
+    /// The first part of [`search`](Self::search): the filter's answer and, if it lets the key
+    /// through, the data block that may hold it, fetched, its restart array prefetched. A batch
+    /// of lookups locates every key before it finishes any, so that their cache misses overlap.
+    // Inlined into `search` whole, so that a Get pays nothing for the split.
+    #[inline(always)]
+    pub(crate) fn locate<T: TakeValue>(
+        &self,
+        lookup: &[u8],
+        key_probe: &FilterProbe<'_>,
+    ) -> Result<Located<T::Value>> {
         let ukey = user_key(lookup);
         let mut outcome = TableSearch {
             filter: None,
@@ -434,18 +473,46 @@ impl TableReader {
             match f.may_match(probe, lookup, &blocks)? {
                 FilterAnswer::No => {
                     outcome.filter = Some((f.layout(), false));
-                    return Ok(outcome);
+                    return Ok(Located {
+                        search: outcome,
+                        block: None,
+                    });
                 }
                 FilterAnswer::Maybe => outcome.filter = Some((f.layout(), true)),
                 FilterAnswer::NotAsked => {}
             }
         }
         let Some(handle) = blocks.data_block_for(lookup)? else {
-            return Ok(outcome);
+            return Ok(Located {
+                search: outcome,
+                block: None,
+            });
         };
         outcome.data_block = Some(handle);
-        outcome.found = self.search_block::<T>(handle, lookup)?;
-        Ok(outcome)
+        let block = self.data_block(handle, true)?;
+        block.prefetch_restart_array();
+        Ok(Located {
+            search: outcome,
+            block: Some(block),
+        })
+    }
+
+    /// The rest of [`search`](Self::search) once [`locate`](Self::locate) has run: the seek in
+    /// the data block it found.
+    ///
+    /// # Errors
+    /// As [`search`](Self::search).
+    #[inline(always)]
+    pub(crate) fn finish_search<T: TakeValue>(
+        &self,
+        located: Located<T::Value>,
+        lookup: &[u8],
+    ) -> Result<TableSearch<T::Value>> {
+        let Located { mut search, block } = located;
+        if let (Some(block), Some(handle)) = (block, search.data_block) {
+            search.found = self.find_in_block::<T>(&block, handle, lookup)?;
+        }
+        Ok(search)
     }
 
     /// The handle of the only data block that may hold `lookup` (an internal key), or `None` if
@@ -504,9 +571,10 @@ impl TableReader {
 
     /// [`search`](Self::search) for several keys of this table at once, sorted by user key
     /// (`probes[i]` the probe of `lookups[i]`). A full filter answers every key in one call
-    /// (which may overlap their memory accesses), and each data block is read once for all the
-    /// keys it may hold: then the call returns the filter's layout, `maybe[i]` is its answer for
-    /// key `i`, and `out` holds `(i, search)` for the keys it let through only. Other layouts,
+    /// (which may overlap their memory accesses), the keys it lets through are searched in passes
+    /// that overlap their cache misses too, and each data block is read once for all the keys it
+    /// may hold: then the call returns the filter's layout, `maybe[i]` is its answer for key `i`,
+    /// and `out` holds `(i, search)` for the keys it let through only. Other layouts,
     /// and prefix filters, are asked one key at a time: then it returns `None` and `out` holds
     /// every key's search.
     ///
@@ -534,41 +602,47 @@ impl TableReader {
             }
             return Ok(None);
         };
-        let mut block: Option<(BlockHandle, Arc<Block>)> = None;
+        // In passes over the keys the filter let through, so that the cache misses of different
+        // keys overlap: each key's data block from the index; the blocks, their restart arrays
+        // prefetched; their restart entries prefetched; then the seeks.
         for (i, lookup) in lookups.iter().enumerate() {
-            if !maybe[i] {
-                continue;
-            }
-            let mut outcome = TableSearch {
-                filter: Some((layout, true)),
-                data_block: None,
-                found: None,
-            };
-            if let Some(handle) = self.index_handle(lookup)? {
-                outcome.data_block = Some(handle);
-                // Sorted keys that share a block follow each other: read it once for them.
-                let data = match &block {
-                    Some((h, b)) if *h == handle => Arc::clone(b),
-                    _ => {
-                        let b = self.data_block(handle, true)?;
-                        block = Some((handle, Arc::clone(&b)));
-                        b
-                    }
+            if maybe[i] {
+                let outcome = TableSearch {
+                    filter: Some((layout, true)),
+                    data_block: self.index_handle(lookup)?,
+                    found: None,
                 };
-                outcome.found = self.find_in_block::<T>(&data, handle, lookup)?;
+                out.push((i, outcome));
             }
-            out.push((i, outcome));
+        }
+        let mut blocks: Vec<Option<Arc<Block>>> = Vec::with_capacity(out.len());
+        let mut previous: Option<(BlockHandle, Arc<Block>)> = None;
+        for (_, outcome) in out.iter() {
+            let Some(handle) = outcome.data_block else {
+                blocks.push(None);
+                continue;
+            };
+            let block = match &previous {
+                // Sorted keys that share a block follow each other: read it once for them.
+                Some((h, b)) if *h == handle => Arc::clone(b),
+                _ => {
+                    let block = self.data_block(handle, true)?;
+                    block.prefetch_restart_array();
+                    previous = Some((handle, Arc::clone(&block)));
+                    block
+                }
+            };
+            blocks.push(Some(block));
+        }
+        for block in blocks.iter().flatten() {
+            block.prefetch_restart_points();
+        }
+        for ((i, outcome), block) in out.iter_mut().zip(&blocks) {
+            if let (Some(block), Some(handle)) = (block, outcome.data_block) {
+                outcome.found = self.find_in_block::<T>(block, handle, lookups[*i])?;
+            }
         }
         Ok(Some(layout))
-    }
-
-    fn search_block<T: TakeValue>(
-        &self,
-        handle: BlockHandle,
-        lookup: &[u8],
-    ) -> Result<Option<NewestEntry<T::Value>>> {
-        let block = self.data_block(handle, true)?;
-        self.find_in_block::<T>(&block, handle, lookup)
     }
 
     /// The newest entry for `lookup`'s user key at or below its sequence in `block` (the data
@@ -579,8 +653,24 @@ impl TableReader {
         handle: BlockHandle,
         lookup: &[u8],
     ) -> Result<Option<NewestEntry<T::Value>>> {
+        let mut it = block.iter_in(KeyOrder::Internal, POINT_LOOKUP_KEY.take());
+        let found = self.seek_in_block::<T>(block, &mut it, handle, lookup);
+        let buffer = it.into_key_buffer();
+        if buffer.capacity() <= KEPT_POINT_LOOKUP_KEY_BYTES {
+            POINT_LOOKUP_KEY.set(buffer);
+        }
+        found
+    }
+
+    /// [`find_in_block`](Self::find_in_block) with the iterator `it` over `block`.
+    fn seek_in_block<T: TakeValue>(
+        &self,
+        block: &Arc<Block>,
+        it: &mut BlockIter,
+        handle: BlockHandle,
+        lookup: &[u8],
+    ) -> Result<Option<NewestEntry<T::Value>>> {
         let ukey = user_key(lookup);
-        let mut it = block.iter(KeyOrder::Internal);
         it.seek(lookup);
         if it.is_corrupt() {
             return Err(self.corrupt(format!(
@@ -597,7 +687,7 @@ impl TableReader {
             return Ok(None);
         }
         Ok(Some(match parsed.kind {
-            ValueKind::Value => NewestEntry::Value(T::take(block, &it)),
+            ValueKind::Value => NewestEntry::Value(T::take(block, it)),
             ValueKind::Deletion => NewestEntry::Deleted,
         }))
     }

@@ -1,12 +1,12 @@
-//! The cache-local bloom's unsafe code, one `// SAFETY:` comment per block: the prefetch of a
-//! key's line, and an AVX2 line test. The format checks stay in the portable reader, which hands
-//! this module only whole 64-byte lines.
+//! The cache-local bloom's unsafe code, one `// SAFETY:` comment per block: an AVX2 line test;
+//! and the prefetch of a key's line, through the crate's one prefetch instruction. The format
+//! checks stay in the portable reader, which hands this module only whole 64-byte lines.
 //!
 //! The AVX2 test is built only for the unit tests and the `__bench-internals` feature: at 1M keys
 //! it measured short of paying for itself (see `CacheLocalBloom::may_match_hash`), so the library
 //! probes portably and ships no AVX2 code; it is kept, with its equivalence tests and
 //! `benches/filters.rs`' `probe_absent_line`, so that the measurement can be repeated. Off
-//! x86_64 the names exist without unsafe code: [`prefetch`] does nothing and no AVX2 test exists.
+//! x86_64 no AVX2 test exists and [`prefetch`] does nothing.
 #![allow(unsafe_code)]
 
 #[cfg(any(test, feature = "__bench-internals"))]
@@ -19,19 +19,10 @@ use super::LINE_BYTES;
 ///
 /// Only the line's first byte: a filter inside a buffer need not start on a cache line, so a
 /// line may span two, but fetching the second too measured no faster at 1M keys.
-#[cfg(target_arch = "x86_64")]
 #[inline]
 pub(crate) fn prefetch(line: &[u8; LINE_BYTES]) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    // SAFETY: SSE is part of the x86_64 baseline, so the intrinsic's feature is enabled; a
-    // prefetch never faults, and the pointer is to a live 64-byte line anyway.
-    unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) }
+    crate::prefetch::prefetch_line_of(&line[0]);
 }
-
-/// Nothing off x86_64: the probes rely on the hardware prefetcher.
-#[cfg(not(target_arch = "x86_64"))]
-#[inline]
-pub(crate) fn prefetch(_line: &[u8; LINE_BYTES]) {}
 
 /// The AVX2 line test and its run-time detection.
 #[cfg(any(test, feature = "__bench-internals"))]
