@@ -1,6 +1,6 @@
-//! The cache-local bloom's unsafe code, one `// SAFETY:` comment per block: an AVX2 line test;
-//! and the prefetch of a key's line, through the crate's one prefetch instruction. The format
-//! checks stay in the portable reader, which hands this module only whole 64-byte lines.
+//! The cache-local bloom's CPU-specific code: the prefetch of a key's line (through
+//! `crate::prefetch`), and an AVX2 line test, one `// SAFETY:` comment per unsafe block. The
+//! format checks stay in the portable reader, which hands this module only whole 64-byte lines.
 //!
 //! The AVX2 test is built only for the unit tests and the `__bench-internals` feature: at 1M keys
 //! it measured short of paying for itself (see `CacheLocalBloom::may_match_hash`), so the library
