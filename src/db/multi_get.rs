@@ -263,7 +263,7 @@ impl DbInner {
     /// A table asked for several keys overlaps their cache misses itself (`search_batch`). In a
     /// level of many tables most are asked for one key: those keys take the same passes across
     /// the level's tables, so that their misses overlap too: their filter bits prefetched, then
-    /// each located in its table (filter, index, data block, restart array prefetched), then
+    /// each located in its table (filter, index, data block) and its restart array prefetched, then
     /// their restart entries prefetched, then the seeks.
     fn ask_level<'a, 'k>(
         &self,
@@ -296,15 +296,19 @@ impl DbInner {
                 }
             };
             consulted += 1;
-            match table.locate::<CopyValue>(lookups[d], &batch.probes[d]) {
-                Ok(l) if l.block().is_some() => located.push((d, table, l)),
-                // Nothing left to read (the filter's "no", most often), or an error.
-                outcome => {
-                    let outcome =
-                        outcome.and_then(|l| table.finish_search::<CopyValue>(l, lookups[d]));
-                    self.record_search(level, d, outcome, batch);
-                }
-            }
+            let outcome = match table.locate::<CopyValue>(lookups[d], &batch.probes[d]) {
+                Ok(l) => match l.block() {
+                    Some(block) => {
+                        block.prefetch_restart_array();
+                        located.push((d, table, l));
+                        continue;
+                    }
+                    // Nothing left to read: the filter's "no", most often.
+                    None => table.finish_search::<CopyValue>(l, lookups[d]),
+                },
+                Err(e) => Err(e),
+            };
+            self.record_search(level, d, outcome, batch);
         }
         for block in located.iter().filter_map(|(_, _, l)| l.block()) {
             block.prefetch_restart_points();

@@ -440,8 +440,9 @@ impl TableReader {
     }
 
     /// The first part of [`search`](Self::search): the filter's answer and, if it lets the key
-    /// through, the data block that may hold it, fetched, its restart array prefetched. A batch
-    /// of lookups locates every key before it finishes any, so that their cache misses overlap.
+    /// through, the data block that may hold it, fetched. A batch of lookups locates every key
+    /// (prefetching what the seeks will read) before it finishes any, so that their cache misses
+    /// overlap.
     // Inlined into `search` whole, so that a Get pays nothing for the split.
     #[inline(always)]
     pub(crate) fn locate<T: TakeValue>(
@@ -489,11 +490,9 @@ impl TableReader {
             });
         };
         outcome.data_block = Some(handle);
-        let block = self.data_block(handle, true)?;
-        block.prefetch_restart_array();
         Ok(Located {
             search: outcome,
-            block: Some(block),
+            block: Some(self.data_block(handle, true)?),
         })
     }
 
