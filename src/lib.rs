@@ -46,8 +46,8 @@
 //! # }
 //! ```
 #![deny(clippy::unwrap_used, clippy::expect_used)]
-// No unsafe code; a module that needs it (the prefetch, a SIMD probe) allows it itself, `// SAFETY:`
-// per block.
+// No unsafe code; a module that needs it (the prefetch, the Ribbon query's SSE2 parities, a SIMD
+// probe) allows it itself, `// SAFETY:` per block.
 #![deny(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]

@@ -12,7 +12,8 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};
 use super::theory;
 
-// The prefetch (and, in test and bench builds, the AVX2 line test): the crate's only unsafe code.
+// The prefetch (and, in test and bench builds, the AVX2 line test): with the Ribbon query's SSE2
+// parities, the crate's only unsafe code.
 mod simd;
 
 /// Bytes per line: one cache line.

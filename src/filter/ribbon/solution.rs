@@ -8,6 +8,37 @@
 //! The first `U` blocks have one column fewer than the rest, which is how a filter spends any
 //! whole number of segments, so any bits per key: see `docs/filters.md`, *Ribbon*.
 
+/// The column parities this build's queries use: SSE2 on x86-64, else the portable ones.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+pub(super) type Parities = super::sse2::Sse2;
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+pub(super) type Parities = super::portable::Portable;
+
+/// How a query takes its column parities (`portable.rs`, `sse2.rs`): bit `j` of the answer is the
+/// parity of column `j`'s 128-bit dot product with the row, for the columns whose segments start
+/// `here` (this block's) and `next` (the next block's); `in_here` and `in_next` are the row's
+/// coefficients for the slots of each. `None` if either slice holds fewer segments than asked (a
+/// consistent layout never does).
+pub(super) trait ColumnParities {
+    /// The parities of `C ≤ 16` columns (a constant, so that the work unrolls).
+    fn column_parities<const C: usize>(
+        here: &[u8],
+        next: &[u8],
+        in_here: u128,
+        in_next: u128,
+    ) -> Option<u64>;
+
+    /// The parities of any number of `columns` (up to 64; more than 16 above about 16.5
+    /// bits/key). Bits at and above `columns` are unspecified.
+    fn many_column_parities(
+        here: &[u8],
+        next: &[u8],
+        in_here: u128,
+        in_next: u128,
+        columns: u32,
+    ) -> Option<u64>;
+}
+
 /// Slots per block: the width of a coefficient row.
 pub(super) const BLOCK_SLOTS: u32 = 128;
 /// Bytes of one segment (128 bits of one column).
@@ -126,92 +157,11 @@ pub(super) fn column_mask(columns: u32) -> u64 {
     1u64.checked_shl(columns).unwrap_or(0).wrapping_sub(1)
 }
 
-/// The parities of eight words at once: bit `k` of the result is the parity of `words[k]`.
-///
-/// Without a population-count instruction (the baseline x86-64 target has none), a parity costs
-/// a dozen operations; folding the eight words together halves that. Each step halves the width
-/// that still counts and packs two words' halves into one: the first step leaves word `k`'s 32-bit
-/// XOR fold in a 32-bit lane, the second a 16-bit fold, the third an 8-bit fold in byte `k`;
-/// the words enter the steps in the order that puts word `k` in byte `k`. Three more shifts
-/// reduce each byte to its parity in bit 0, and a multiplication gathers those eight bits.
-#[inline(always)]
-pub(super) fn parities8(words: &[u64; 8]) -> u64 {
-    #[inline]
-    fn pack(low: u64, high: u64, shift: u32, low_lanes: u64) -> u64 {
-        ((low ^ (low >> shift)) & low_lanes) | ((high ^ (high << shift)) & !low_lanes)
-    }
-    let [c0, c1, c2, c3, c4, c5, c6, c7] = *words;
-    let halves = 0x0000_0000_ffff_ffff;
-    let quarters = 0x0000_ffff_0000_ffff;
-    let bytes = 0x00ff_00ff_00ff_00ff;
-    // 32-bit lanes [c0, c4], [c2, c6], [c1, c5], [c3, c7]; then 16-bit lanes [c0, c2, c4, c6] and
-    // [c1, c3, c5, c7]; then bytes [c0, c1, …, c7].
-    let a = pack(
-        pack(c0, c4, 32, halves),
-        pack(c2, c6, 32, halves),
-        16,
-        quarters,
-    );
-    let b = pack(
-        pack(c1, c5, 32, halves),
-        pack(c3, c7, 32, halves),
-        16,
-        quarters,
-    );
-    let mut x = pack(a, b, 8, bytes);
-    x ^= x >> 4;
-    x ^= x >> 2;
-    x ^= x >> 1;
-    // Bit 0 of byte k lands at bit 56 + k: the products' other bits stay below bit 56 or above
-    // bit 63, and no two of them meet, so nothing carries.
-    ((x & 0x0101_0101_0101_0101).wrapping_mul(0x0102_0408_1020_4080)) >> 56
-}
-
-#[inline]
-fn segment(bytes: &[u8]) -> u128 {
-    <[u8; SEGMENT_BYTES]>::try_from(bytes).map_or(0, u128::from_le_bytes)
-}
-
-/// Each column's 128-bit dot product with a row, folded to 64 bits (same parity), for the `C`
-/// columns whose segments start `here` (this block's) and `next` (the next block's); the words
-/// of columns `C..8` are 0. `None` if either slice holds fewer than `C` segments (a consistent
-/// layout never does).
-///
-/// `C` is a constant so that the loop unrolls into straight-line loads, ANDs and XORs, which the
-/// compiler does with 128-bit vector instructions (SSE2, which every x86-64 has).
-#[inline(always)]
-fn fold<const C: usize>(
-    here: &[u8],
-    next: &[u8],
-    in_here: u128,
-    in_next: u128,
-) -> Option<[u64; 8]> {
-    if here.len() < C * SEGMENT_BYTES || next.len() < C * SEGMENT_BYTES {
-        return None;
-    }
-    let mut folded = [0u64; 8];
-    let mut j = 0;
-    while j < C {
-        let x = (segment_at(here, j) & in_here) ^ (segment_at(next, j) & in_next);
-        folded[j] = (x as u64) ^ ((x >> 64) as u64);
-        j += 1;
-    }
-    Some(folded)
-}
-
-/// Segment `j` of `bytes` (which holds it).
-#[inline(always)]
-fn segment_at(bytes: &[u8], j: usize) -> u128 {
-    let mut s = [0u8; SEGMENT_BYTES];
-    s.copy_from_slice(&bytes[j * SEGMENT_BYTES..(j + 1) * SEGMENT_BYTES]);
-    u128::from_le_bytes(s)
-}
-
 /// Whether the solution in `data` (segments of `layout`) gives the row starting at slot `start`
 /// with coefficients `coefficients` the result bits `result` (only its block's columns count).
 /// Bytes too short for the layout answer `true`.
 #[inline(always)]
-pub(super) fn row_matches(
+pub(super) fn row_matches<P: ColumnParities>(
     data: &[u8],
     layout: &Layout,
     start: u32,
@@ -246,41 +196,28 @@ pub(super) fn row_matches(
     // one column fewer lends its last from the next block, always there), and the columns past
     // the block's are masked off. The count is the same for every query of a filter, and of every
     // filter written at one bits/key, so the dispatch below is a well-predicted branch.
-    let upper = layout.upper_columns();
-    let folded = match upper {
+    let found = match layout.upper_columns() {
         0 => return true,
-        1 => fold::<1>(here, next, in_here, in_next),
-        2 => fold::<2>(here, next, in_here, in_next),
-        3 => fold::<3>(here, next, in_here, in_next),
-        4 => fold::<4>(here, next, in_here, in_next),
-        5 => fold::<5>(here, next, in_here, in_next),
-        6 => fold::<6>(here, next, in_here, in_next),
-        7 => fold::<7>(here, next, in_here, in_next),
-        8 => fold::<8>(here, next, in_here, in_next),
-        _ => {
-            // Over 8 columns (over about 8.3 bits/key): groups of eight, the columns past the
-            // block's last repeating it.
-            let cols = columns as usize * SEGMENT_BYTES;
-            let (Some(here), Some(next)) = (here.get(..cols), next.get(..cols)) else {
-                return true;
-            };
-            let last = columns as usize - 1;
-            let mut found = 0u64;
-            for group in 0..=last / 8 {
-                let mut folded = [0u64; 8];
-                for (k, word) in folded.iter_mut().enumerate() {
-                    let at = (group * 8 + k).min(last) * SEGMENT_BYTES;
-                    let x = (segment(&here[at..at + SEGMENT_BYTES]) & in_here)
-                        ^ (segment(&next[at..at + SEGMENT_BYTES]) & in_next);
-                    *word = (x as u64) ^ ((x >> 64) as u64);
-                }
-                found |= parities8(&folded) << (8 * group);
-            }
-            return found & mask == result & mask;
-        }
+        1 => P::column_parities::<1>(here, next, in_here, in_next),
+        2 => P::column_parities::<2>(here, next, in_here, in_next),
+        3 => P::column_parities::<3>(here, next, in_here, in_next),
+        4 => P::column_parities::<4>(here, next, in_here, in_next),
+        5 => P::column_parities::<5>(here, next, in_here, in_next),
+        6 => P::column_parities::<6>(here, next, in_here, in_next),
+        7 => P::column_parities::<7>(here, next, in_here, in_next),
+        8 => P::column_parities::<8>(here, next, in_here, in_next),
+        9 => P::column_parities::<9>(here, next, in_here, in_next),
+        10 => P::column_parities::<10>(here, next, in_here, in_next),
+        11 => P::column_parities::<11>(here, next, in_here, in_next),
+        12 => P::column_parities::<12>(here, next, in_here, in_next),
+        13 => P::column_parities::<13>(here, next, in_here, in_next),
+        14 => P::column_parities::<14>(here, next, in_here, in_next),
+        15 => P::column_parities::<15>(here, next, in_here, in_next),
+        16 => P::column_parities::<16>(here, next, in_here, in_next),
+        _ => P::many_column_parities(here, next, in_here, in_next, columns),
     };
-    match folded {
-        Some(folded) => parities8(&folded) & mask == result & mask,
+    match found {
+        Some(found) => found & mask == result & mask,
         None => true,
     }
 }

@@ -2,7 +2,8 @@
 //! bytes.
 
 use super::banding::MIN_SLOTS;
-use super::solution::{column_mask, parities8};
+use super::portable::parities8;
+use super::solution::{column_mask, ColumnParities};
 use super::*;
 use crate::filter::test_support::{build as build_keys, fp_hits, key, xorshift};
 use crate::filter::LevelDbBloom;
@@ -132,6 +133,130 @@ fn eight_parities_at_once() {
     assert_eq!(parities8(&[0; 8]), 0);
     assert_eq!(parities8(&[1; 8]), 0xff);
     assert_eq!(parities8(&[u64::MAX; 8]), 0);
+}
+
+/// Column `j`'s parity by the definition: the 128-bit dot product's bit count.
+fn column_parities_by_definition(here: &[u8], next: &[u8], in_here: u128, in_next: u128) -> u64 {
+    let segment = |b: &[u8], j: usize| {
+        u128::from_le_bytes(
+            b[j * SEGMENT_BYTES..(j + 1) * SEGMENT_BYTES]
+                .try_into()
+                .unwrap(),
+        )
+    };
+    (0..here.len() / SEGMENT_BYTES).fold(0, |acc, j| {
+        let dot = (segment(here, j) & in_here) ^ (segment(next, j) & in_next);
+        acc | u64::from(dot.count_ones() & 1) << j
+    })
+}
+
+/// `P`'s parities for `c` columns, both ways it has: by constant count (up to 16) and by any
+/// count.
+fn column_parities_both_ways<P: ColumnParities>(
+    c: u32,
+    here: &[u8],
+    next: &[u8],
+    in_here: u128,
+    in_next: u128,
+) -> [Option<u64>; 2] {
+    let by_constant = match c {
+        1 => P::column_parities::<1>(here, next, in_here, in_next),
+        2 => P::column_parities::<2>(here, next, in_here, in_next),
+        3 => P::column_parities::<3>(here, next, in_here, in_next),
+        4 => P::column_parities::<4>(here, next, in_here, in_next),
+        5 => P::column_parities::<5>(here, next, in_here, in_next),
+        6 => P::column_parities::<6>(here, next, in_here, in_next),
+        7 => P::column_parities::<7>(here, next, in_here, in_next),
+        8 => P::column_parities::<8>(here, next, in_here, in_next),
+        9 => P::column_parities::<9>(here, next, in_here, in_next),
+        10 => P::column_parities::<10>(here, next, in_here, in_next),
+        11 => P::column_parities::<11>(here, next, in_here, in_next),
+        12 => P::column_parities::<12>(here, next, in_here, in_next),
+        13 => P::column_parities::<13>(here, next, in_here, in_next),
+        14 => P::column_parities::<14>(here, next, in_here, in_next),
+        15 => P::column_parities::<15>(here, next, in_here, in_next),
+        16 => P::column_parities::<16>(here, next, in_here, in_next),
+        _ => P::many_column_parities(here, next, in_here, in_next, c),
+    };
+    [
+        by_constant,
+        P::many_column_parities(here, next, in_here, in_next, c),
+    ]
+}
+
+/// The query's parities for `c` columns, every way this build has of computing them: portable
+/// and (on x86-64) SSE2.
+fn column_parities_every_way(
+    c: u32,
+    here: &[u8],
+    next: &[u8],
+    in_here: u128,
+    in_next: u128,
+) -> Vec<Option<u64>> {
+    #[allow(unused_mut)] // Nothing is added off x86-64.
+    let mut ways =
+        column_parities_both_ways::<super::portable::Portable>(c, here, next, in_here, in_next)
+            .to_vec();
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    ways.extend(column_parities_both_ways::<super::sse2::Sse2>(
+        c, here, next, in_here, in_next,
+    ));
+    ways
+}
+
+#[test]
+fn query_parities_agree_with_the_definition() {
+    let mut rand = xorshift();
+    for round in 0..20_000u32 {
+        let c = 1 + round % 64;
+        let len = c as usize * SEGMENT_BYTES;
+        let bytes =
+            |rand: &mut dyn FnMut() -> u64| -> Vec<u8> { (0..len).map(|_| rand() as u8).collect() };
+        let (here, next) = (bytes(&mut rand), bytes(&mut rand));
+        // Masks as the query makes them: a row's coefficients shifted by its offset in the block.
+        let coefficients = (u128::from(rand()) << 64 | u128::from(rand())) | 1;
+        let offset = rand() as u32 % 128;
+        let in_here = coefficients << offset;
+        let in_next = (coefficients >> 1) >> (127 - offset);
+        let want = column_parities_by_definition(&here, &next, in_here, in_next);
+        let mask = column_mask(c);
+        for (way, got) in column_parities_every_way(c, &here, &next, in_here, in_next)
+            .into_iter()
+            .enumerate()
+        {
+            assert_eq!(got.map(|g| g & mask), Some(want), "way {way}, {c} columns");
+        }
+        // Short segments answer None, never a wrong bit or a panic.
+        let short = &here[..len - 1];
+        for got in column_parities_every_way(c, short, &next, in_here, in_next) {
+            assert_eq!(got, None, "{c} columns, one byte short");
+        }
+    }
+}
+
+/// The whole query, portable and SSE2, gives the same answer on real filters at any bits/key:
+/// whole and fractional column counts, up to sixteen columns (the constant-count path) and beyond.
+#[test]
+fn portable_and_sse2_queries_agree() {
+    for bits in [1.0, 3.5, 7.0, 8.0, 8.3, 9.7, 16.0, 16.6, 33.3, 64.0] {
+        let f = build_keys(&always_ribbon(bits), "present:", 3_000);
+        let Parsed::Ribbon(view) = parse(&f) else {
+            panic!("not a Ribbon at {bits} bits/key");
+        };
+        for h in hashes("present:", 3_000)
+            .into_iter()
+            .chain(hashes("absent:", 30_000))
+        {
+            let portable = view.contains_with::<super::portable::Portable>(h);
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            assert_eq!(
+                portable,
+                view.contains_with::<super::sse2::Sse2>(h),
+                "{bits} bits/key, hash {h:x}"
+            );
+            assert_eq!(portable, view.contains(h));
+        }
+    }
 }
 
 #[test]
