@@ -210,7 +210,9 @@ impl Options {
         self
     }
 
-    /// Size at which compaction cuts its output tables (default 2 MiB).
+    /// Size at which compaction cuts its output tables (default 2 MiB). Past half this size, an
+    /// output table is also cut where a table of the level below its own ends, so that it later
+    /// compacts into whole tables there.
     pub fn target_file_size(mut self, bytes: u64) -> Self {
         self.target_file_size = bytes.max(4096);
         self

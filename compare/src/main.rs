@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release -p siftdb-compare -- \
 //!     [--keys 1000000] [--reads 1000000] [--batch 32] [--compacted] \
-//!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json]
+//!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json] [--print-stats]
 //! ```
 //!
 //! This crate (`compare/`, a workspace member that is never published and that a plain `cargo`
@@ -22,7 +22,8 @@
 //! not batches. Every answer is checked; a wrong one panics.
 //!
 //! Printed along the way: each store's files per level once settled, so a reader sees the
-//! shapes that are read. At the end:
+//! shapes that are read (with `--print-stats`, also its own report of levels and compactions:
+//! `siftdb.stats`, `rocksdb.stats`). At the end:
 //! - "writes": µs per put during the fill; write amplification, bytes of tables written by
 //!   flushes and compactions over the bytes of keys and values put (116 per put), taken twice:
 //!   at the end of the fill (what the store wrote while the puts ran; the last memtable is not
@@ -164,6 +165,10 @@ trait Store {
     fn write_stats(&self) -> Option<WriteStats> {
         None
     }
+    /// The store's own report of its levels and compactions, for `--print-stats`.
+    fn stats_report(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Polls `done` every 50 ms until it is true or `SETTLE_LIMIT` passes.
@@ -202,6 +207,9 @@ impl Store for Sift {
     }
     fn settle(&mut self) -> bool {
         poll_until(|| self.0.property("siftdb.compaction-pending").as_deref() == Some("0"))
+    }
+    fn stats_report(&self) -> Option<String> {
+        self.0.property("siftdb.stats")
     }
     fn bloom(&self) -> Option<Bloom> {
         use siftdb::Ticker;
@@ -297,6 +305,12 @@ impl Store for Rocks {
     }
     fn get(&mut self, k: &[u8]) -> bool {
         self.db.get_pinned(k).unwrap().is_some()
+    }
+    fn stats_report(&self) -> Option<String> {
+        self.db
+            .property_value(rocksdb::properties::STATS)
+            .ok()
+            .flatten()
     }
     fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool> {
         let cf = self
@@ -658,6 +672,7 @@ struct Workload {
     batch: usize,
     compacted: bool,
     shape: PeerShape,
+    print_stats: bool,
 }
 
 /// Runs every phase on one store.
@@ -679,6 +694,10 @@ fn run(name: StoreName, w: Workload) -> Outcome {
     db.flush();
     settle(name, db.as_mut());
     let writes_settled = db.write_stats();
+    if w.print_stats {
+        let report = db.stats_report().unwrap_or_else(|| "n/a".to_string());
+        println!("{name} stats once settled after the fill:\n{report}");
+    }
     if w.compacted {
         db.compact();
         settle(name, db.as_mut());
@@ -739,6 +758,10 @@ struct Args {
     /// Also print the results as one JSON line.
     #[arg(long)]
     json: bool,
+    /// Print each store's own statistics report (siftdb.stats, rocksdb.stats) once it has
+    /// settled after the fill.
+    #[arg(long)]
+    print_stats: bool,
 }
 
 /// "n/a" for a figure a store does not expose, else the figure in `format`'s way.
@@ -761,6 +784,7 @@ fn main() {
         batch: args.batch,
         compacted: args.compacted,
         shape: args.peer_shape,
+        print_stats: args.print_stats,
     };
     let (keys, reads) = (w.keys, w.reads);
     println!(

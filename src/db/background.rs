@@ -98,29 +98,27 @@ fn compaction_loop(inner: &DbInner) {
                 return;
             }
         }
-        let mut pointers = inner.compaction.lock();
+        let compacting = inner.compaction.lock();
         let start = Instant::now();
         let mut picked = None;
-        let done = catch_panic("compaction", || {
-            match inner.pick_compaction(&mut pointers) {
-                Some(job) => {
-                    let inputs: Vec<(u64, u64)> = job
-                        .inputs
-                        .iter()
-                        .chain(&job.next_level_inputs)
-                        .map(|f| (f.number, f.size))
-                        .collect();
-                    picked = Some((
-                        job.level,
-                        inputs,
-                        table_numbers(&job.version, job.level + 1),
-                    ));
-                    inner.move_or_compact(job)
-                }
-                None => Ok(()),
+        let done = catch_panic("compaction", || match inner.pick_compaction() {
+            Some(job) => {
+                let inputs: Vec<(u64, u64)> = job
+                    .inputs
+                    .iter()
+                    .chain(&job.next_level_inputs)
+                    .map(|f| (f.number, f.size))
+                    .collect();
+                picked = Some((
+                    job.level,
+                    inputs,
+                    table_numbers(&job.version, job.level + 1),
+                ));
+                inner.move_or_compact(job)
             }
+            None => Ok(()),
         });
-        drop(pointers);
+        drop(compacting);
         match (done, picked) {
             (Ok(()), Some((level, inputs, before))) if log::log_enabled!(log::Level::Debug) => {
                 // This thread holds the compaction lock, and flushes add only to L0: the new

@@ -12,7 +12,7 @@ use super::level_iter::LevelIter;
 use super::snapshot::VersionRetention;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
-use super::{CompactPointers, Db, DbInner};
+use super::{Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::iter::{InternalIterator, MergingIterator};
@@ -49,29 +49,51 @@ impl CompactionJob {
     }
 }
 
+/// The table of `files` (a level below L0, sorted by key) whose compaction into `below` (the next
+/// level, sorted) rewrites the fewest bytes there for each byte it moves down: the smallest ratio
+/// of overlapped bytes below to its own size (RocksDB's `kMinOverlappingRatio`); ties go to the
+/// first in key order. On random keys every table of a level spans about as much of the key
+/// space, but not as many keys: the ranges compacted down longest ago have gathered the most
+/// since, and moving those rewrites the fewest bytes below per byte moved.
+fn least_overlapping<'f>(
+    files: &'f [Arc<FileMeta>],
+    below: &[Arc<FileMeta>],
+) -> Option<&'f Arc<FileMeta>> {
+    // Bytes of `below` before each of its tables, so that a run's bytes are one subtraction.
+    let before: Vec<u64> = std::iter::once(0)
+        .chain(below.iter().scan(0u64, |sum, f| {
+            *sum += f.size;
+            Some(*sum)
+        }))
+        .collect();
+    let ratio = |f: &FileMeta| {
+        let first = below.partition_point(|g| g.largest_user() < f.smallest_user());
+        let end = below.partition_point(|g| g.smallest_user() <= f.largest_user());
+        let overlapped = before[end.max(first)] - before[first];
+        overlapped as f64 / f.size.max(1) as f64
+    };
+    files
+        .iter()
+        .map(|f| (ratio(f), f))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, f)| f)
+}
+
 impl DbInner {
     /// The compaction the current version most needs, if any level is over its budget.
-    pub(crate) fn pick_compaction(&self, pointers: &mut CompactPointers) -> Option<CompactionJob> {
+    pub(crate) fn pick_compaction(&self) -> Option<CompactionJob> {
         let version = Arc::clone(self.manifest.lock().current());
         let (level, _) = version.compaction_level(&self.options)?;
         let inputs = if level == 0 {
             // L0 tables overlap each other: take them all.
             version.levels[0].clone()
         } else {
-            // Round robin: the first table past where this level's last compaction ended.
-            let files = &version.levels[level];
-            let pointer = &pointers[level];
-            let pick = files
-                .iter()
-                .find(|f| pointer.is_empty() || f.smallest_user() > pointer.as_slice())
-                .or_else(|| files.first())?;
-            vec![Arc::clone(pick)]
+            vec![Arc::clone(least_overlapping(
+                &version.levels[level],
+                &version.levels[level + 1],
+            )?)]
         };
-        let job = CompactionJob::new(version, level, inputs)?;
-        if let Some((_, hi)) = key_range(&job.inputs) {
-            pointers[level] = hi;
-        }
-        Some(job)
+        CompactionJob::new(version, level, inputs)
     }
 
     /// Runs a job the background thread picked. Input tables that overlap nothing in the next
@@ -311,6 +333,8 @@ impl DbInner {
         // An output table is cut only between user keys: versions of one key (kept for snapshots)
         // never straddle two tables of a level, whose key ranges must not overlap.
         let mut cut_pending = false;
+        let mut grandparents =
+            GrandparentBoundaries::new(job.version.levels.get(out_level + 1), lo);
         let outcome = (|| {
             while it.valid() {
                 let parsed = parse_internal_key(it.key()).ok_or_else(|| {
@@ -325,6 +349,14 @@ impl DbInner {
                     last.clear();
                     last.extend_from_slice(parsed.user_key);
                     retention.next_key();
+                    let passed = grandparents.passed_by(parsed.user_key);
+                    if passed && !cut_pending {
+                        // Past half its size, a table ends where a table of the level below the
+                        // output's does, so that it later compacts into whole tables there.
+                        cut_pending = builder.as_ref().is_some_and(|(_, b)| {
+                            b.estimated_file_size() >= self.options.target_file_size / 2
+                        });
+                    }
                     if cut_pending {
                         cut_pending = false;
                         if let Some(done) = builder.take() {
@@ -384,8 +416,7 @@ impl DbInner {
     }
 
     /// Compacts every level into the next, down to the deepest level that holds data.
-    fn compact_all(&self, pointers: &mut CompactPointers) -> Result<()> {
-        let _ = pointers;
+    fn compact_all(&self) -> Result<()> {
         for level in 0..NUM_LEVELS - 1 {
             let version = Arc::clone(self.manifest.lock().current());
             if level >= version.deepest_nonempty_level().max(1) {
@@ -403,6 +434,38 @@ impl DbInner {
 /// A range of user keys: from the first, up to but not including the second; `None` is
 /// open-ended.
 type KeyRange<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// Where the tables of the level below a compaction's output level end, passed in key order: a
+/// compaction cuts an output table there once it is half grown, as RocksDB's
+/// `level_compaction_dynamic_file_size` does. An output table then overlaps whole tables below
+/// rather than parts of one more, so its own compaction down rewrites fewer bytes.
+struct GrandparentBoundaries<'v> {
+    files: &'v [Arc<FileMeta>],
+    /// The first table that does not end before the last key asked about.
+    next: usize,
+}
+
+impl<'v> GrandparentBoundaries<'v> {
+    fn new(files: Option<&'v Vec<Arc<FileMeta>>>, lo: Option<&[u8]>) -> Self {
+        let files = files.map_or(&[][..], Vec::as_slice);
+        let next = lo.map_or(0, |lo| files.partition_point(|f| f.largest_user() < lo));
+        GrandparentBoundaries { files, next }
+    }
+
+    /// Whether a table of the level ends between the last key asked about and `key` (keys come
+    /// in ascending order).
+    fn passed_by(&mut self, key: &[u8]) -> bool {
+        let start = self.next;
+        while self
+            .files
+            .get(self.next)
+            .is_some_and(|f| f.largest_user() < key)
+        {
+            self.next += 1;
+        }
+        self.next > start
+    }
+}
 
 /// The ranges between consecutive split points, covering every key.
 fn key_ranges(splits: &[Vec<u8>]) -> Vec<KeyRange<'_>> {
@@ -475,12 +538,88 @@ impl Db {
     /// writes until it is reopened.
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
-        let mut pointers = self.inner.compaction.lock();
+        let _compacting = self.inner.compaction.lock();
         self.inner.check_background_error()?;
-        let result = catch_panic("compaction", || self.inner.compact_all(&mut pointers));
+        let result = catch_panic("compaction", || self.inner.compact_all());
         if let Err(e) = &result {
             self.inner.set_background_error(e);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{internal_key, ValueKind};
+
+    /// A version with the given tables: (level, number, smallest, largest, size).
+    fn version(tables: &[(usize, u64, &str, &str, u64)]) -> Version {
+        let edit = VersionEdit {
+            added: tables
+                .iter()
+                .map(|&(level, number, lo, hi, size)| NewFile {
+                    level,
+                    number,
+                    size,
+                    smallest: internal_key(lo.as_bytes(), 1, ValueKind::Value),
+                    largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        Version::default().apply(&edit)
+    }
+
+    #[test]
+    fn the_table_overlapping_fewest_bytes_below_for_its_size_moves_down() {
+        let below = [
+            (2, 10, "a", "d", 300),
+            (2, 11, "e", "h", 300),
+            (2, 12, "i", "j", 300),
+            (2, 13, "k", "m", 300),
+        ];
+        // L1: a wide sparse table (600 bytes below for 100: 6.0) and a dense one (600 for 400:
+        // 1.5) ...
+        let l1 = [(1, 1, "a", "h", 100), (1, 2, "i", "k", 400)];
+        let pick = |v: &Version| least_overlapping(&v.levels[1], &v.levels[2]).map(|f| f.number);
+        assert_eq!(pick(&version(&[&l1[..], &below[..]].concat())), Some(2));
+        // ... and one overlapping nothing below (0).
+        let l1_and_apart = [&l1[..], &[(1, 3, "x", "y", 50)], &below[..]].concat();
+        assert_eq!(pick(&version(&l1_and_apart)), Some(3));
+        // Equal ratios: the first in key order.
+        let v = version(&[
+            (1, 1, "a", "b", 100),
+            (1, 2, "c", "d", 100),
+            (2, 10, "a", "b", 100),
+            (2, 11, "c", "d", 100),
+        ]);
+        assert_eq!(pick(&v), Some(1));
+        assert_eq!(least_overlapping(&[], &v.levels[2]).map(|f| f.number), None);
+    }
+
+    #[test]
+    fn grandparent_boundaries_are_passed_in_key_order() {
+        let v = version(&[
+            (2, 1, "b", "d", 100),
+            (2, 2, "f", "h", 100),
+            (2, 3, "j", "l", 100),
+        ]);
+        let mut g = GrandparentBoundaries::new(v.levels.get(2), None);
+        assert!(!g.passed_by(b"a"));
+        assert!(!g.passed_by(b"c"));
+        assert!(!g.passed_by(b"d"), "a table's last key is inside it");
+        assert!(g.passed_by(b"e"));
+        assert!(!g.passed_by(b"e"));
+        // Two tables ended since the last key: one answer.
+        assert!(g.passed_by(b"m"));
+        assert!(!g.passed_by(b"z"));
+        // A range starting inside the key space starts past the tables that end before it.
+        let mut g = GrandparentBoundaries::new(v.levels.get(2), Some(b"g"));
+        assert!(!g.passed_by(b"g"));
+        assert!(g.passed_by(b"i"));
+        // No level below: nothing to pass.
+        let mut g = GrandparentBoundaries::new(v.levels.get(7), None);
+        assert!(!g.passed_by(b"z"));
     }
 }

@@ -39,7 +39,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::error::{BackgroundError, Error, Result};
 use crate::fs::FileSystem;
 use crate::memtable::MemTable;
-use crate::options::{Options, NUM_LEVELS};
+use crate::options::Options;
 use crate::stats::{Statistics, Stats};
 use crate::store_id::StoreId;
 use crate::wal::writer::LogWriter;
@@ -91,9 +91,6 @@ pub(crate) struct WalState {
     pub(crate) older: Vec<(u64, LogWriter)>,
 }
 
-/// Where each level's next size-triggered compaction starts (round robin over the key space).
-pub(crate) type CompactPointers = [Vec<u8>; NUM_LEVELS];
-
 pub(crate) struct DbInner {
     pub(crate) dir: PathBuf,
     /// Every file the store creates, writes, syncs, renames or removes goes through it.
@@ -117,7 +114,7 @@ pub(crate) struct DbInner {
     pub(crate) changed: Condvar,
     pub(crate) manifest: Mutex<Manifest>,
     /// Held by whoever compacts: the background thread or a manual `compact`.
-    pub(crate) compaction: Mutex<CompactPointers>,
+    pub(crate) compaction: Mutex<()>,
     pub(crate) last_sequence: AtomicU64,
     pub(crate) next_file: AtomicU64,
     /// Deletes a table file once no version uses it (see `FileMeta::mark_obsolete`).

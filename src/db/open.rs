@@ -412,7 +412,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         }),
         changed: Condvar::new(),
         manifest: Mutex::new(manifest),
-        compaction: Mutex::new(Default::default()),
+        compaction: Mutex::new(()),
         last_sequence: AtomicU64::new(last_sequence),
         next_file: AtomicU64::new(next_file),
         retire,
