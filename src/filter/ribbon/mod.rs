@@ -93,7 +93,7 @@ const RESULT_MULTIPLIER: u64 = 0xc4ce_b9fe_1a85_ec53;
 /// reads both, and reads a filter built with any bits per key. Building costs several times a
 /// bloom filter's CPU (in the background, once per table); a query reads 16 bytes per result
 /// bit from each of two adjacent blocks and takes a parity per result bit (in SSE2 registers on
-/// x86-64), 1.6–1.8 times the cache-local bloom's time.
+/// x86-64), 1.6–2 times the cache-local bloom's time.
 ///
 /// ```
 /// use siftdb::FilterPolicy;
