@@ -196,8 +196,29 @@ pub(super) fn row_matches<P: ColumnParities>(
     // one column fewer lends its last from the next block, always there), and the columns past
     // the block's are masked off. The count is the same for every query of a filter, and of every
     // filter written at one bits/key, so the dispatch below is a well-predicted branch.
-    let found = match layout.upper_columns() {
-        0 => return true,
+    let upper = layout.upper_columns();
+    if upper == 0 {
+        return true;
+    }
+    match column_parities_of::<P>(upper, columns, here, next, in_here, in_next) {
+        Some(found) => found & mask == result & mask,
+        None => true,
+    }
+}
+
+/// `P`'s parities of a row for a filter of `upper` columns (1 or more) in a block of `columns`:
+/// up to 16 by a code path whose count is a constant, so that it unrolls; more, the block's own
+/// `columns` in groups.
+#[inline(always)]
+pub(super) fn column_parities_of<P: ColumnParities>(
+    upper: u32,
+    columns: u32,
+    here: &[u8],
+    next: &[u8],
+    in_here: u128,
+    in_next: u128,
+) -> Option<u64> {
+    match upper {
         1 => P::column_parities::<1>(here, next, in_here, in_next),
         2 => P::column_parities::<2>(here, next, in_here, in_next),
         3 => P::column_parities::<3>(here, next, in_here, in_next),
@@ -215,10 +236,6 @@ pub(super) fn row_matches<P: ColumnParities>(
         15 => P::column_parities::<15>(here, next, in_here, in_next),
         16 => P::column_parities::<16>(here, next, in_here, in_next),
         _ => P::many_column_parities(here, next, in_here, in_next, columns),
-    };
-    match found {
-        Some(found) => found & mask == result & mask,
-        None => true,
     }
 }
 

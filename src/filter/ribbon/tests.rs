@@ -3,7 +3,7 @@
 
 use super::banding::MIN_SLOTS;
 use super::portable::parities8;
-use super::solution::{column_mask, ColumnParities};
+use super::solution::{column_mask, column_parities_of, ColumnParities};
 use super::*;
 use crate::filter::test_support::{build as build_keys, fp_hits, key, xorshift};
 use crate::filter::LevelDbBloom;
@@ -159,25 +159,7 @@ fn column_parities_both_ways<P: ColumnParities>(
     in_here: u128,
     in_next: u128,
 ) -> [Option<u64>; 2] {
-    let by_constant = match c {
-        1 => P::column_parities::<1>(here, next, in_here, in_next),
-        2 => P::column_parities::<2>(here, next, in_here, in_next),
-        3 => P::column_parities::<3>(here, next, in_here, in_next),
-        4 => P::column_parities::<4>(here, next, in_here, in_next),
-        5 => P::column_parities::<5>(here, next, in_here, in_next),
-        6 => P::column_parities::<6>(here, next, in_here, in_next),
-        7 => P::column_parities::<7>(here, next, in_here, in_next),
-        8 => P::column_parities::<8>(here, next, in_here, in_next),
-        9 => P::column_parities::<9>(here, next, in_here, in_next),
-        10 => P::column_parities::<10>(here, next, in_here, in_next),
-        11 => P::column_parities::<11>(here, next, in_here, in_next),
-        12 => P::column_parities::<12>(here, next, in_here, in_next),
-        13 => P::column_parities::<13>(here, next, in_here, in_next),
-        14 => P::column_parities::<14>(here, next, in_here, in_next),
-        15 => P::column_parities::<15>(here, next, in_here, in_next),
-        16 => P::column_parities::<16>(here, next, in_here, in_next),
-        _ => P::many_column_parities(here, next, in_here, in_next, c),
-    };
+    let by_constant = column_parities_of::<P>(c, c, here, next, in_here, in_next);
     [
         by_constant,
         P::many_column_parities(here, next, in_here, in_next, c),
