@@ -114,6 +114,10 @@ struct Args {
     /// L0 tables at which writes slow down and stop (default: the store's, 8 and 12).
     #[arg(long, num_args = 2, value_names = ["SLOWDOWN", "STOP"])]
     l0_triggers: Option<Vec<u16>>,
+    /// Leave L0 alone below its trigger however many reads check its filters in vain
+    /// (`Options::compact_l0_for_reads(false)`).
+    #[arg(long)]
+    no_read_compaction: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -256,7 +260,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .filter(filter.clone())
         .filter_allocation(allocation)
         .no_filter_on_last_level(args.no_filter_on_last_level)
-        .cache_index_and_filter_blocks(args.cache_index_and_filter_blocks);
+        .cache_index_and_filter_blocks(args.cache_index_and_filter_blocks)
+        .compact_l0_for_reads(!args.no_read_compaction);
     let options = match args.block_cache_mb {
         Some(mb) => options.block_cache_bytes(usize::try_from(mb << 20).unwrap_or(usize::MAX)),
         None => options,

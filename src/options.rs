@@ -43,6 +43,7 @@ pub struct Options {
     pub(crate) max_bytes_for_level_base: u64,
     pub(crate) level_size_multiplier: u64,
     pub(crate) max_subcompactions: usize,
+    pub(crate) compact_l0_for_reads: bool,
     #[cfg(feature = "__fault-injection")]
     pub(crate) fault_injector: Option<crate::fs::fault_injection::FaultInjector>,
 }
@@ -77,6 +78,7 @@ impl Default for Options {
             max_bytes_for_level_base: 10 << 20,
             level_size_multiplier: 10,
             max_subcompactions: 2,
+            compact_l0_for_reads: true,
             #[cfg(feature = "__fault-injection")]
             fault_injector: None,
         }
@@ -250,6 +252,20 @@ impl Options {
     /// `level_size_multiplier` times more.
     pub fn max_bytes_for_level_base(mut self, bytes: u64) -> Self {
         self.max_bytes_for_level_base = bytes.max(4096);
+        self
+    }
+
+    /// Compact L0 into L1 once reads have paid for it, even below the L0 trigger (default on).
+    ///
+    /// Every point lookup checks the filter of each L0 table whose key range holds its key, and
+    /// L0 keeps up to `level0_compaction_trigger - 1` tables for as long as no more writes come:
+    /// after a bulk load, each Get pays for those checks until the next writes. With this on, the
+    /// compaction thread counts the L0 filter checks that did not find their key and compacts L0
+    /// once they have cost about what the compaction costs (the bytes of L0 and of the L1 tables
+    /// it overlaps; see DESIGN.md, "Compaction for reads"). Counted from filter checks only:
+    /// L0 tables without filters never trigger it. Off, L0 is compacted only at the trigger.
+    pub fn compact_l0_for_reads(mut self, yes: bool) -> Self {
+        self.compact_l0_for_reads = yes;
         self
     }
 

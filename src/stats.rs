@@ -101,6 +101,10 @@ tickers! {
     /// Key ranges of compactions split between threads (`Options::max_subcompactions`): a job
     /// split in two adds 2. Jobs too small to split add nothing.
     Subcompactions => "compaction.subcompactions",
+    /// L0 → L1 compactions started because reads had paid for them in L0 filter checks that did
+    /// not find their key (`Options::compact_l0_for_reads`), below the L0 trigger. Also counted
+    /// in `compaction.count` (or `compaction.trivial.moves`).
+    ReadTriggeredCompactions => "compaction.read.triggered",
 }
 
 const NUM_TICKERS: usize = Ticker::ALL.len();
@@ -270,6 +274,25 @@ impl Stats {
 
     pub(crate) fn filter_memory_released(&self, bytes: usize) {
         self.filter_bytes_in_memory.fetch_sub(bytes, Relaxed);
+    }
+
+    /// Filter checks of L0 tables, in every layout, that did not find their key: the useful ones
+    /// and the false positives. What reads have paid so far for L0's tables being there.
+    pub(crate) fn l0_checks_in_vain(&self) -> u64 {
+        let slots = NUM_TICKERS..NUM_TICKERS + NUM_LAYOUTS * 3;
+        self.shards
+            .iter()
+            .map(|shard| {
+                shard.0[slots.clone()]
+                    .chunks_exact(3)
+                    .map(|c| {
+                        let [useful, positive, true_positive] =
+                            [&c[0], &c[1], &c[2]].map(|a| a.load(Relaxed));
+                        (useful + positive).saturating_sub(true_positive)
+                    })
+                    .sum::<u64>()
+            })
+            .sum()
     }
 
     /// A snapshot of every counter. Counts taken while other threads run may be mid-update relative

@@ -1,5 +1,6 @@
 //! Background compaction as it schedules its work: jobs split between threads by key range
-//! (`max_subcompactions`), and tables moved down a level without a rewrite.
+//! (`max_subcompactions`), tables moved down a level without a rewrite, and L0 compacted for
+//! reads (`compact_l0_for_reads`).
 
 mod common;
 use common::{settle, tables_per_level};
@@ -155,5 +156,58 @@ fn tables_holding_tombstones_are_rewritten_not_moved() {
             db.get(format!("key{i:08}")).unwrap(),
             Some(format!("value-{i}").into_bytes())
         );
+    }
+}
+
+/// Three L0 tables, below the trigger of 4, that every Get of an absent key in their range checks
+/// in vain. With `compact_l0_for_reads` on (the default), once those checks have paid for it the
+/// compaction thread compacts L0 into L1, and every key reads as written; off, L0 stays however
+/// many such Gets come (twice the price here).
+#[test]
+fn reads_compact_l0_once_their_filter_checks_have_paid_for_it() {
+    // At least 2^18 checks in vain, three per Get.
+    const PRICE_IN_GETS: u32 = (1 << 18) / 3 + 1;
+    for on in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::default().compact_l0_for_reads(on);
+        let db = Db::open(dir.path(), options).unwrap();
+        for table in 0..3u32 {
+            for i in 0..1000u32 {
+                let n = 3 * i + table;
+                db.put(format!("key{n:08}"), format!("value-{n}")).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        settle(&db);
+        assert_eq!(tables_per_level(&db)[0], 3);
+        let absent = |j: u32| format!("key{:08}-absent", j % 3000);
+        let mut gets = 0u32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while gets < 2 * PRICE_IN_GETS
+            || (on && tables_per_level(&db)[0] > 0 && std::time::Instant::now() < deadline)
+        {
+            for j in gets..gets + 1000 {
+                assert_eq!(db.get(absent(j)).unwrap(), None);
+            }
+            gets += 1000;
+        }
+        let l0_checks = db.statistics().level_filter_counts(0).checks();
+        assert!(l0_checks >= 3 * u64::from(2 * PRICE_IN_GETS), "{l0_checks}");
+        if on {
+            settle(&db);
+            assert_eq!(tables_per_level(&db)[0], 0, "after {gets} Gets");
+            assert_eq!(ticker(&db, Ticker::ReadTriggeredCompactions), 1);
+        } else {
+            // The thread would have looked many times over by now.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            assert_eq!(tables_per_level(&db)[0], 3);
+            assert_eq!(ticker(&db, Ticker::ReadTriggeredCompactions), 0);
+        }
+        for n in 0..3000u32 {
+            assert_eq!(
+                db.get(format!("key{n:08}")).unwrap(),
+                Some(format!("value-{n}").into_bytes())
+            );
+        }
     }
 }

@@ -186,6 +186,9 @@ fn growth_options(g: &Growth, allocation: FilterAllocation) -> Options {
         .max_bytes_for_level_base(g.level_base)
         .filter(Filter::full(g.bits_per_key))
         .filter_allocation(allocation)
+        // Each step measures the tree its writes built: the reads that measure it must not
+        // compact its L0 while the other store's stays.
+        .compact_l0_for_reads(false)
 }
 
 /// Grows a Monkey store and a uniform store in lockstep, the same keys and values in the same

@@ -43,7 +43,8 @@
 //!   (its default), otherwise defaults (4 MiB memtable, 2 MiB tables, L0 compaction at 4
 //!   tables, L1 budget 10 MiB, x10 per level, static level sizes; writers slowed at 8 L0 tables
 //!   and stopped at 12 or at 2 memtables waiting for their flush; one compaction job at a time,
-//!   split between 2 threads). Batched lookups:
+//!   split between 2 threads; L0 compacted below its trigger once the Gets' filter checks of it
+//!   have paid for that, `compact_l0_for_reads`). Batched lookups:
 //!   `multi_get`. Settling: `flush()`, then poll `siftdb.compaction-pending` until `0`.
 //!   Counters: its statistics (bloom tickers, `table.bytes.written`, `user.bytes.written`,
 //!   `write.stall.micros`); filter size: the filter bytes held in memory.

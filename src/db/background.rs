@@ -1,4 +1,5 @@
-//! The two background workers: one flushes frozen memtables, one compacts. Both stop at the first
+//! The two background workers: one flushes frozen memtables, one compacts (levels over their
+//! budget, or L0 once reads have paid for it: `read_compaction.rs`). Both stop at the first
 //! error, which is kept in `State::bg_error` and returned to writers and to every waiter. A panic
 //! in user code they call (a filter policy, a prefix extractor) is such an error, not the end of
 //! the thread. Failures are reported through the `log` facade as they happen (`error`), and every
@@ -9,9 +10,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use super::read_compaction::ReadRent;
 use super::version::Version;
 use super::DbInner;
 use crate::error::{BackgroundError, Error, Result};
+use crate::stats::Ticker;
 
 /// Runs `f`, turning a panic into `Error::Background` that says what panicked. Work that panics
 /// leaves what it had made as garbage for the next open; the data it read from stays where it was.
@@ -85,38 +88,65 @@ fn flush_loop(inner: &DbInner) {
 }
 
 fn compaction_loop(inner: &DbInner) {
+    let mut rent = ReadRent::default();
     loop {
-        {
+        let for_reads = {
             let mut st = inner.state.lock();
-            while !st.shutting_down
-                && (st.bg_error.is_some()
-                    || st.sv.version.compaction_level(&inner.options).is_none())
-            {
-                inner.changed.wait(&mut st);
+            loop {
+                if st.shutting_down {
+                    return;
+                }
+                if st.bg_error.is_none() {
+                    let version = &st.sv.version;
+                    if version.compaction_level(&inner.options).is_some() {
+                        break false;
+                    }
+                    if rent.paid(version, &inner.stats, &inner.options) {
+                        break true;
+                    }
+                }
+                // While L0 holds tables, look again at what reads paid for them now and then.
+                match rent.next_look(&st.sv.version, &inner.options) {
+                    Some(wait) if st.bg_error.is_none() => {
+                        inner.changed.wait_for(&mut st, wait);
+                    }
+                    _ => inner.changed.wait(&mut st),
+                }
             }
-            if st.shutting_down {
-                return;
-            }
-        }
+        };
         let compacting = inner.compaction.lock();
         let start = Instant::now();
         let mut picked = None;
-        let done = catch_panic("compaction", || match inner.pick_compaction() {
-            Some(job) => {
-                let inputs: Vec<(u64, u64)> = job
-                    .inputs
-                    .iter()
-                    .chain(&job.next_level_inputs)
-                    .map(|f| (f.number, f.size))
-                    .collect();
-                picked = Some((
-                    job.level,
-                    inputs,
-                    table_numbers(&job.version, job.level + 1),
-                ));
-                inner.move_or_compact(job)
+        let done = catch_panic("compaction", || {
+            // A level over its budget goes first, even if reads paid for L0.
+            let job = match inner.pick_compaction() {
+                Some(job) => Some(job),
+                None if for_reads => {
+                    let job = inner.pick_l0_for_reads();
+                    if job.is_some() {
+                        inner.stats.inc(Ticker::ReadTriggeredCompactions);
+                    }
+                    job
+                }
+                None => None,
+            };
+            match job {
+                Some(job) => {
+                    let inputs: Vec<(u64, u64)> = job
+                        .inputs
+                        .iter()
+                        .chain(&job.next_level_inputs)
+                        .map(|f| (f.number, f.size))
+                        .collect();
+                    picked = Some((
+                        job.level,
+                        inputs,
+                        table_numbers(&job.version, job.level + 1),
+                    ));
+                    inner.move_or_compact(job)
+                }
+                None => Ok(()),
             }
-            None => Ok(()),
         });
         drop(compacting);
         match (done, picked) {

@@ -96,6 +96,16 @@ impl DbInner {
         CompactionJob::new(version, level, inputs)
     }
 
+    /// L0 into L1, all of its tables, if L0 holds any: the job [`ReadRent`] asks for when reads
+    /// have paid for it below the L0 trigger.
+    ///
+    /// [`ReadRent`]: super::read_compaction::ReadRent
+    pub(crate) fn pick_l0_for_reads(&self) -> Option<CompactionJob> {
+        let version = Arc::clone(self.manifest.lock().current());
+        let inputs = version.levels[0].clone();
+        CompactionJob::new(version, 0, inputs)
+    }
+
     /// Runs a job the background thread picked. Input tables that overlap nothing in the next
     /// level nor each other, and hold no tombstone, move down by an edit alone (unless they would overlap much of the
     /// level below that, whose next compaction would then rewrite it all at once): keys written in
@@ -551,25 +561,6 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{internal_key, ValueKind};
-
-    /// A version with the given tables: (level, number, smallest, largest, size).
-    fn version(tables: &[(usize, u64, &str, &str, u64)]) -> Version {
-        let edit = VersionEdit {
-            added: tables
-                .iter()
-                .map(|&(level, number, lo, hi, size)| NewFile {
-                    level,
-                    number,
-                    size,
-                    smallest: internal_key(lo.as_bytes(), 1, ValueKind::Value),
-                    largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
-                })
-                .collect(),
-            ..Default::default()
-        };
-        Version::default().apply(&edit)
-    }
 
     #[test]
     fn the_table_overlapping_fewest_bytes_below_for_its_size_moves_down() {
@@ -583,12 +574,15 @@ mod tests {
         // 1.5) ...
         let l1 = [(1, 1, "a", "h", 100), (1, 2, "i", "k", 400)];
         let pick = |v: &Version| least_overlapping(&v.levels[1], &v.levels[2]).map(|f| f.number);
-        assert_eq!(pick(&version(&[&l1[..], &below[..]].concat())), Some(2));
+        assert_eq!(
+            pick(&Version::for_tests(&[&l1[..], &below[..]].concat())),
+            Some(2)
+        );
         // ... and one overlapping nothing below (0).
         let l1_and_apart = [&l1[..], &[(1, 3, "x", "y", 50)], &below[..]].concat();
-        assert_eq!(pick(&version(&l1_and_apart)), Some(3));
+        assert_eq!(pick(&Version::for_tests(&l1_and_apart)), Some(3));
         // Equal ratios: the first in key order.
-        let v = version(&[
+        let v = Version::for_tests(&[
             (1, 1, "a", "b", 100),
             (1, 2, "c", "d", 100),
             (2, 10, "a", "b", 100),
@@ -600,7 +594,7 @@ mod tests {
 
     #[test]
     fn grandparent_boundaries_are_passed_in_key_order() {
-        let v = version(&[
+        let v = Version::for_tests(&[
             (2, 1, "b", "d", 100),
             (2, 2, "f", "h", 100),
             (2, 3, "j", "l", 100),

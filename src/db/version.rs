@@ -192,6 +192,28 @@ impl Version {
             .all(|files| !files.iter().any(|f| f.overlaps(ukey, ukey)))
     }
 
+    /// A version with the given tables: (level, number, smallest, largest, size); their keys
+    /// with sequence 1.
+    #[cfg(test)]
+    pub(crate) fn for_tests(tables: &[(usize, u64, &str, &str, u64)]) -> Version {
+        use super::version_edit::{NewFile, VersionEdit};
+        use crate::key::{internal_key, ValueKind};
+        let edit = VersionEdit {
+            added: tables
+                .iter()
+                .map(|&(level, number, lo, hi, size)| NewFile {
+                    level,
+                    number,
+                    size,
+                    smallest: internal_key(lo.as_bytes(), 1, ValueKind::Value),
+                    largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        Version::default().apply(&edit)
+    }
+
     /// The level most in need of compaction and its score, if any score is ≥ 1. L0 scores by table
     /// count against the trigger, deeper levels by bytes against their budget.
     pub(crate) fn compaction_level(&self, options: &Options) -> Option<(usize, f64)> {

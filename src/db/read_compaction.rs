@@ -1,0 +1,170 @@
+//! Compaction for reads: L0 compacted into L1 below its trigger once the Gets that checked L0's
+//! filters in vain have cost about what the compaction costs.
+//!
+//! L0 keeps up to `level0_compaction_trigger - 1` tables for as long as no more writes come, and
+//! every point lookup checks each of their filters. Compacting them into L1 early is the ski
+//! rental problem: pay per read (the checks) until what was paid equals the price of buying (the
+//! compaction), then buy. With the price known, that never costs more than twice the better of
+//! the two choices made knowing the future reads (here the price is an estimate, within a factor
+//! of two: [`BYTES_PER_CHECK`]), and it costs nothing when no reads come. LevelDB's seek compaction makes
+//! the same trade for data block reads; with filters, the rent is the filter checks.
+
+use std::time::{Duration, Instant};
+
+use super::version::{key_range, Version};
+use crate::options::Options;
+use crate::stats::Stats;
+
+/// What one L0 filter check that does not find its key costs, in bytes of the compaction's input
+/// that cost as much. Measured at a million keys (docs/benchmarks.md, "Compaction for reads"): a
+/// check in vain adds about 50 ns to its Get; compaction spends 2.3 ns of CPU per input byte on
+/// values that do not compress and 16 ns on values that do (it costs per entry more than per
+/// byte); and the L1 → L2 jobs an L0 → L1 job sets off, by pushing L1 over its budget, read about
+/// twice its input again. A check is then worth 1–7 bytes of the job's input; 4 is within a factor
+/// of two of both ends.
+const BYTES_PER_CHECK: u64 = 4;
+
+/// Fewer checks than this never pay for a compaction: 2^18 checks cost about a hundredth of a
+/// second of Gets, less than a new L1's tables cost to open and cache.
+const MIN_CHECKS: u64 = 1 << 18;
+
+/// How often the compaction thread looks at the count while L0 holds tables and nothing else is to
+/// be done.
+pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The compaction thread's account of what reads have paid for the tables now in L0.
+#[derive(Debug, Default)]
+pub(crate) struct ReadRent {
+    /// The oldest L0 table when the count began; a flush adds newer ones, and only an L0
+    /// compaction, which takes them all, removes it.
+    oldest_l0: Option<u64>,
+    /// The store's count of L0 checks in vain when it began.
+    checks_then: u64,
+    last_look: Option<Instant>,
+}
+
+impl ReadRent {
+    /// Whether the checks made in vain since L0's oldest table came have paid for compacting L0
+    /// into L1. Looks at most once per [`CHECK_INTERVAL`].
+    pub(crate) fn paid(&mut self, version: &Version, stats: &Stats, options: &Options) -> bool {
+        if !options.compact_l0_for_reads {
+            return false;
+        }
+        let now = Instant::now();
+        if self
+            .last_look
+            .is_some_and(|t| now.duration_since(t) < CHECK_INTERVAL)
+        {
+            return false;
+        }
+        self.last_look = Some(now);
+        let l0 = &version.levels[0];
+        let oldest = l0.first().map(|f| f.number);
+        let checks = stats.l0_checks_in_vain();
+        if oldest != self.oldest_l0 {
+            self.oldest_l0 = oldest;
+            self.checks_then = checks;
+            return false;
+        }
+        oldest.is_some() && checks.saturating_sub(self.checks_then) >= price_in_checks(version)
+    }
+
+    /// How long the compaction thread may wait before it looks again: `None` while L0 is empty
+    /// (a flush wakes it) or the option is off.
+    pub(crate) fn next_look(&self, version: &Version, options: &Options) -> Option<Duration> {
+        (options.compact_l0_for_reads && !version.levels[0].is_empty()).then_some(CHECK_INTERVAL)
+    }
+}
+
+/// The price of compacting L0 into L1 in L0 checks: its input bytes (L0 and the L1 tables its key
+/// range overlaps) at [`BYTES_PER_CHECK`], and no less than [`MIN_CHECKS`].
+fn price_in_checks(version: &Version) -> u64 {
+    let l0 = &version.levels[0];
+    let l1_bytes: u64 = key_range(l0).map_or(0, |(lo, hi)| {
+        version
+            .overlapping(1, &lo, &hi)
+            .iter()
+            .map(|f| f.size)
+            .sum()
+    });
+    let bytes = version.level_bytes(0) + l1_bytes;
+    (bytes / BYTES_PER_CHECK).max(MIN_CHECKS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::FilterLayout;
+    use crate::stats::{FilterVerdict, Stats};
+
+    #[test]
+    fn the_price_is_the_input_bytes_at_four_per_check_with_a_floor() {
+        let small = Version::for_tests(&[(0, 1, "a", "z", 4096), (1, 2, "a", "m", 4096)]);
+        assert_eq!(price_in_checks(&small), MIN_CHECKS);
+        let mb = 1 << 20;
+        let big = Version::for_tests(&[
+            (0, 5, "c", "k", 4 * mb),
+            (0, 6, "d", "p", 4 * mb),
+            (1, 1, "a", "b", 2 * mb), // before L0's range: not an input
+            (1, 2, "b", "e", 2 * mb),
+            (1, 3, "f", "q", 2 * mb),
+            (1, 4, "r", "z", 2 * mb), // after it
+        ]);
+        assert_eq!(price_in_checks(&big), 12 * mb / BYTES_PER_CHECK);
+    }
+
+    #[test]
+    fn rent_counts_from_the_oldest_l0_table_and_only_checks_in_vain() {
+        let options = Options::default();
+        let stats = Stats::new();
+        let version = Version::for_tests(&[(0, 7, "a", "z", 4096)]);
+        let mut rent = ReadRent::default();
+        let look = |rent: &mut ReadRent, v: &Version| {
+            rent.last_look = None; // no waiting between looks in a test
+            rent.paid(v, &stats, &options)
+        };
+        // Checks made before the count began are not rent.
+        stats.record_filters(0, FilterLayout::Full, FilterVerdict::Useful, MIN_CHECKS);
+        assert!(!look(&mut rent, &version));
+        // Checks that found their key, and checks of deeper levels, are not rent either.
+        stats.record_filters(
+            0,
+            FilterLayout::Full,
+            FilterVerdict::TruePositive,
+            MIN_CHECKS,
+        );
+        stats.record_filters(1, FilterLayout::Full, FilterVerdict::Useful, MIN_CHECKS);
+        assert!(!look(&mut rent, &version));
+        stats.record_filters(0, FilterLayout::Full, FilterVerdict::FalsePositive, 1);
+        stats.record_filters(
+            0,
+            FilterLayout::BlockBased,
+            FilterVerdict::Useful,
+            MIN_CHECKS - 2,
+        );
+        assert!(!look(&mut rent, &version));
+        stats.record_filters(0, FilterLayout::Partitioned, FilterVerdict::Useful, 1);
+        assert!(look(&mut rent, &version));
+        // A new oldest table (the old ones were compacted) starts a new count.
+        let after = Version::for_tests(&[(0, 9, "a", "z", 4096)]);
+        assert!(!look(&mut rent, &after));
+        // Off, nothing is ever paid for.
+        stats.record_filters(0, FilterLayout::Full, FilterVerdict::Useful, 2 * MIN_CHECKS);
+        assert!(look(&mut rent, &after));
+        let off = Options::default().compact_l0_for_reads(false);
+        rent.last_look = None;
+        assert!(!rent.paid(&after, &stats, &off));
+    }
+
+    #[test]
+    fn the_thread_looks_again_only_while_l0_holds_tables() {
+        let options = Options::default();
+        let rent = ReadRent::default();
+        let empty = Version::for_tests(&[(1, 2, "a", "m", 4096)]);
+        assert_eq!(rent.next_look(&empty, &options), None);
+        let l0 = Version::for_tests(&[(0, 3, "a", "m", 4096)]);
+        assert_eq!(rent.next_look(&l0, &options), Some(CHECK_INTERVAL));
+        let off = Options::default().compact_l0_for_reads(false);
+        assert_eq!(rent.next_look(&l0, &off), None);
+    }
+}
