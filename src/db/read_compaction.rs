@@ -28,24 +28,47 @@ const BYTES_PER_CHECK: u64 = 4;
 /// second of Gets, less than a new L1's tables cost to open and cache.
 const MIN_CHECKS: u64 = 1 << 18;
 
-/// How often the compaction thread looks at the count while L0 holds tables and nothing else is to
-/// be done.
+/// How often the compaction thread looks at the count while L0 holds tables, nothing else is to be
+/// done, and reads come.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The longest it waits between looks: each look that finds no new check doubles the wait up to
+/// this, so that an idle store's thread wakes only now and then.
+pub(crate) const IDLE_CHECK_INTERVAL: Duration = Duration::from_secs(6);
+
 /// The compaction thread's account of what reads have paid for the tables now in L0.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ReadRent {
     /// The oldest L0 table when the count began; a flush adds newer ones, and only an L0
     /// compaction, which takes them all, removes it.
     oldest_l0: Option<u64>,
     /// The store's count of L0 checks in vain when it began.
     checks_then: u64,
+    /// When it last looked, the count and newest L0 table it saw, and how long it waits before
+    /// the next look.
     last_look: Option<Instant>,
+    checks_at_last_look: u64,
+    newest_l0: Option<u64>,
+    interval: Duration,
+}
+
+impl Default for ReadRent {
+    fn default() -> Self {
+        ReadRent {
+            oldest_l0: None,
+            checks_then: 0,
+            last_look: None,
+            checks_at_last_look: 0,
+            newest_l0: None,
+            interval: CHECK_INTERVAL,
+        }
+    }
 }
 
 impl ReadRent {
     /// Whether the checks made in vain since L0's oldest table came have paid for compacting L0
-    /// into L1. Looks at most once per [`CHECK_INTERVAL`].
+    /// into L1. Looks at most once per interval: [`CHECK_INTERVAL`] after a look that found new
+    /// checks or a new L0 table, doubling up to [`IDLE_CHECK_INTERVAL`] while neither comes.
     pub(crate) fn paid(&mut self, version: &Version, stats: &Stats, options: &Options) -> bool {
         if !options.compact_l0_for_reads {
             return false;
@@ -53,14 +76,23 @@ impl ReadRent {
         let now = Instant::now();
         if self
             .last_look
-            .is_some_and(|t| now.duration_since(t) < CHECK_INTERVAL)
+            .is_some_and(|t| now.duration_since(t) < self.interval)
         {
             return false;
         }
         self.last_look = Some(now);
-        let l0 = &version.levels[0];
-        let oldest = l0.first().map(|f| f.number);
         let checks = stats.l0_checks_in_vain();
+        let l0 = &version.levels[0];
+        let newest = l0.last().map(|f| f.number);
+        // A new L0 table (a flush: reads may follow) or new checks: look again soon.
+        self.interval = if checks == self.checks_at_last_look && newest == self.newest_l0 {
+            (self.interval * 2).min(IDLE_CHECK_INTERVAL)
+        } else {
+            CHECK_INTERVAL
+        };
+        self.checks_at_last_look = checks;
+        self.newest_l0 = newest;
+        let oldest = l0.first().map(|f| f.number);
         if oldest != self.oldest_l0 {
             self.oldest_l0 = oldest;
             self.checks_then = checks;
@@ -72,7 +104,7 @@ impl ReadRent {
     /// How long the compaction thread may wait before it looks again: `None` while L0 is empty
     /// (a flush wakes it) or the option is off.
     pub(crate) fn next_look(&self, version: &Version, options: &Options) -> Option<Duration> {
-        (options.compact_l0_for_reads && !version.levels[0].is_empty()).then_some(CHECK_INTERVAL)
+        (options.compact_l0_for_reads && !version.levels[0].is_empty()).then_some(self.interval)
     }
 }
 
@@ -154,6 +186,39 @@ mod tests {
         let off = Options::default().compact_l0_for_reads(false);
         rent.last_look = None;
         assert!(!rent.paid(&after, &stats, &off));
+    }
+
+    #[test]
+    fn looks_back_off_while_neither_checks_nor_l0_tables_come() {
+        let options = Options::default();
+        let stats = Stats::new();
+        let version = Version::for_tests(&[(0, 3, "a", "m", 4096)]);
+        let mut rent = ReadRent::default();
+        let look = |rent: &mut ReadRent| {
+            rent.last_look = None;
+            rent.paid(&version, &stats, &options);
+            rent.next_look(&version, &options)
+        };
+        // The first look finds L0's table new; the next ones find nothing new.
+        assert_eq!(look(&mut rent), Some(CHECK_INTERVAL));
+        assert_eq!(look(&mut rent), Some(CHECK_INTERVAL * 2));
+        assert_eq!(look(&mut rent), Some(CHECK_INTERVAL * 4));
+        for _ in 0..10 {
+            look(&mut rent);
+        }
+        assert_eq!(look(&mut rent), Some(IDLE_CHECK_INTERVAL));
+        stats.record_filter(0, FilterLayout::Full, FilterVerdict::Useful);
+        assert_eq!(look(&mut rent), Some(CHECK_INTERVAL));
+        assert_eq!(look(&mut rent), Some(CHECK_INTERVAL * 2));
+        // A flush's new table.
+        let flushed = Version::for_tests(&[(0, 3, "a", "m", 4096), (0, 4, "b", "n", 4096)]);
+        rent.last_look = None;
+        rent.paid(&flushed, &stats, &options);
+        assert_eq!(rent.next_look(&flushed, &options), Some(CHECK_INTERVAL));
+        // Between looks, `paid` does not look.
+        stats.record_filter(0, FilterLayout::Full, FilterVerdict::Useful);
+        assert!(!rent.paid(&version, &stats, &options));
+        assert_eq!(rent.checks_at_last_look, 1);
     }
 
     #[test]
