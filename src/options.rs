@@ -44,6 +44,7 @@ pub struct Options {
     pub(crate) level_size_multiplier: u64,
     pub(crate) max_subcompactions: usize,
     pub(crate) compact_l0_for_reads: bool,
+    pub(crate) read_compaction_tuning: crate::db::read_compaction::ReadCompactionTuning,
     #[cfg(feature = "__fault-injection")]
     pub(crate) fault_injector: Option<crate::fs::fault_injection::FaultInjector>,
 }
@@ -79,6 +80,7 @@ impl Default for Options {
             level_size_multiplier: 10,
             max_subcompactions: 2,
             compact_l0_for_reads: true,
+            read_compaction_tuning: crate::db::read_compaction::TUNING,
             #[cfg(feature = "__fault-injection")]
             fault_injector: None,
         }
@@ -295,6 +297,25 @@ impl Options {
     #[doc(hidden)]
     pub fn fault_injector(mut self, injector: crate::fs::fault_injection::FaultInjector) -> Self {
         self.fault_injector = Some(injector);
+        self
+    }
+
+    /// Makes compactions for reads cheap (at least `min_checks`, one check per `bytes_per_check`
+    /// input bytes) and looked for every `look_every`, so that the crate's power-cut tests cut
+    /// inside them too. Not an API.
+    #[cfg(feature = "__fault-injection")]
+    #[doc(hidden)]
+    pub fn read_compaction_tuning(
+        mut self,
+        min_checks: u64,
+        bytes_per_check: u64,
+        look_every: std::time::Duration,
+    ) -> Self {
+        self.read_compaction_tuning = crate::db::read_compaction::ReadCompactionTuning {
+            min_checks,
+            bytes_per_check: bytes_per_check.max(1),
+            look_every,
+        };
         self
     }
 

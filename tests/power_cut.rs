@@ -2,7 +2,9 @@
 //!
 //! A store with tiny memtables, tables and levels (so flushes, compactions, WAL switches and the
 //! MANIFEST/CURRENT switch of every open happen all the time) runs random write batches over a
-//! small key space, some synced, with the odd `flush`, `compact` and `sync_wal`; every 50 cuts a new store
+//! small key space, some synced, with the odd `flush`, `compact` and `sync_wal`, and compactions
+//! for reads made cheap (a few dozen Gets that miss L0, such as the checks after every reopen, pay
+//! for one), so that cuts land in those too; every 50 cuts a new store
 //! with the next filter layout, and every other 100 with index and filter blocks read through a
 //! 16 KiB block cache instead of kept with the tables. The fault-injection layer
 //! (`siftdb::fault_injection`) stops the machine at a random operation: any operation, or one
@@ -34,7 +36,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use siftdb::fault_injection::{FaultInjector, OpFilter, OpKind, OpSite, PowerCut};
-use siftdb::{Db, Filter, Options, WriteBatch, WriteOptions};
+use siftdb::{Db, Filter, Options, Ticker, WriteBatch, WriteOptions};
 
 /// One write batch: keys to set (`Some`) or delete (`None`).
 type Batch = Vec<(Vec<u8>, Option<Vec<u8>>)>;
@@ -69,6 +71,10 @@ fn options(epoch: usize, faults: &FaultInjector) -> Options {
         // Every other pair of epochs reads index and filter blocks through a small block cache.
         .cache_index_and_filter_blocks(epoch % 4 >= 2)
         .block_cache_bytes(if epoch % 4 >= 2 { 16 << 10 } else { 32 << 20 })
+        // Compactions for reads after a few dozen Gets that miss L0 (the reads that check a
+        // reopened store are enough), looked for every millisecond, so that cuts land inside
+        // them too.
+        .read_compaction_tuning(16, 1024, std::time::Duration::from_millis(1))
         .fault_injector(faults.clone())
 }
 
@@ -178,6 +184,7 @@ struct Tally {
     batches_lost: usize,
     bytes_lost: u64,
     names_reverted: usize,
+    read_compactions: u64,
 }
 
 fn file_kind(name: &str) -> &'static str {
@@ -360,6 +367,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
                 .or_default() += 1;
         }
         tally.injected += faults.injected().len() - injected_before;
+        tally.read_compactions += db.statistics().ticker(Ticker::ReadTriggeredCompactions);
         drop(db);
         tally.cuts += 1;
         if power_fails(&faults, &mut rng, &mut tally) {
@@ -369,8 +377,8 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
     eprintln!(
         "power cuts (seed {seed}): {} in {:.1?} ({} inside open, {} process crashes instead, {} after an \
          injected I/O error); {} batches acknowledged ({} synced), {} unsynced batches lost, {} \
-         unsynced bytes lost, {} directory entries reverted; aimed at {:?}; cut in threads {:?}; \
-         cut on files {:?}",
+         unsynced bytes lost, {} directory entries reverted, {} compactions for reads; aimed at \
+         {:?}; cut in threads {:?}; cut on files {:?}",
         tally.cuts,
         started.elapsed(),
         tally.in_open,
@@ -381,6 +389,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
         tally.batches_lost,
         tally.bytes_lost,
         tally.names_reverted,
+        tally.read_compactions,
         tally.by_aim,
         tally.by_thread,
         tally.by_file,
@@ -390,6 +399,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
         tally.by_file.contains_key("table"),
         "no cut landed on a table"
     );
+    assert!(tally.read_compactions > 0, "no compaction for reads ran");
 }
 
 /// The length `m >= durable` of a prefix of `history` whose state is `recovered` (the shortest,

@@ -18,7 +18,7 @@ mod multi_get;
 mod open;
 mod property;
 mod read;
-mod read_compaction;
+pub(crate) mod read_compaction;
 mod scan;
 mod snapshot;
 mod table_cache;

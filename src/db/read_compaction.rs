@@ -28,6 +28,25 @@ const BYTES_PER_CHECK: u64 = 4;
 /// second of Gets, less than a new L1's tables cost to open and cache.
 const MIN_CHECKS: u64 = 1 << 18;
 
+/// The price of a compaction for reads and how often the thread looks at what was paid. Only the
+/// crate's own tests change it (to cut the power inside such compactions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadCompactionTuning {
+    /// At least this many checks ([`MIN_CHECKS`]) ...
+    pub(crate) min_checks: u64,
+    /// ... and one per this many input bytes ([`BYTES_PER_CHECK`]).
+    pub(crate) bytes_per_check: u64,
+    /// The shortest wait between looks ([`CHECK_INTERVAL`]).
+    pub(crate) look_every: Duration,
+}
+
+/// What `Options` start with.
+pub(crate) const TUNING: ReadCompactionTuning = ReadCompactionTuning {
+    min_checks: MIN_CHECKS,
+    bytes_per_check: BYTES_PER_CHECK,
+    look_every: CHECK_INTERVAL,
+};
+
 /// How often the compaction thread looks at the count while L0 holds tables, nothing else is to be
 /// done, and reads come.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(100);
@@ -85,10 +104,11 @@ impl ReadRent {
         let l0 = &version.levels[0];
         let newest = l0.last().map(|f| f.number);
         // A new L0 table (a flush: reads may follow) or new checks: look again soon.
+        let tuning = &options.read_compaction_tuning;
         self.interval = if checks == self.checks_at_last_look && newest == self.newest_l0 {
             (self.interval * 2).min(IDLE_CHECK_INTERVAL)
         } else {
-            CHECK_INTERVAL
+            tuning.look_every
         };
         self.checks_at_last_look = checks;
         self.newest_l0 = newest;
@@ -98,7 +118,8 @@ impl ReadRent {
             self.checks_then = checks;
             return false;
         }
-        oldest.is_some() && checks.saturating_sub(self.checks_then) >= price_in_checks(version)
+        oldest.is_some()
+            && checks.saturating_sub(self.checks_then) >= price_in_checks(version, tuning)
     }
 
     /// How long the compaction thread may wait before it looks again: `None` while L0 is empty
@@ -109,8 +130,8 @@ impl ReadRent {
 }
 
 /// The price of compacting L0 into L1 in L0 checks: its input bytes (L0 and the L1 tables its key
-/// range overlaps) at [`BYTES_PER_CHECK`], and no less than [`MIN_CHECKS`].
-fn price_in_checks(version: &Version) -> u64 {
+/// range overlaps) at one check per `bytes_per_check`, and no less than `min_checks`.
+fn price_in_checks(version: &Version, tuning: &ReadCompactionTuning) -> u64 {
     let l0 = &version.levels[0];
     let l1_bytes: u64 = key_range(l0).map_or(0, |(lo, hi)| {
         version
@@ -120,7 +141,7 @@ fn price_in_checks(version: &Version) -> u64 {
             .sum()
     });
     let bytes = version.level_bytes(0) + l1_bytes;
-    (bytes / BYTES_PER_CHECK).max(MIN_CHECKS)
+    (bytes / tuning.bytes_per_check.max(1)).max(tuning.min_checks)
 }
 
 #[cfg(test)]
@@ -132,7 +153,14 @@ mod tests {
     #[test]
     fn the_price_is_the_input_bytes_at_four_per_check_with_a_floor() {
         let small = Version::for_tests(&[(0, 1, "a", "z", 4096), (1, 2, "a", "m", 4096)]);
-        assert_eq!(price_in_checks(&small), MIN_CHECKS);
+        assert_eq!(price_in_checks(&small, &TUNING), MIN_CHECKS);
+        let cheap = |min_checks| ReadCompactionTuning {
+            min_checks,
+            bytes_per_check: 1024,
+            ..TUNING
+        };
+        assert_eq!(price_in_checks(&small, &cheap(16)), 16);
+        assert_eq!(price_in_checks(&small, &cheap(1)), 8);
         let mb = 1 << 20;
         let big = Version::for_tests(&[
             (0, 5, "c", "k", 4 * mb),
@@ -142,7 +170,7 @@ mod tests {
             (1, 3, "f", "q", 2 * mb),
             (1, 4, "r", "z", 2 * mb), // after it
         ]);
-        assert_eq!(price_in_checks(&big), 12 * mb / BYTES_PER_CHECK);
+        assert_eq!(price_in_checks(&big, &TUNING), 12 * mb / BYTES_PER_CHECK);
     }
 
     #[test]
