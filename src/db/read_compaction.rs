@@ -6,8 +6,8 @@
 //! rental problem: pay per read (the checks) until what was paid equals the price of buying (the
 //! compaction), then buy. With the price known, that never costs more than twice the better of
 //! the two choices made knowing the future reads (here the price is an estimate, within a factor
-//! of two: [`BYTES_PER_CHECK`]), and it costs nothing when no reads come. LevelDB's seek compaction makes
-//! the same trade for data block reads; with filters, the rent is the filter checks.
+//! of two: [`BYTES_PER_CHECK`]), and it costs nothing when no reads come. LevelDB's seek
+//! compaction makes the same trade for data block reads; with filters, the rent is the checks.
 
 use std::time::{Duration, Instant};
 
@@ -49,11 +49,11 @@ pub(crate) const TUNING: ReadCompactionTuning = ReadCompactionTuning {
 
 /// How often the compaction thread looks at the count while L0 holds tables, nothing else is to be
 /// done, and reads come.
-pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(100);
+const CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The longest it waits between looks: each look that finds no new check doubles the wait up to
-/// this, so that an idle store's thread wakes only now and then.
-pub(crate) const IDLE_CHECK_INTERVAL: Duration = Duration::from_secs(6);
+/// The longest it waits between looks: each look that finds neither a new check nor a new L0
+/// table doubles the wait up to this, so that an idle store's thread wakes only now and then.
+const IDLE_CHECK_INTERVAL: Duration = Duration::from_secs(6);
 
 /// The compaction thread's account of what reads have paid for the tables now in L0.
 #[derive(Debug)]
