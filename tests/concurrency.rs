@@ -127,7 +127,8 @@ fn allowed(i: u64, got: Option<&[u8]>, floor: u64, ceil: u64) -> bool {
 }
 
 /// Four readers (gets and scans), one writer (puts and deletes), one thread forcing flushes and
-/// manual compactions, and the background flush and compaction workers, for a bounded time. Every
+/// manual compactions, and the background flush and compaction workers (with compactions for
+/// reads made cheap), for a bounded time. Every
 /// read must return a state the key had in a round between the last round completed before the
 /// read and the round under way after it. A watchdog fails the test if the threads do not all
 /// finish by a deadline (a deadlock), instead of hanging CI.
@@ -144,7 +145,10 @@ fn readers_writer_deletes_and_compactions_stay_consistent_and_finish() {
                 .target_file_size(16 << 10)
                 .max_bytes_for_level_base(64 << 10)
                 .level0_compaction_trigger(2)
-                .filter(siftdb::Filter::partitioned(10.0)),
+                .filter(siftdb::Filter::partitioned(10.0))
+                // Compactions for reads after a few hundred Gets that miss L0, looked for every
+                // millisecond: L0 is also compacted under the readers' feet.
+                .read_compaction_tuning(256, 1024, Duration::from_millis(1)),
         )
         .unwrap(),
     );
@@ -274,6 +278,7 @@ fn readers_writer_deletes_and_compactions_stay_consistent_and_finish() {
     );
     assert!(stats.ticker(siftdb::Ticker::Flushes) > 0);
     assert!(stats.ticker(siftdb::Ticker::Compactions) > 0);
+    assert!(stats.ticker(siftdb::Ticker::ReadTriggeredCompactions) > 0);
 }
 
 /// Many writers at once: every acknowledged write is there after a reopen, each writer's own
