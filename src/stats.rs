@@ -276,25 +276,6 @@ impl Stats {
         self.filter_bytes_in_memory.fetch_sub(bytes, Relaxed);
     }
 
-    /// Filter checks of L0 tables, in every layout, that did not find their key: the useful ones
-    /// and the false positives. What reads have paid so far for L0's tables being there.
-    pub(crate) fn l0_checks_in_vain(&self) -> u64 {
-        let slots = NUM_TICKERS..NUM_TICKERS + NUM_LAYOUTS * 3;
-        self.shards
-            .iter()
-            .map(|shard| {
-                shard.0[slots.clone()]
-                    .chunks_exact(3)
-                    .map(|c| {
-                        let [useful, positive, true_positive] =
-                            [&c[0], &c[1], &c[2]].map(|a| a.load(Relaxed));
-                        (useful + positive).saturating_sub(true_positive)
-                    })
-                    .sum::<u64>()
-            })
-            .sum()
-    }
-
     /// A snapshot of every counter. Counts taken while other threads run may be mid-update relative
     /// to each other by a few events; each counter on its own is exact.
     pub(crate) fn snapshot(&self) -> Statistics {

@@ -100,7 +100,10 @@ impl ReadRent {
             return false;
         }
         self.last_look = Some(now);
-        let checks = stats.l0_checks_in_vain();
+        // What reads have paid for L0's tables being there: its checks that found nothing.
+        let l0_checks = stats.snapshot().level_filter_counts(0);
+        let checks =
+            (l0_checks.useful + l0_checks.positive).saturating_sub(l0_checks.true_positive);
         let l0 = &version.levels[0];
         let newest = l0.last().map(|f| f.number);
         // A new L0 table (a flush: reads may follow) or new checks: look again soon.
