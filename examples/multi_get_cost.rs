@@ -2,9 +2,11 @@
 //! round (the best of 15 rounds each), so that a shared machine's noise hits both alike.
 //!
 //! cargo run --release --example multi_get_cost -- [keys, default 100000] [batch, default 32]
+//!     [compact]
 //!
 //! Fills a store in a temporary directory with `keys` 16-byte keys (100-byte values, full
-//! filter at 10 bits/key, a 256 MiB block cache), flushes it, and reads 64,000 absent and then
+//! filter at 10 bits/key, a 256 MiB block cache), flushes it (with `compact`, then compacts it
+//! into one level, the shape a settled store reads from), and reads 64,000 absent and then
 //! 64,000 present keys in batches, checking that both ways find the same keys.
 
 use std::time::Instant;
@@ -30,6 +32,11 @@ fn arg(n: usize, default: u64) -> Result<u64, String> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let keys = arg(1, 100_000)?;
     let batch = arg(2, 32)? as usize;
+    let compact = match std::env::args().nth(3).as_deref() {
+        None => false,
+        Some("compact") => true,
+        Some(other) => return Err(format!("expected `compact`, got {other:?}").into()),
+    };
     let dir = tempfile::tempdir()?;
     let options = Options::default()
         .filter(Filter::full(10.0))
@@ -43,6 +50,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         db.put(key(2 * ((i * 7919) % keys)), [(i % 251) as u8; 100])?;
     }
     db.flush()?;
+    if compact {
+        db.compact()?;
+    }
     let levels: Vec<String> = (0..siftdb::NUM_LEVELS)
         .filter_map(|l| db.property(&format!("siftdb.num-files-at-level{l}")))
         .collect();

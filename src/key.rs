@@ -200,6 +200,18 @@ impl PartialOrd for InternalKey {
     }
 }
 
+/// The first 16 bytes of `key` as a big-endian integer, zeros standing in for missing bytes:
+/// keys whose integers differ compare as their integers do; equal integers leave the order to
+/// the bytes (a key may end where another has zeros). Sorting by it first orders short keys at
+/// a fraction of the cost of comparing their bytes.
+#[inline]
+pub(crate) fn leading_bytes(key: &[u8]) -> u128 {
+    let mut bytes = [0u8; 16];
+    let n = key.len().min(16);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +272,43 @@ mod tests {
         let mut bad = internal_key(b"k", 1, ValueKind::Value);
         bad[1] = 9;
         assert!(parse_internal_key(&bad).is_none());
+    }
+
+    /// Sorting by the leading bytes, ties broken by the bytes, orders keys as the bytes do: keys
+    /// shorter and longer than 16 bytes, prefixes of each other, zero bytes inside and after.
+    #[test]
+    fn leading_bytes_order_keys_as_their_bytes_do() {
+        let mut keys: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            b"a".to_vec(),
+            b"a\0".to_vec(),
+            b"a\0\0".to_vec(),
+            b"a\x01".to_vec(),
+            b"abcdefghijklmnop".to_vec(),
+            b"abcdefghijklmnop\0".to_vec(),
+            b"abcdefghijklmnopq".to_vec(),
+            b"abcdefghijklmnoq".to_vec(),
+            vec![0xff; 17],
+            vec![0xff; 16],
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 20) as usize;
+            // Few distinct byte values, so that long shared prefixes and ties are common.
+            keys.push((0..len).map(|i| ((state >> (i % 60)) & 3) as u8).collect());
+        }
+        let mut by_bytes = keys.clone();
+        by_bytes.sort();
+        keys.sort_by(|a, b| {
+            leading_bytes(a)
+                .cmp(&leading_bytes(b))
+                .then_with(|| compare_bytes(a, b))
+        });
+        assert_eq!(keys, by_bytes);
     }
 }

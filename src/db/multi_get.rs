@@ -1,33 +1,38 @@
 //! Batched point lookups, [`Db::multi_get`]: one view of the store for the whole batch, each
-//! distinct key looked up once, and each table asked once for all the keys it may hold, so that a
-//! full filter answers them together and a data block is read once for the keys it holds
-//! (`TableReader::search_batch`).
+//! distinct key looked up once; first a pass through the filters kept in memory, which answers
+//! the keys they rule out everywhere without sorting them, then the rest sorted so that each
+//! table is asked once for all the keys it may hold and a data block is read once for the keys
+//! it holds (`TableReader::search_batch`).
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::read::with_lookup_key;
 use super::table_cache::TableRef;
 use super::version::{FileMeta, Version};
 use super::{Db, DbInner, Snapshot};
 use crate::error::Result;
-use crate::filter::FilterProbe;
-use crate::key::{compare_bytes, InternalKey, ValueKind};
+use crate::filter::{FilterLayout, FilterProbe};
+use crate::key::{compare_bytes, leading_bytes, InternalKey, ValueKind};
 use crate::memtable::NewestEntry;
 use crate::options::NUM_LEVELS;
-use crate::sst::table_reader::{CopyValue, Located, TableSearch};
+use crate::sst::filter_block::InMemoryFilter;
+use crate::sst::table_reader::{CopyValue, Located, TableReader, TableSearch};
 use crate::stats::{FilterVerdict, Ticker};
 
 /// What a lookup found: the newest entry, or an error. `None` while it is still looking.
 type Answer = Option<Result<Option<NewestEntry>>>;
 
-/// The distinct keys of a batch, sorted, and their lookups in progress: one entry per key in
-/// each vector.
+/// The distinct keys of a batch the filters' pass left unanswered, sorted, and their lookups in
+/// progress: one entry per key in each vector.
 struct Batch<'k> {
     keys: Vec<&'k [u8]>,
     /// Each key's probe, its hash kept once a filter has computed it.
     probes: Vec<FilterProbe<'k>>,
     answers: Vec<Answer>,
+    /// The position along the walk of the first table each key is searched in (see `sift`).
+    resume: Vec<usize>,
 }
 
 /// The buffers one table's question is built in, kept from table to table.
@@ -43,14 +48,14 @@ impl Db {
     /// of the store: every answer sees the same writes. `result[i]` answers `keys[i]`;
     /// duplicate keys are looked up once.
     ///
-    /// The keys are sorted and each table is asked once for all the keys it may hold: its filter
-    /// answers them together, then each key the filter lets through has its data block found,
-    /// fetched and prefetched before any is searched, so that the keys' cache misses overlap, and
-    /// a data block is read once for all the keys it holds. On a store larger than the CPU
-    /// caches this reads keys faster than Gets one at a time (1.3–1.5 × per key at a million
-    /// keys in `examples/multi_get_cost.rs`, present or absent); on a small store whose filters
-    /// and blocks sit in the CPU caches, about as fast (0.9–1.0 ×). The filter statistics count
-    /// each distinct key as a Get would.
+    /// The filters kept in memory are asked first, table by table along a Get's way, every
+    /// key's filter line prefetched before any is tested, so that the keys' cache misses overlap:
+    /// a key they all rule out is absent without further work. The other keys are sorted and each
+    /// table is asked once for all the keys it may hold; each key its filter lets through has its
+    /// data block found, fetched and prefetched before any is searched, and a data block is read
+    /// once for all the keys it holds. Per key this is faster than Gets one at a time, most for
+    /// absent keys (`examples/multi_get_cost.rs` and docs/benchmarks.md give the figures). The
+    /// filter statistics count each distinct key as a Get would.
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
@@ -111,61 +116,40 @@ impl Db {
         let sv = inner.current.read();
         let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
 
-        // Sorted by the keys' first 16 bytes as one integer, the bytes compared only on a tie:
-        // the same order as comparing the bytes, at a fraction of the cost for short keys.
-        let mut order: Vec<(u128, &[u8], usize)> = keys
-            .iter()
-            .map(AsRef::as_ref)
-            .zip(0..)
-            .map(|(key, i)| (leading_bytes(key), key, i))
-            .collect();
-        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| compare_bytes(a.1, b.1)));
-        // `distinct_of[i]`: the distinct key `keys[i]` is; `uses[d]`: how many keys are `d`.
-        let mut distinct_of = vec![0; keys.len()];
-        let mut uses: Vec<usize> = Vec::with_capacity(keys.len());
-        let mut batch = Batch {
-            keys: Vec::with_capacity(keys.len()),
-            probes: Vec::with_capacity(keys.len()),
-            answers: Vec::with_capacity(keys.len()),
-        };
-        let mut lookups = Vec::with_capacity(keys.len());
-        for &(_, key, i) in &order {
-            if batch.keys.last() != Some(&key) {
-                batch.keys.push(key);
-                lookups.push(InternalKey::new(key, seq, ValueKind::Value));
-                batch.probes.push(FilterProbe::new(key));
-                batch.answers.push(None);
-                uses.push(0);
-            }
-            let d = batch.keys.len() - 1;
-            distinct_of[i] = d;
-            uses[d] += 1;
-        }
-
-        for (lookup, answer) in lookups.iter().zip(&mut batch.answers) {
-            let hit = sv
-                .mem
-                .get(lookup)
-                .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)));
-            if let Some(hit) = hit {
-                inner.stats.inc(Ticker::MemtableHit);
-                *answer = Some(Ok(Some(hit)));
+        let (probes, distinct_of) = distinct_keys(keys);
+        let mut answers: Vec<Answer> = probes.iter().map(|_| None).collect();
+        // Empty memtables (as after a flush) are passed over without building a lookup key.
+        if !(sv.mem.is_empty() && sv.imm.iter().all(|m| m.is_empty())) {
+            for (probe, answer) in probes.iter().zip(&mut answers) {
+                let hit = with_lookup_key(probe.key(), seq, |lookup| {
+                    sv.mem
+                        .get(lookup)
+                        .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)))
+                });
+                if let Some(hit) = hit {
+                    inner.stats.inc(Ticker::MemtableHit);
+                    *answer = Some(Ok(Some(hit)));
+                }
             }
         }
-        let lookup_bytes: Vec<&[u8]> = lookups.iter().map(InternalKey::as_bytes).collect();
-        inner.search_tables_batch(&sv.version, &lookup_bytes, &mut batch);
+        let resume = inner.sift(&sv.version, seq, &probes, &mut answers);
+        inner.search_rest(&sv.version, seq, &probes, &resume, &mut answers);
         drop(sv);
 
+        // The last key to ask takes the value; earlier duplicates get copies.
+        let mut uses = vec![0usize; probes.len()];
+        for &d in &distinct_of {
+            uses[d] += 1;
+        }
         let mut found = 0;
         let results = distinct_of
             .iter()
             .map(|&d| {
                 uses[d] -= 1;
-                // The last key to ask takes the value; earlier duplicates get copies.
                 let answer = if uses[d] == 0 {
-                    batch.answers[d].take()
+                    answers[d].take()
                 } else {
-                    batch.answers[d].as_ref().map(|a| match a {
+                    answers[d].as_ref().map(|a| match a {
                         Ok(entry) => Ok(entry.clone()),
                         Err(e) => Err(e.duplicate()),
                     })
@@ -185,17 +169,214 @@ impl Db {
     }
 }
 
-/// The first 16 bytes of `key` as a big-endian integer, zeros standing in for missing bytes:
-/// keys whose integers differ compare as their integers do; equal integers leave the order to
-/// the bytes (a key may end where another has zeros).
-fn leading_bytes(key: &[u8]) -> u128 {
-    let mut bytes = [0u8; 16];
-    let n = key.len().min(16);
-    bytes[..n].copy_from_slice(&key[..n]);
-    u128::from_be_bytes(bytes)
+/// What [`DbInner::sift`] returns for a key whose walk it finished: no table is left to search.
+const WALKED: usize = usize::MAX;
+
+/// The open reader of `file`'s table and its filter, if that filter answers from memory (see
+/// `TableReader::filter_in_memory`); `None` if only a search can tell, or the table is not open.
+fn in_memory_filter(file: &FileMeta) -> Option<(&TableReader, InMemoryFilter<'_>)> {
+    let reader = file.pinned_reader()?.reader();
+    Some((reader, reader.filter_in_memory()?))
+}
+
+/// The distinct keys of `keys` in the order they first appear, as probes, and for each key the
+/// distinct key it is. Found through a table of the keys' hashes (which the filters use too),
+/// without sorting.
+fn distinct_keys<K: AsRef<[u8]>>(keys: &[K]) -> (Vec<FilterProbe<'_>>, Vec<usize>) {
+    const EMPTY: usize = usize::MAX;
+    let mut probes: Vec<FilterProbe<'_>> = Vec::with_capacity(keys.len());
+    let mut distinct_of = Vec::with_capacity(keys.len());
+    // At most half full, so that a probe sequence stays short.
+    let slots = (2 * keys.len()).next_power_of_two().max(2);
+    let mask = slots - 1;
+    let mut table = vec![EMPTY; slots];
+    for key in keys {
+        let probe = FilterProbe::new(key.as_ref());
+        let mut slot = probe.xxh3_64() as usize & mask;
+        let d = loop {
+            match table[slot] {
+                EMPTY => {
+                    table[slot] = probes.len();
+                    probes.push(probe);
+                    break probes.len() - 1;
+                }
+                i if probes[i].key() == probe.key() => break i,
+                _ => slot = (slot + 1) & mask,
+            }
+        };
+        distinct_of.push(d);
+    }
+    (probes, distinct_of)
 }
 
 impl DbInner {
+    /// The batch's walk through the tables whose filters are kept in memory, before any key is
+    /// sorted: stage by stage along a Get's walk (each L0 table newest first, then each deeper
+    /// level), every key still walking has its table at that stage found and its filter line
+    /// prefetched, then tested; the keys a filter lets through are then searched in that table,
+    /// in passes that overlap their cache misses (data blocks fetched and their restart arrays
+    /// prefetched, restart entries prefetched, then the seeks). A key found (or whose search
+    /// failed) is answered; one not found walks on. The filters' answers are counted as Gets
+    /// count them.
+    ///
+    /// Returns, for each key, the position along the walk (0 for the newest L0 table) of the
+    /// table it stopped at, because that table's filter cannot answer from memory (another
+    /// layout, a filter charged to the block cache, a table not yet open): the rest of its walk
+    /// is [`search_rest`](Self::search_rest)'s. [`WALKED`] for every other key.
+    fn sift(
+        &self,
+        version: &Version,
+        seq: u64,
+        probes: &[FilterProbe<'_>],
+        answers: &mut [Answer],
+    ) -> Vec<usize> {
+        let mut resume = vec![WALKED; probes.len()];
+        let mut walking: Vec<usize> = Vec::with_capacity(probes.len());
+        walking.extend((0..probes.len()).filter(|&d| answers[d].is_none()));
+        let leads: Vec<u128> = probes.iter().map(|p| leading_bytes(p.key())).collect();
+        let mut asked: Vec<(usize, &TableReader, InMemoryFilter<'_>)> =
+            Vec::with_capacity(walking.len());
+        let mut maybe: Vec<bool> = Vec::with_capacity(walking.len());
+        let mut in_range_probes: Vec<FilterProbe<'_>> = Vec::new();
+        let mut located: Vec<(usize, &TableReader, InternalKey, Located)> = Vec::new();
+        let mut consulted = 0;
+        // An L0 table, or (None) the one table of a deeper level that may hold each key.
+        let stages = (version.levels[0].iter().rev())
+            .map(|file| (0, Some(file)))
+            .chain((1..NUM_LEVELS).map(|level| (level, None)));
+        for (position, (level, l0_table)) in stages.enumerate() {
+            if walking.is_empty() {
+                break;
+            }
+            if l0_table.is_none() && version.levels[level].is_empty() {
+                continue;
+            }
+            asked.clear();
+            maybe.clear();
+            if let Some(file) = l0_table {
+                // Every key in an L0 table's range asks the same filter: one call for them all.
+                let table = in_memory_filter(file);
+                for &d in &walking {
+                    let (key, lead) = (probes[d].key(), leads[d]);
+                    if file.ends_before(key, lead) || file.starts_after(key, lead) {
+                        continue; // not in this table's range
+                    }
+                    match table {
+                        Some((reader, filter)) => asked.push((d, reader, filter)),
+                        None => resume[d] = position,
+                    }
+                }
+                if let Some(&(_, _, filter)) = asked.first() {
+                    in_range_probes.clear();
+                    in_range_probes.extend(asked.iter().map(|&(d, _, _)| probes[d].clone()));
+                    maybe.resize(asked.len(), true);
+                    filter.may_match_batch(&in_range_probes, &mut maybe);
+                }
+            } else {
+                for &d in &walking {
+                    let Some(file) = version.table_for_key(level, probes[d].key(), leads[d]) else {
+                        continue; // between this level's tables
+                    };
+                    match in_memory_filter(file) {
+                        Some((reader, filter)) => {
+                            filter.prefetch(&probes[d]);
+                            asked.push((d, reader, filter));
+                        }
+                        None => resume[d] = position,
+                    }
+                }
+                maybe.extend(
+                    asked
+                        .iter()
+                        .map(|(d, _, filter)| filter.may_match(&probes[*d])),
+                );
+            }
+            consulted += asked.len() as u64;
+            // The "no"s counted at once per run of one layout (a level's tables share one, as a
+            // rule); the keys let through located in their tables.
+            let mut useful: Option<(FilterLayout, u64)> = None;
+            for (&(d, reader, filter), &maybe) in asked.iter().zip(&maybe) {
+                if maybe {
+                    let lookup = InternalKey::new(probes[d].key(), seq, ValueKind::Value);
+                    match reader.locate_past_filter::<CopyValue>(lookup.as_bytes(), filter.layout) {
+                        Ok(l) => {
+                            if let Some(block) = l.block() {
+                                block.prefetch_restart_array();
+                            }
+                            located.push((d, reader, lookup, l));
+                        }
+                        // As a Get's failed search, it counts no filter answer.
+                        Err(e) => answers[d] = Some(Err(e)),
+                    }
+                    continue;
+                }
+                match &mut useful {
+                    Some((layout, n)) if *layout == filter.layout => *n += 1,
+                    _ => {
+                        if let Some((layout, n)) = useful.replace((filter.layout, 1)) {
+                            self.stats
+                                .record_filters(level, layout, FilterVerdict::Useful, n);
+                        }
+                    }
+                }
+            }
+            if let Some((layout, n)) = useful {
+                self.stats
+                    .record_filters(level, layout, FilterVerdict::Useful, n);
+            }
+            for block in located.iter().filter_map(|(_, _, _, l)| l.block()) {
+                block.prefetch_restart_points();
+            }
+            for (d, reader, lookup, l) in located.drain(..) {
+                let outcome = reader.finish_search::<CopyValue>(l, lookup.as_bytes());
+                self.record_found(level, d, outcome, answers);
+            }
+            walking.retain(|&d| resume[d] == WALKED && answers[d].is_none());
+        }
+        self.stats.add(Ticker::TablesConsulted, consulted);
+        resume
+    }
+
+    /// The table walk for the keys [`sift`](Self::sift) left unanswered, sorted so that each
+    /// table is asked once for all of its keys, each key from the table its `resume` names.
+    fn search_rest(
+        &self,
+        version: &Version,
+        seq: u64,
+        probes: &[FilterProbe<'_>],
+        resume: &[usize],
+        answers: &mut [Answer],
+    ) {
+        // Sorted by the keys' first 16 bytes as one integer, the bytes compared only on a tie:
+        // the same order as comparing the bytes, at a fraction of the cost for short keys.
+        let unanswered = |d: &usize| answers[*d].is_none() && resume[*d] != WALKED;
+        if !(0..probes.len()).any(|d| unanswered(&d)) {
+            return;
+        }
+        let mut rest: Vec<(u128, usize)> = (0..probes.len())
+            .filter(unanswered)
+            .map(|d| (leading_bytes(probes[d].key()), d))
+            .collect();
+        rest.sort_unstable_by(|a, b| {
+            (a.0.cmp(&b.0)).then_with(|| compare_bytes(probes[a.1].key(), probes[b.1].key()))
+        });
+        let lookups: Vec<InternalKey> = rest
+            .iter()
+            .map(|&(_, d)| InternalKey::new(probes[d].key(), seq, ValueKind::Value))
+            .collect();
+        let lookup_bytes: Vec<&[u8]> = lookups.iter().map(InternalKey::as_bytes).collect();
+        let mut batch = Batch {
+            keys: rest.iter().map(|&(_, d)| probes[d].key()).collect(),
+            probes: rest.iter().map(|&(_, d)| probes[d].clone()).collect(),
+            answers: rest.iter().map(|_| None).collect(),
+            resume: rest.iter().map(|&(_, d)| resume[d]).collect(),
+        };
+        self.search_tables_batch(version, &lookup_bytes, &mut batch);
+        for (&(_, d), answer) in rest.iter().zip(batch.answers) {
+            answers[d] = answer;
+        }
+    }
+
     /// The table walk of a Get, for every unanswered key of `batch` at once (`lookups[d]` the
     /// lookup key of key `d`): the L0 tables newest first, then each level, every table asked
     /// once for the unanswered keys in its range (which, the keys being sorted, form one run).
@@ -211,10 +392,11 @@ impl DbInner {
         // A deeper level's tables and the range of `members` each is asked for.
         let mut groups: Vec<(&Arc<FileMeta>, Range<usize>)> = Vec::new();
         let mut consulted = 0;
+        let l0_tables = version.levels[0].len();
         for (level, files) in version.levels.iter().enumerate().take(NUM_LEVELS) {
             if level == 0 {
                 // Newest first; a key a newer table answers is not asked again.
-                for file in files.iter().rev() {
+                for (position, file) in files.iter().rev().enumerate() {
                     let keys = &batch.keys;
                     let from =
                         keys.partition_point(|k| compare_bytes(k, file.smallest_user()).is_lt());
@@ -222,13 +404,17 @@ impl DbInner {
                         + keys[from..]
                             .partition_point(|k| compare_bytes(k, file.largest_user()).is_le());
                     members.clear();
-                    members.extend((from..to).filter(|&d| batch.answers[d].is_none()));
+                    members
+                        .extend((from..to).filter(|&d| {
+                            batch.answers[d].is_none() && batch.resume[d] <= position
+                        }));
                     consulted +=
                         self.ask_table(level, file, lookups, &members, batch, &mut scratch);
                 }
                 continue;
             }
             // The keys are sorted and the level's tables disjoint and sorted: one walk of both.
+            let position = l0_tables + level - 1;
             groups.clear();
             members.clear();
             let (mut d, mut f) = (0, 0);
@@ -244,7 +430,7 @@ impl DbInner {
                 }
                 let from = members.len();
                 while d < n && compare_bytes(batch.keys[d], files[f].largest_user()).is_le() {
-                    if batch.answers[d].is_none() {
+                    if batch.answers[d].is_none() && batch.resume[d] <= position {
                         members.push(d);
                     }
                     d += 1;
@@ -308,14 +494,14 @@ impl DbInner {
                 },
                 Err(e) => Err(e),
             };
-            self.record_search(level, d, outcome, batch);
+            self.record_found(level, d, outcome, &mut batch.answers);
         }
         for block in located.iter().filter_map(|(_, _, l)| l.block()) {
             block.prefetch_restart_points();
         }
         for (d, table, l) in located {
             let outcome = table.finish_search::<CopyValue>(l, lookups[d]);
-            self.record_search(level, d, outcome, batch);
+            self.record_found(level, d, outcome, &mut batch.answers);
         }
         consulted
     }
@@ -349,7 +535,7 @@ impl DbInner {
         if first == last {
             // One key: the single Get's search, without building a batch.
             let outcome = table.search::<CopyValue>(lookups[first], &batch.probes[first]);
-            self.record_search(level, first, outcome, batch);
+            self.record_found(level, first, outcome, &mut batch.answers);
             return 1;
         }
         let searched = if last - first + 1 == members.len() {
@@ -389,27 +575,28 @@ impl DbInner {
                         .record_filters(level, layout, FilterVerdict::Useful, useful as u64);
                 }
                 for (i, search) in scratch.outcomes.drain(..) {
-                    self.record_search(level, members[i], Ok(search), batch);
+                    self.record_found(level, members[i], Ok(search), &mut batch.answers);
                 }
             }
             Err(_) => {
                 // Again key by key: only the keys whose blocks are damaged get the error.
                 for &d in members {
                     let outcome = table.search::<CopyValue>(lookups[d], &batch.probes[d]);
-                    self.record_search(level, d, outcome, batch);
+                    self.record_found(level, d, outcome, &mut batch.answers);
                 }
             }
         }
         members.len() as u64
     }
 
-    /// Records what a table's search for key `d` found and what its filter said (at `level`).
-    fn record_search(
+    /// Records what a table's search for key `d` found and what its filter said (at `level`),
+    /// into `answers` (found or failed) and the statistics.
+    fn record_found(
         &self,
         level: usize,
         d: usize,
         outcome: Result<TableSearch>,
-        batch: &mut Batch<'_>,
+        answers: &mut [Answer],
     ) {
         match outcome {
             Ok(search) => {
@@ -418,53 +605,10 @@ impl DbInner {
                     self.stats.record_filter(level, layout, verdict);
                 }
                 if let Some(entry) = search.found {
-                    batch.answers[d] = Some(Ok(Some(entry)));
+                    answers[d] = Some(Ok(Some(entry)));
                 }
             }
-            Err(e) => batch.answers[d] = Some(Err(e)),
+            Err(e) => answers[d] = Some(Err(e)),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Sorting by the leading bytes, ties broken by the bytes, orders keys as the bytes do: keys
-    /// shorter and longer than 16 bytes, prefixes of each other, zero bytes inside and after.
-    #[test]
-    fn leading_bytes_order_keys_as_their_bytes_do() {
-        let mut keys: Vec<Vec<u8>> = vec![
-            vec![],
-            vec![0],
-            vec![0, 0],
-            b"a".to_vec(),
-            b"a\0".to_vec(),
-            b"a\0\0".to_vec(),
-            b"a\x01".to_vec(),
-            b"abcdefghijklmnop".to_vec(),
-            b"abcdefghijklmnop\0".to_vec(),
-            b"abcdefghijklmnopq".to_vec(),
-            b"abcdefghijklmnoq".to_vec(),
-            vec![0xff; 17],
-            vec![0xff; 16],
-        ];
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..2000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let len = (state % 20) as usize;
-            // Few distinct byte values, so that long shared prefixes and ties are common.
-            keys.push((0..len).map(|i| ((state >> (i % 60)) & 3) as u8).collect());
-        }
-        let mut by_bytes = keys.clone();
-        by_bytes.sort();
-        keys.sort_by(|a, b| {
-            leading_bytes(a)
-                .cmp(&leading_bytes(b))
-                .then_with(|| compare_bytes(a, b))
-        });
-        assert_eq!(keys, by_bytes);
     }
 }

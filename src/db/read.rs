@@ -30,7 +30,7 @@ thread_local! {
 /// Calls `f` with the lookup key of `(key, seq)`: the newest entry of `key` visible at `seq`
 /// (Value sorts before Deletion at one sequence). A short key is built inline; a long one in this
 /// thread's buffer, so neither allocates once the buffer has grown.
-fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalKey) -> R) -> R {
+pub(crate) fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalKey) -> R) -> R {
     if key.len() + TAG_LEN <= INLINE_KEY_BYTES {
         return f(&InternalKey::new(key, seq, ValueKind::Value));
     }

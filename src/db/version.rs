@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::table_filter::FilterSpend;
 use super::version_edit::{NewFile, VersionEdit};
-use crate::key::{compare_bytes, user_key};
+use crate::key::{compare_bytes, leading_bytes, user_key};
 use crate::options::{Options, NUM_LEVELS};
 use crate::sst::table_reader::TableReader;
 
@@ -50,6 +50,10 @@ pub(crate) struct FileMeta {
     pub(crate) smallest: Vec<u8>,
     /// Largest internal key.
     pub(crate) largest: Vec<u8>,
+    /// [`leading_bytes`] of the smallest and largest user keys: most comparisons with a key end
+    /// on these integers, without reaching the bytes.
+    smallest_lead: u128,
+    largest_lead: u128,
     /// The table's open reader, once the table cache pins it here.
     reader: OnceLock<PinnedReader>,
     /// What its filter spends, once Monkey allocation has read it from the properties: every flush
@@ -107,6 +111,22 @@ impl FileMeta {
             && compare_bytes(self.smallest_user(), hi).is_le()
     }
 
+    /// Whether the table's largest user key sorts before `ukey`, whose [`leading_bytes`] are
+    /// `lead`.
+    #[inline]
+    pub(crate) fn ends_before(&self, ukey: &[u8], lead: u128) -> bool {
+        self.largest_lead < lead
+            || (self.largest_lead == lead && compare_bytes(self.largest_user(), ukey).is_lt())
+    }
+
+    /// Whether the table's smallest user key sorts after `ukey`, whose [`leading_bytes`] are
+    /// `lead`.
+    #[inline]
+    pub(crate) fn starts_after(&self, ukey: &[u8], lead: u128) -> bool {
+        self.smallest_lead > lead
+            || (self.smallest_lead == lead && compare_bytes(self.smallest_user(), ukey).is_gt())
+    }
+
     pub(crate) fn from_new_file(f: &NewFile) -> FileMeta {
         FileMeta {
             number: f.number,
@@ -114,6 +134,8 @@ impl FileMeta {
             size: f.size,
             smallest: f.smallest.clone(),
             largest: f.largest.clone(),
+            smallest_lead: leading_bytes(user_key(&f.smallest)),
+            largest_lead: leading_bytes(user_key(&f.largest)),
             reader: OnceLock::new(),
             filter_spend: OnceLock::new(),
             retire: OnceLock::new(),
@@ -171,8 +193,24 @@ impl Version {
         DeeperTablesForKey {
             version: self,
             ukey,
+            lead: leading_bytes(ukey),
             level: 1,
         }
+    }
+
+    /// The one table of `level` (below L0) whose key range holds `ukey`, if any; `lead` is
+    /// `ukey`'s [`leading_bytes`].
+    #[inline]
+    pub(crate) fn table_for_key(
+        &self,
+        level: usize,
+        ukey: &[u8],
+        lead: u128,
+    ) -> Option<&Arc<FileMeta>> {
+        let files = &self.levels[level];
+        // The first table whose largest key is ≥ ukey is the only one that may hold it.
+        let i = files.partition_point(|f| f.ends_before(ukey, lead));
+        files.get(i).filter(|f| !f.starts_after(ukey, lead))
     }
 
     /// The tables of `level` whose ranges meet `[lo, hi]` (user keys).
@@ -245,6 +283,7 @@ impl Version {
 pub(crate) struct DeeperTablesForKey<'v, 'k> {
     version: &'v Version,
     ukey: &'k [u8],
+    lead: u128,
     /// The next level to look in.
     level: usize,
 }
@@ -258,16 +297,8 @@ impl<'v> Iterator for DeeperTablesForKey<'v, '_> {
         while self.level < NUM_LEVELS {
             let level = self.level;
             self.level += 1;
-            let files = &self.version.levels[level];
-            if files.is_empty() {
-                continue;
-            }
-            // The first table whose largest key is ≥ ukey is the only one that may hold it.
-            let i = files.partition_point(|f| compare_bytes(f.largest_user(), ukey).is_lt());
-            if let Some(f) = files.get(i) {
-                if compare_bytes(f.smallest_user(), ukey).is_le() {
-                    return Some((level, f));
-                }
+            if let Some(f) = self.version.table_for_key(level, ukey, self.lead) {
+                return Some((level, f));
             }
         }
         None
@@ -327,5 +358,48 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(v2.find_overlap(), Some((1, 7, 4)));
+    }
+
+    /// Finding a key's table on its first 16 bytes as an integer, the bytes compared only on a
+    /// tie, finds the table comparing the bytes finds: keys sharing 16-byte prefixes with the
+    /// tables' bounds, shorter keys padded with zeros, keys between and beyond the tables.
+    #[test]
+    fn table_for_key_finds_the_table_the_bytes_do() {
+        let p = "0123456789abcdef"; // 16 bytes: every bound below ties on its integer
+        let bounds = [
+            (p.to_string(), format!("{p}\0")),
+            (format!("{p}\0\0"), format!("{p}b")),
+            (format!("{p}c"), format!("{p}c\0")),
+            (format!("{p}x"), format!("{p}y")),
+            ("1".to_string(), "1\0\0".to_string()),
+            ("2".to_string(), "3".to_string()),
+        ];
+        let edit = VersionEdit {
+            added: bounds
+                .iter()
+                .zip(1..)
+                .map(|((lo, hi), n)| nf(1, n, lo, hi))
+                .collect(),
+            ..Default::default()
+        };
+        let v = Version::default().apply(&edit);
+        let mut keys: Vec<String> = vec![String::new(), "0".into(), "1\0".into(), "25".into()];
+        for tail in [
+            "", "\0", "\0\0", "\0\0\0", "a", "b", "b\0", "c", "c\0", "c\0\0", "x", "xx", "z",
+        ] {
+            keys.push(format!("{p}{tail}"));
+            keys.push(format!("{}{tail}", &p[..15]));
+        }
+        for key in &keys {
+            let key = key.as_bytes();
+            let by_bytes = v.levels[1]
+                .iter()
+                .find(|f| f.smallest_user() <= key && key <= f.largest_user())
+                .map(|f| f.number);
+            let found = v
+                .table_for_key(1, key, leading_bytes(key))
+                .map(|f| f.number);
+            assert_eq!(found, by_bytes, "key {key:?}");
+        }
     }
 }

@@ -18,7 +18,8 @@ use crate::pinned_value::PinnedValue;
 use crate::prefix::PrefixExtractor;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
 use crate::sst::filter_block::{
-    parse_filter_block, BlockSource, FilterAnswer, FilterBlockReader, FilterShape, TableFilter,
+    parse_filter_block, BlockSource, FilterAnswer, FilterBlockReader, FilterShape, InMemoryFilter,
+    TableFilter,
 };
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::sst::index_search::{IndexPosition, IndexSearch};
@@ -483,6 +484,36 @@ impl TableReader {
                 FilterAnswer::NotAsked => {}
             }
         }
+        self.locate_block::<T>(outcome, lookup, &blocks)
+    }
+
+    /// [`locate`](Self::locate) for a key whose filter, kept in memory, has already let it
+    /// through (see [`filter_in_memory`](Self::filter_in_memory)), its answer recorded as
+    /// `layout`'s "maybe": the data block that may hold `lookup`, fetched.
+    ///
+    /// # Errors
+    /// As [`search`](Self::search).
+    pub(crate) fn locate_past_filter<T: TakeValue>(
+        &self,
+        lookup: &[u8],
+        layout: FilterLayout,
+    ) -> Result<Located<T::Value>> {
+        let outcome = TableSearch {
+            filter: Some((layout, true)),
+            data_block: None,
+            found: None,
+        };
+        self.locate_block::<T>(outcome, lookup, &LookupBlocks::new(self))
+    }
+
+    /// The end of a `locate`: the data block `lookup` may be in, found in the index and fetched.
+    #[inline(always)]
+    fn locate_block<T: TakeValue>(
+        &self,
+        mut outcome: TableSearch<T::Value>,
+        lookup: &[u8],
+        blocks: &LookupBlocks<'_>,
+    ) -> Result<Located<T::Value>> {
         let Some(handle) = blocks.data_block_for(lookup)? else {
             return Ok(Located {
                 search: outcome,
@@ -556,6 +587,17 @@ impl TableReader {
             .as_ref()
             .map(|f| f.describe(&LookupBlocks::new(self)))
             .transpose()
+    }
+
+    /// The table's filter, when it answers for a whole key from memory alone (a full filter of
+    /// whole keys, kept with the table): what a [`search`](Self::search) asks first, without
+    /// the search. `None` when only a search can tell.
+    #[inline]
+    pub(crate) fn filter_in_memory(&self) -> Option<InMemoryFilter<'_>> {
+        if !self.properties.filter_whole_keys {
+            return None;
+        }
+        self.filter.as_ref()?.in_memory()
     }
 
     /// Starts loading the part of the filter a [`search`](Self::search) with `probe` will read

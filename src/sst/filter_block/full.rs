@@ -86,6 +86,10 @@ impl FilterBlockReader for FullFilterReader {
         true
     }
 
+    fn whole_filter(&self) -> Option<&[u8]> {
+        Some(&self.data)
+    }
+
     fn prefetch(&self, policy: &dyn FilterPolicy, probe: &FilterProbe<'_>) {
         policy.prefetch(&self.data, probe);
     }

@@ -152,6 +152,12 @@ pub(crate) trait FilterBlockReader: Send + Sync {
         false
     }
 
+    /// The filter bytes that answer for any whole key on their own, without a lookup key or a
+    /// block read, if this layout keeps them (the full layout); the default is `None`.
+    fn whole_filter(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// Starts loading what `may_match` of `probe` will read, if this layout knows it without
     /// reading a block (the full layout, through its policy's [`FilterPolicy::prefetch`]). The
     /// default does nothing.
@@ -188,6 +194,33 @@ enum FilterPlacement {
     Pinned(Arc<dyn FilterBlockReader>),
     /// In the block cache, charged to it, and read again after it is evicted.
     Cached(BlockHandle),
+}
+
+/// A whole filter in memory, which answers for a key with one probe of its bytes.
+#[derive(Clone, Copy)]
+pub(crate) struct InMemoryFilter<'a> {
+    policy: &'a dyn FilterPolicy,
+    bytes: &'a [u8],
+    pub(crate) layout: FilterLayout,
+}
+
+impl InMemoryFilter<'_> {
+    /// Whether the table may hold `probe`'s key.
+    #[inline]
+    pub(crate) fn may_match(&self, probe: &FilterProbe<'_>) -> bool {
+        self.policy.may_match_probe(self.bytes, probe)
+    }
+
+    /// Starts loading what [`may_match`](Self::may_match) of `probe` will read.
+    #[inline]
+    pub(crate) fn prefetch(&self, probe: &FilterProbe<'_>) {
+        self.policy.prefetch(self.bytes, probe);
+    }
+
+    /// [`may_match`](Self::may_match) for several keys at once: `out[i]` for `probes[i]`.
+    pub(crate) fn may_match_batch(&self, probes: &[FilterProbe<'_>], out: &mut [bool]) {
+        self.policy.may_match_batch(self.bytes, probes, out);
+    }
 }
 
 /// A table's filter: its policy, its layout and where its top-level block is.
@@ -276,6 +309,21 @@ impl TableFilter {
                 .filter_block(self.layout, *h)?
                 .may_match_batch(policy, probes, out),
         })
+    }
+
+    /// The whole filter, if it is kept in memory with the table (see
+    /// [`FilterBlockReader::whole_filter`]); `None` for one charged to the block cache (finding
+    /// it would take a cache lookup).
+    #[inline]
+    pub(crate) fn in_memory(&self) -> Option<InMemoryFilter<'_>> {
+        match &self.placement {
+            FilterPlacement::Pinned(r) => r.whole_filter().map(|bytes| InMemoryFilter {
+                policy: self.policy.as_ref(),
+                bytes,
+                layout: self.layout,
+            }),
+            FilterPlacement::Cached(_) => None,
+        }
     }
 
     /// See [`FilterBlockReader::prefetch`]; a filter charged to the block cache is left alone
