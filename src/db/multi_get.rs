@@ -1,8 +1,8 @@
 //! Batched point lookups, [`Db::multi_get`]: one view of the store for the whole batch, each
-//! distinct key looked up once; first a pass through the filters kept in memory, which answers
-//! the keys they rule out everywhere without sorting them, then the rest sorted so that each
-//! table is asked once for all the keys it may hold and a data block is read once for the keys
-//! it holds (`TableReader::search_batch`).
+//! distinct key looked up once. The keys walk the tables whose filters are kept in memory
+//! together, unsorted, table by table along a Get's way, their cache misses overlapped; keys
+//! that meet a table whose filter only a search can ask go on sorted, so that each table is
+//! asked once for all the keys it may hold (`TableReader::search_batch`).
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -24,7 +24,7 @@ use crate::stats::{FilterVerdict, Ticker};
 /// What a lookup found: the newest entry, or an error. `None` while it is still looking.
 type Answer = Option<Result<Option<NewestEntry>>>;
 
-/// The distinct keys of a batch the filters' pass left unanswered, sorted, and their lookups in
+/// The distinct keys of a batch that [`DbInner::sift`] stopped, sorted, and their lookups in
 /// progress: one entry per key in each vector.
 struct Batch<'k> {
     keys: Vec<&'k [u8]>,
@@ -48,14 +48,13 @@ impl Db {
     /// of the store: every answer sees the same writes. `result[i]` answers `keys[i]`;
     /// duplicate keys are looked up once.
     ///
-    /// The filters kept in memory are asked first, table by table along a Get's way, every
-    /// key's filter line prefetched before any is tested, so that the keys' cache misses overlap:
-    /// a key they all rule out is absent without further work. The other keys are sorted and each
-    /// table is asked once for all the keys it may hold; each key its filter lets through has its
-    /// data block found, fetched and prefetched before any is searched, and a data block is read
-    /// once for all the keys it holds. Per key this is faster than Gets one at a time, most for
-    /// absent keys (`examples/multi_get_cost.rs` and docs/benchmarks.md give the figures). The
-    /// filter statistics count each distinct key as a Get would.
+    /// The keys walk the tables together, table by table along a Get's way: every key's filter
+    /// line is prefetched before any is tested, and each key a filter lets through has its data
+    /// block found, fetched and prefetched before any is searched, so that the keys' cache misses
+    /// overlap. A key every filter in its way rules out is absent without further work. Per key
+    /// this is faster than Gets one at a time, most for absent keys (`examples/multi_get_cost.rs`
+    /// and docs/benchmarks.md give the figures). The filter statistics count each distinct key
+    /// as a Get would.
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
@@ -186,8 +185,8 @@ fn distinct_keys<K: AsRef<[u8]>>(keys: &[K]) -> (Vec<FilterProbe<'_>>, Vec<usize
     const EMPTY: usize = usize::MAX;
     let mut probes: Vec<FilterProbe<'_>> = Vec::with_capacity(keys.len());
     let mut distinct_of = Vec::with_capacity(keys.len());
-    // At most half full, so that a probe sequence stays short.
-    let slots = (2 * keys.len()).next_power_of_two().max(2);
+    // At most a quarter full, so that most keys find an empty slot at once.
+    let slots = (4 * keys.len()).next_power_of_two().max(2);
     let mask = slots - 1;
     let mut table = vec![EMPTY; slots];
     for key in keys {
@@ -337,7 +336,7 @@ impl DbInner {
         resume
     }
 
-    /// The table walk for the keys [`sift`](Self::sift) left unanswered, sorted so that each
+    /// The rest of the table walk for the keys [`sift`](Self::sift) stopped, sorted so that each
     /// table is asked once for all of its keys, each key from the table its `resume` names.
     fn search_rest(
         &self,
