@@ -346,18 +346,19 @@ impl DbInner {
         resume: &[usize],
         answers: &mut [Answer],
     ) {
-        // Sorted by the keys' first 16 bytes as one integer, the bytes compared only on a tie:
-        // the same order as comparing the bytes, at a fraction of the cost for short keys.
         let unanswered = |d: &usize| answers[*d].is_none() && resume[*d] != WALKED;
         if !(0..probes.len()).any(|d| unanswered(&d)) {
             return;
         }
+        // Sorted by the keys' first 16 bytes as one integer, the bytes compared only on a tie:
+        // the same order as comparing the bytes, at a fraction of the cost for short keys.
         let mut rest: Vec<(u128, usize)> = (0..probes.len())
             .filter(unanswered)
             .map(|d| (leading_bytes(probes[d].key()), d))
             .collect();
         rest.sort_unstable_by(|a, b| {
-            (a.0.cmp(&b.0)).then_with(|| compare_bytes(probes[a.1].key(), probes[b.1].key()))
+            a.0.cmp(&b.0)
+                .then_with(|| compare_bytes(probes[a.1].key(), probes[b.1].key()))
         });
         let lookups: Vec<InternalKey> = rest
             .iter()
