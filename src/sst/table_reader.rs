@@ -600,13 +600,12 @@ impl TableReader {
         self.filter.as_ref()?.in_memory()
     }
 
-    /// Starts loading the part of the filter a [`search`](Self::search) with `probe` will read
-    /// (see [`FilterPolicy::prefetch`](crate::FilterPolicy::prefetch)).
+    /// Starts loading the part of the filter a [`search`](Self::search) with `probe` will read,
+    /// when the filter is in memory (see [`filter_in_memory`](Self::filter_in_memory) and
+    /// [`FilterPolicy::prefetch`](crate::FilterPolicy::prefetch)); otherwise does nothing.
     pub(crate) fn prefetch_filter(&self, probe: &FilterProbe<'_>) {
-        if let Some(f) = &self.filter {
-            if self.properties.filter_whole_keys {
-                f.prefetch(probe);
-            }
+        if let Some(f) = self.filter_in_memory() {
+            f.prefetch(probe);
         }
     }
 

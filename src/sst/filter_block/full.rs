@@ -90,10 +90,6 @@ impl FilterBlockReader for FullFilterReader {
         Some(&self.data)
     }
 
-    fn prefetch(&self, policy: &dyn FilterPolicy, probe: &FilterProbe<'_>) {
-        policy.prefetch(&self.data, probe);
-    }
-
     fn pinned_bytes(&self) -> usize {
         self.data.len()
     }

@@ -158,13 +158,6 @@ pub(crate) trait FilterBlockReader: Send + Sync {
         None
     }
 
-    /// Starts loading what `may_match` of `probe` will read, if this layout knows it without
-    /// reading a block (the full layout, through its policy's [`FilterPolicy::prefetch`]). The
-    /// default does nothing.
-    fn prefetch(&self, policy: &dyn FilterPolicy, probe: &FilterProbe<'_>) {
-        let _ = (policy, probe);
-    }
-
     /// Bytes kept in memory for as long as the table is open.
     fn pinned_bytes(&self) -> usize;
 
@@ -323,14 +316,6 @@ impl TableFilter {
                 layout: self.layout,
             }),
             FilterPlacement::Cached(_) => None,
-        }
-    }
-
-    /// See [`FilterBlockReader::prefetch`]; a filter charged to the block cache is left alone
-    /// (finding it would take a cache lookup).
-    pub(crate) fn prefetch(&self, probe: &FilterProbe<'_>) {
-        if let FilterPlacement::Pinned(r) = &self.placement {
-            r.prefetch(self.policy.as_ref(), probe);
         }
     }
 
