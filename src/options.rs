@@ -38,6 +38,7 @@ pub struct Options {
     pub(crate) max_open_files: usize,
     pub(crate) target_file_size: u64,
     pub(crate) level0_compaction_trigger: usize,
+    pub(crate) level0_compaction_trigger_during_writes: usize,
     pub(crate) level0_slowdown_trigger: usize,
     pub(crate) level0_stop_trigger: usize,
     pub(crate) max_bytes_for_level_base: u64,
@@ -74,8 +75,9 @@ impl Default for Options {
             max_open_files: 1000,
             target_file_size: 2 << 20,
             level0_compaction_trigger: 4,
-            level0_slowdown_trigger: 8,
-            level0_stop_trigger: 12,
+            level0_compaction_trigger_during_writes: 8,
+            level0_slowdown_trigger: 16,
+            level0_stop_trigger: 24,
             max_bytes_for_level_base: 10 << 20,
             level_size_multiplier: 10,
             max_subcompactions: 2,
@@ -222,11 +224,15 @@ impl Options {
         self
     }
 
-    /// Number of L0 tables that starts an L0 → L1 compaction (default 4). The L0 table counts at
-    /// which writers slow down and stop (8 and 12) are raised to at least `n + 1` and `n + 2`;
-    /// [`Db::open`](crate::Db::open) refuses an `n` too large for that.
+    /// Number of L0 tables that starts an L0 → L1 compaction once writes pause (default 4), and
+    /// while they flow too: this sets [`level0_compaction_trigger_during_writes`] to `n` as well.
+    /// The L0 table counts at which writers slow down and stop (16 and 24) are raised to at least
+    /// `n + 1` and `n + 2`; [`Db::open`](crate::Db::open) refuses an `n` too large for that.
+    ///
+    /// [`level0_compaction_trigger_during_writes`]: Options::level0_compaction_trigger_during_writes
     pub fn level0_compaction_trigger(mut self, n: usize) -> Self {
         self.level0_compaction_trigger = n.max(1);
+        self.level0_compaction_trigger_during_writes = n.max(1);
         self.level0_slowdown_trigger = self.level0_slowdown_trigger.max(n.saturating_add(1));
         self.level0_stop_trigger = self
             .level0_stop_trigger
@@ -234,8 +240,33 @@ impl Options {
         self
     }
 
+    /// Number of L0 tables that starts an L0 → L1 compaction while writes flow (default 8).
+    ///
+    /// Every L0 → L1 compaction rewrites the L1 tables its inputs overlap, and on random keys
+    /// that is all of L1: compacting eight L0 tables at a time instead of four halves what L1 is
+    /// rewritten for each byte flushed. Reads pay for the extra L0 tables (a filter check each),
+    /// so the batching lasts only while writes flow: a memtable holds writes and the newest L0
+    /// table is less than a second old. Once writes pause, or after [`Db::flush`], L0 compacts
+    /// at [`level0_compaction_trigger`]. Call this after that method, which sets both; a value
+    /// below it counts as it, and one at or above the slowdown trigger as one below that.
+    ///
+    /// [`Db::flush`]: crate::Db::flush
+    /// [`level0_compaction_trigger`]: Options::level0_compaction_trigger
+    pub fn level0_compaction_trigger_during_writes(mut self, n: usize) -> Self {
+        self.level0_compaction_trigger_during_writes = n;
+        self
+    }
+
+    /// The L0 table count that starts an L0 → L1 compaction while writes flow: the option as
+    /// set, kept between the quiet trigger and the slowdown trigger.
+    pub(crate) fn l0_trigger_during_writes(&self) -> usize {
+        self.level0_compaction_trigger_during_writes
+            .min(self.level0_slowdown_trigger.saturating_sub(1))
+            .max(self.level0_compaction_trigger)
+    }
+
     /// Number of L0 tables at which each write first waits a millisecond, giving compaction
-    /// time to catch up (default 8). [`Db::open`](crate::Db::open) refuses a value not between
+    /// time to catch up (default 16). [`Db::open`](crate::Db::open) refuses a value not between
     /// the compaction and stop triggers.
     pub fn level0_slowdown_writes_trigger(mut self, n: usize) -> Self {
         self.level0_slowdown_trigger = n;
@@ -243,7 +274,7 @@ impl Options {
     }
 
     /// Number of L0 tables at which writers wait for an L0 → L1 compaction before starting a new
-    /// memtable (default 12). [`Db::open`](crate::Db::open) refuses a value not above the
+    /// memtable (default 24). [`Db::open`](crate::Db::open) refuses a value not above the
     /// slowdown trigger.
     pub fn level0_stop_writes_trigger(mut self, n: usize) -> Self {
         self.level0_stop_trigger = n;

@@ -1,6 +1,7 @@
 //! Background compaction as it schedules its work: jobs split between threads by key range
-//! (`max_subcompactions`), tables moved down a level without a rewrite, and L0 compacted for
-//! reads (`compact_l0_for_reads`).
+//! (`max_subcompactions`), tables moved down a level without a rewrite, L0 gathering more tables
+//! while writes flow (`level0_compaction_trigger_during_writes`), and L0 compacted for reads
+//! (`compact_l0_for_reads`).
 
 mod common;
 use common::{settle, tables_per_level};
@@ -212,5 +213,40 @@ fn reads_compact_l0_once_their_filter_checks_have_paid_for_it() {
                 Some(format!("value-{n}").into_bytes())
             );
         }
+    }
+}
+
+#[test]
+fn l0_gathers_more_tables_while_writes_flow_and_compacts_once_they_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::default()
+        .write_buffer_size(32 << 10)
+        .level0_compaction_trigger(2)
+        .level0_compaction_trigger_during_writes(8);
+    let db = Db::open(dir.path(), options).unwrap();
+    let value = vec![b'v'; 100];
+    let mut most_in_l0 = 0;
+    // About fifteen memtables' worth, written without a pause: flushes come milliseconds apart.
+    for n in 0..5000u32 {
+        db.put(format!("key{:08}", n.wrapping_mul(2_654_435_761)), &value)
+            .unwrap();
+        if n % 50 == 0 {
+            most_in_l0 = most_in_l0.max(tables_per_level(&db)[0]);
+        }
+    }
+    // L0 stays at 6 and at 7 tables for a memtable's worth of puts each on its way to 8; at the
+    // quiet trigger of 2 it would take the compaction falling four flushes behind.
+    assert!(most_in_l0 >= 6, "L0 held at most {most_in_l0} tables");
+    // The writes pause with the last memtable unflushed: within about a second L0 is compacted
+    // at the quiet trigger, with no flush and no read to prompt it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tables_per_level(&db)[0] >= 2 {
+        assert!(std::time::Instant::now() < deadline, "L0 never compacted");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(ticker(&db, Ticker::ReadTriggeredCompactions), 0);
+    for n in 0..5000u32 {
+        let key = format!("key{:08}", n.wrapping_mul(2_654_435_761));
+        assert_eq!(db.get(&key).unwrap().as_deref(), Some(&value[..]), "{key}");
     }
 }

@@ -123,6 +123,8 @@ fn options(epoch: u64) -> Options {
         .target_file_size(8 << 10)
         .max_bytes_for_level_base(32 << 10)
         .level0_compaction_trigger(2)
+        // L0 gathers tables while writes flow, as with the defaults.
+        .level0_compaction_trigger_during_writes(4)
         .block_size(1024)
         .filter(filter)
 }

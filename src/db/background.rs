@@ -1,9 +1,10 @@
 //! The two background workers: one flushes frozen memtables, one compacts (levels over their
-//! budget, or L0 once reads have paid for it: `read_compaction.rs`). Both stop at the first
-//! error, which is kept in `State::bg_error` and returned to writers and to every waiter. A panic
-//! in user code they call (a filter policy, a prefix extractor) is such an error, not the end of
-//! the thread. Failures are reported through the `log` facade as they happen (`error`), and every
-//! flush and compaction at `debug` level (tables, levels, bytes, duration).
+//! budget, L0 at a trigger that rises while writes flow: `write_burst.rs`, or L0 once reads have
+//! paid for it: `read_compaction.rs`). Both stop at the first error, which is kept in
+//! `State::bg_error` and returned to writers and to every waiter. A panic in user code they call
+//! (a filter policy, a prefix extractor) is such an error, not the end of the thread. Failures are
+//! reported through the `log` facade as they happen (`error`), and every flush and compaction at
+//! `debug` level (tables, levels, bytes, duration).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use std::time::Instant;
 
 use super::read_compaction::ReadRent;
 use super::version::Version;
+use super::write_burst::WriteBurst;
 use super::DbInner;
 use crate::error::{BackgroundError, Error, Result};
 use crate::stats::Ticker;
@@ -89,24 +91,36 @@ fn flush_loop(inner: &DbInner) {
 
 fn compaction_loop(inner: &DbInner) {
     let mut rent = ReadRent::default();
+    let mut burst = WriteBurst::default();
     loop {
-        let for_reads = {
+        let (for_reads, l0_trigger) = {
             let mut st = inner.state.lock();
             loop {
                 if st.shutting_down {
                     return;
                 }
+                let (l0_trigger, writes_pause_in) =
+                    burst.l0_trigger(&st.sv, &inner.options, Instant::now());
                 if st.bg_error.is_none() {
                     let version = &st.sv.version;
-                    if version.compaction_level(&inner.options).is_some() {
-                        break false;
+                    if version
+                        .compaction_level(&inner.options, l0_trigger)
+                        .is_some()
+                    {
+                        break (false, l0_trigger);
                     }
                     if rent.paid(version, &inner.stats, &inner.options) {
-                        break true;
+                        break (true, l0_trigger);
                     }
                 }
-                // While L0 holds tables, look again at what reads paid for them now and then.
-                match rent.next_look(&st.sv.version, &inner.options) {
+                // While L0 holds tables, look again now and then at what reads paid for them,
+                // and when the writes that hold its compaction back would have paused.
+                let look = rent.next_look(&st.sv.version, &inner.options);
+                let wait = match (look, writes_pause_in) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                match wait {
                     Some(wait) if st.bg_error.is_none() => {
                         inner.changed.wait_for(&mut st, wait);
                     }
@@ -119,7 +133,7 @@ fn compaction_loop(inner: &DbInner) {
         let mut picked = None;
         let done = catch_panic("compaction", || {
             // A level over its budget goes first, even if reads paid for L0.
-            let job = match inner.pick_compaction() {
+            let job = match inner.pick_compaction(l0_trigger) {
                 Some(job) => Some(job),
                 None if for_reads => {
                     let job = inner.pick_l0_for_reads();

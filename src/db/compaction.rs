@@ -80,10 +80,11 @@ fn least_overlapping<'f>(
 }
 
 impl DbInner {
-    /// The compaction the current version most needs, if any level is over its budget.
-    pub(crate) fn pick_compaction(&self) -> Option<CompactionJob> {
+    /// The compaction the current version most needs, if any level is over its budget (L0: holds
+    /// `l0_trigger` tables).
+    pub(crate) fn pick_compaction(&self, l0_trigger: usize) -> Option<CompactionJob> {
         let version = Arc::clone(self.manifest.lock().current());
-        let (level, _) = version.compaction_level(&self.options)?;
+        let (level, _) = version.compaction_level(&self.options, l0_trigger)?;
         let inputs = if level == 0 {
             // L0 tables overlap each other: take them all.
             version.levels[0].clone()

@@ -26,6 +26,7 @@ mod table_filter;
 pub(crate) mod version;
 pub(crate) mod version_edit;
 mod write;
+mod write_burst;
 
 pub(crate) use write::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 

@@ -31,7 +31,9 @@ impl Db {
     ///   every counter.
     /// - `siftdb.num-files-at-level<N>`: the number of tables in level N.
     /// - `siftdb.total-sst-bytes`: bytes of all live tables.
-    /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`.
+    /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`. L0 is over
+    ///   its budget at `level0_compaction_trigger` tables, even while its compaction waits for the
+    ///   writes to pause.
     pub fn property(&self, name: &str) -> Option<String> {
         let version = self.inner.super_version().version.clone();
         if let Some(level) = name.strip_prefix("siftdb.num-files-at-level") {
@@ -47,7 +49,12 @@ impl Db {
             ),
             "siftdb.stats" => Some(self.stats_report()),
             "siftdb.compaction-pending" => {
-                let pending = version.compaction_level(&self.inner.options).is_some();
+                // L0 counts at the trigger it compacts at once writes pause: work that waits for
+                // them is still pending.
+                let options = &self.inner.options;
+                let pending = version
+                    .compaction_level(options, options.level0_compaction_trigger)
+                    .is_some();
                 Some(u8::from(pending).to_string())
             }
             _ => None,

@@ -253,12 +253,16 @@ impl Version {
     }
 
     /// The level most in need of compaction and its score, if any score is ≥ 1. L0 scores by table
-    /// count against the trigger, deeper levels by bytes against their budget.
-    pub(crate) fn compaction_level(&self, options: &Options) -> Option<(usize, f64)> {
+    /// count against `l0_trigger`, deeper levels by bytes against their budget.
+    pub(crate) fn compaction_level(
+        &self,
+        options: &Options,
+        l0_trigger: usize,
+    ) -> Option<(usize, f64)> {
         let mut best: Option<(usize, f64)> = None;
         for level in 0..NUM_LEVELS - 1 {
             let score = if level == 0 {
-                self.levels[0].len() as f64 / options.level0_compaction_trigger as f64
+                self.levels[0].len() as f64 / l0_trigger.max(1) as f64
             } else {
                 self.level_bytes(level) as f64 / options.max_bytes_for_level(level) as f64
             };

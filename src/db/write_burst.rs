@@ -1,0 +1,87 @@
+//! L0 tables gathered while writes flow.
+//!
+//! Every L0 → L1 compaction rewrites the L1 tables its inputs overlap, and on random keys that is
+//! all of L1; the more L0 tables one job takes, the less L1 is rewritten per byte flushed. Every
+//! point lookup pays a filter check per L0 table, though, so L0 gathers up to
+//! `level0_compaction_trigger_during_writes` tables only while writes flow, and compacts at
+//! `level0_compaction_trigger` once they pause.
+
+use std::time::{Duration, Instant};
+
+use super::SuperVersion;
+use crate::options::Options;
+
+/// How long after the newest L0 table came writes still count as flowing, if a memtable holds
+/// writes. Flushes during a bulk load come tens of milliseconds apart; a second without one means
+/// the writes have slowed to where compacting at the quiet trigger costs them little.
+const QUIET_AFTER: Duration = Duration::from_secs(1);
+
+/// The compaction thread's view of the newest L0 table and when it first saw it.
+#[derive(Debug, Default)]
+pub(crate) struct WriteBurst {
+    newest_l0: Option<u64>,
+    seen_at: Option<Instant>,
+}
+
+impl WriteBurst {
+    /// The L0 table count that starts an L0 → L1 compaction now and, if L0 holds enough tables
+    /// for the quiet trigger but the compaction waits for the writes, how long until it no longer
+    /// waits (unless another table comes).
+    pub(crate) fn l0_trigger(
+        &mut self,
+        sv: &SuperVersion,
+        options: &Options,
+        now: Instant,
+    ) -> (usize, Option<Duration>) {
+        let quiet = options.level0_compaction_trigger;
+        let newest = sv.version.levels[0].last().map(|f| f.number);
+        if newest != self.newest_l0 {
+            self.newest_l0 = newest;
+            self.seen_at = Some(now);
+        }
+        let since_newest = self
+            .seen_at
+            .map_or(Duration::MAX, |t| now.duration_since(t));
+        let holds_writes = !sv.mem.is_empty() || !sv.imm.is_empty();
+        let l0 = sv.version.levels[0].len();
+        if l0 < quiet || !writes_flow(holds_writes, since_newest) {
+            return (quiet, None);
+        }
+        (
+            options.l0_trigger_during_writes(),
+            Some(QUIET_AFTER - since_newest),
+        )
+    }
+}
+
+/// Whether writes count as flowing: a memtable holds writes not yet flushed, and the newest L0
+/// table came less than [`QUIET_AFTER`] ago. After [`Db::flush`](crate::Db::flush) no memtable
+/// holds writes, so L0 compacts at the quiet trigger at once.
+fn writes_flow(memtables_hold_writes: bool, since_newest_l0: Duration) -> bool {
+    memtables_hold_writes && since_newest_l0 < QUIET_AFTER
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_flow_only_while_a_memtable_holds_writes_and_tables_keep_coming() {
+        assert!(writes_flow(true, Duration::ZERO));
+        assert!(writes_flow(true, QUIET_AFTER - Duration::from_millis(1)));
+        assert!(!writes_flow(true, QUIET_AFTER));
+        assert!(!writes_flow(false, Duration::ZERO));
+    }
+
+    #[test]
+    fn the_trigger_during_writes_stays_between_the_quiet_and_slowdown_triggers() {
+        let o = Options::default();
+        assert_eq!(o.l0_trigger_during_writes(), 8);
+        let o = Options::default().level0_compaction_trigger(6);
+        assert_eq!(o.l0_trigger_during_writes(), 6);
+        let o = o.level0_compaction_trigger_during_writes(3);
+        assert_eq!(o.l0_trigger_during_writes(), 6);
+        let o = o.level0_compaction_trigger_during_writes(100);
+        assert_eq!(o.l0_trigger_during_writes(), 15);
+    }
+}
