@@ -4,15 +4,16 @@
 //! likely cache misses each on a block of thousands of entries. This keeps, per index entry, one
 //! `u64`: the eight bytes of its user key that follow the prefix all the table's index keys share,
 //! big-endian, and the entry's decoded block handle. Those words order as the keys do (ties
-//! aside), so a Get binary-searches a dense array of 8 bytes per data block and reads the index
-//! block only to break ties. Nothing here is stored on disk; it costs 24 bytes of memory per data
-//! block.
+//! aside), so a Get searches a dense array of 8 bytes per data block, laid out by cache line
+//! (`word_tree.rs`), and reads the index block only to break ties. Nothing here is stored on
+//! disk; it costs about 25 bytes of memory per data block.
 
 use std::cmp::Ordering;
 
 use crate::key::{compare_internal, user_key};
 use crate::sst::block::Block;
 use crate::sst::format::BlockHandle;
+use crate::sst::word_tree::WordTree;
 
 /// Where the first index entry ≥ a lookup key is.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,7 +33,7 @@ pub(crate) struct IndexSearch {
     /// The user-key bytes every index key starts with.
     prefix: Vec<u8>,
     /// Per entry, the 8 user-key bytes after `prefix`, zero-padded, big-endian.
-    words: Vec<u64>,
+    words: WordTree,
     /// Per entry, its decoded value: the data block's handle.
     handles: Vec<BlockHandle>,
 }
@@ -50,7 +51,7 @@ impl IndexSearch {
     /// Bytes it holds in memory.
     pub(crate) fn size(&self) -> usize {
         self.prefix.len()
-            + self.words.len() * std::mem::size_of::<u64>()
+            + self.words.size()
             + self.handles.len() * std::mem::size_of::<BlockHandle>()
     }
 
@@ -75,7 +76,7 @@ impl IndexSearch {
         }
         Some(IndexSearch {
             prefix,
-            words,
+            words: WordTree::new(&words),
             handles,
         })
     }
@@ -88,8 +89,10 @@ impl IndexSearch {
         };
         let w = word(rest);
         // Entries before `lo` have smaller words, so smaller keys; from `hi` on, larger keys.
-        let lo = self.words.partition_point(|&x| x < w);
-        let hi = lo + self.words[lo..].partition_point(|&x| x == w);
+        let lo = self.words.lower_bound(w);
+        let hi = (lo..self.words.len())
+            .find(|&i| self.words.get(i) != Some(w))
+            .unwrap_or(self.words.len());
         // Between them the words tie: compare whole keys.
         let (mut left, mut right) = (lo, hi);
         while left < right {

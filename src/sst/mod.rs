@@ -8,3 +8,4 @@ pub(crate) mod index_search;
 pub(crate) mod properties;
 pub(crate) mod table_builder;
 pub(crate) mod table_reader;
+pub(crate) mod word_tree;
