@@ -49,7 +49,7 @@ impl WriteBurst {
         }
         (
             options.l0_trigger_during_writes(),
-            Some(QUIET_AFTER - since_newest),
+            Some(QUIET_AFTER.saturating_sub(since_newest)),
         )
     }
 }
