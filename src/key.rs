@@ -179,6 +179,13 @@ impl InternalKey {
     }
 }
 
+impl AsRef<[u8]> for InternalKey {
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 impl PartialEq for InternalKey {
     fn eq(&self, other: &Self) -> bool {
         self.as_bytes() == other.as_bytes()

@@ -4,7 +4,7 @@
 //! that meet a table whose filter only a search can ask go on sorted, so that each table is
 //! asked once for all the keys it may hold (`TableReader::search_batch`).
 
-use std::ops::Range;
+use std::ops::{Deref, Range};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -173,7 +173,7 @@ const WALKED: usize = usize::MAX;
 
 /// The open reader of `file`'s table and its filter, if that filter answers from memory (see
 /// `TableReader::filter_in_memory`); `None` if only a search can tell, or the table is not open.
-fn in_memory_filter(file: &FileMeta) -> Option<(&TableReader, InMemoryFilter<'_>)> {
+fn in_memory_filter(file: &FileMeta) -> Option<(&Arc<TableReader>, InMemoryFilter<'_>)> {
     let reader = file.pinned_reader()?.reader();
     Some((reader, reader.filter_in_memory()?))
 }
@@ -233,11 +233,11 @@ impl DbInner {
         let mut walking: Vec<usize> = Vec::with_capacity(probes.len());
         walking.extend((0..probes.len()).filter(|&d| answers[d].is_none()));
         let leads: Vec<u128> = probes.iter().map(|p| leading_bytes(p.key())).collect();
-        let mut asked: Vec<(usize, &TableReader, InMemoryFilter<'_>)> =
+        let mut asked: Vec<(usize, &Arc<TableReader>, InMemoryFilter<'_>)> =
             Vec::with_capacity(walking.len());
         let mut maybe: Vec<bool> = Vec::with_capacity(walking.len());
         let mut in_range_probes: Vec<FilterProbe<'_>> = Vec::new();
-        let mut located: Vec<(usize, &TableReader, InternalKey, Located)> = Vec::new();
+        let mut located: Vec<(usize, &Arc<TableReader>, InternalKey, Located)> = Vec::new();
         let mut consulted = 0;
         // An L0 table, or (None) the one table of a deeper level that may hold each key.
         let stages = (version.levels[0].iter().rev())
@@ -323,13 +323,7 @@ impl DbInner {
                 self.stats
                     .record_filters(level, layout, FilterVerdict::Useful, n);
             }
-            for block in located.iter().filter_map(|(_, _, _, l)| l.block()) {
-                block.prefetch_restart_points();
-            }
-            for (d, reader, lookup, l) in located.drain(..) {
-                let outcome = reader.finish_search::<CopyValue>(l, lookup.as_bytes());
-                self.record_found(level, d, outcome, answers);
-            }
+            self.finish_located(level, &mut located, answers);
             walking.retain(|&d| resume[d] == WALKED && answers[d].is_none());
         }
         self.stats.add(Ticker::TablesConsulted, consulted);
@@ -467,7 +461,7 @@ impl DbInner {
         }
         let mut consulted = 0;
         // The keys asked of a table alone whose filter let them through to a data block.
-        let mut located: Vec<(usize, TableRef<'_>, Located)> = Vec::new();
+        let mut located: Vec<(usize, TableRef<'_>, &[u8], Located)> = Vec::new();
         for (file, range) in groups {
             let keys = &members[range.clone()];
             let &[d] = keys else {
@@ -486,7 +480,7 @@ impl DbInner {
                 Ok(l) => match l.block() {
                     Some(block) => {
                         block.prefetch_restart_array();
-                        located.push((d, table, l));
+                        located.push((d, table, lookups[d], l));
                         continue;
                     }
                     // Nothing left to read: the filter's "no", most often.
@@ -496,14 +490,29 @@ impl DbInner {
             };
             self.record_found(level, d, outcome, &mut batch.answers);
         }
-        for block in located.iter().filter_map(|(_, _, l)| l.block()) {
+        self.finish_located(level, &mut located, &mut batch.answers);
+        consulted
+    }
+
+    /// The last passes over keys located in their tables at `level` (data blocks fetched, their
+    /// restart arrays prefetched): every block's restart entries prefetched, then each seek
+    /// finished and recorded into `answers`. Empties `located`.
+    fn finish_located<R, K>(
+        &self,
+        level: usize,
+        located: &mut Vec<(usize, R, K, Located)>,
+        answers: &mut [Answer],
+    ) where
+        R: Deref<Target = Arc<TableReader>>,
+        K: AsRef<[u8]>,
+    {
+        for block in located.iter().filter_map(|(_, _, _, l)| l.block()) {
             block.prefetch_restart_points();
         }
-        for (d, table, l) in located {
-            let outcome = table.finish_search::<CopyValue>(l, lookups[d]);
-            self.record_found(level, d, outcome, &mut batch.answers);
+        for (d, table, lookup, l) in located.drain(..) {
+            let outcome = table.finish_search::<CopyValue>(l, lookup.as_ref());
+            self.record_found(level, d, outcome, answers);
         }
-        consulted
     }
 
     /// Asks the table of `file` (at `level`) for the keys `members` of `batch` (unanswered,

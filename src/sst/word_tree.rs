@@ -30,10 +30,10 @@ impl WordTree {
     /// The tree over `words`, which must be sorted.
     pub(crate) fn new(words: &[u64]) -> WordTree {
         let mut layers = vec![lines(words)];
-        let mut layer: Vec<u64> = words.to_vec();
-        while layer.len() > LINE {
-            layer = layer.iter().step_by(LINE).copied().collect();
-            layers.push(lines(&layer));
+        // Each layer above: the first word of every line below, until one line holds a layer.
+        while let Some(below) = layers.last().filter(|layer| layer.len() > 1) {
+            let firsts: Vec<u64> = below.iter().map(|line| line.0[0]).collect();
+            layers.push(lines(&firsts));
         }
         WordTree {
             len: words.len(),
