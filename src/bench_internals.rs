@@ -5,8 +5,8 @@
 //! part of the API.
 //!
 //! Also, for `benches/filters.rs`: the cache-local bloom's probe, one key or a batch, with the
-//! key's line tested portably (what the policy uses) or by AVX2 (built only for tests and with
-//! this feature, as it did not pay), so the two can be timed side by side.
+//! key's line tested portably or by AVX2 (the policy tests one key portably, a batch by AVX2
+//! where the CPU has it), so the two can be timed side by side.
 
 use std::sync::Arc;
 
@@ -141,7 +141,7 @@ pub fn cache_local_has_avx2() -> bool {
 }
 
 /// [`CacheLocalBloom::may_match_hash`](crate::filter::CacheLocalBloom::may_match_hash) with the
-/// key's line tested one bit at a time: what the policy uses.
+/// key's line tested one bit at a time: what the policy uses for one key.
 pub fn cache_local_may_match_portable(filter: &[u8], hash: u64) -> bool {
     may_match_hash_with(filter, hash, LineProbe::Portable)
 }
@@ -154,7 +154,7 @@ pub fn cache_local_may_match_avx2(filter: &[u8], hash: u64) -> bool {
 
 /// The cache-local bloom's
 /// [`may_match_batch`](crate::FilterPolicy::may_match_batch) with the lines tested one bit at a
-/// time: what the policy uses. Panics if `out` is shorter than `probes`.
+/// time. Panics if `out` is shorter than `probes`.
 pub fn cache_local_may_match_batch_portable(
     filter: &[u8],
     probes: &[FilterProbe<'_>],
@@ -165,7 +165,7 @@ pub fn cache_local_may_match_batch_portable(
 
 /// The cache-local bloom's
 /// [`may_match_batch`](crate::FilterPolicy::may_match_batch) with the lines tested by AVX2, or one
-/// bit at a time without it (see [`cache_local_has_avx2`]). Panics if `out` is shorter than
+/// bit at a time without it (see [`cache_local_has_avx2`]): what the policy uses. Panics if `out` is shorter than
 /// `probes`.
 pub fn cache_local_may_match_batch_avx2(
     filter: &[u8],

@@ -3,18 +3,18 @@
 //! that the keys' cache misses overlap instead of following one another.
 #![allow(unsafe_code)]
 
-/// Asks the CPU to start loading the cache line holding `byte` into every cache level, so that a
-/// later read of it does not wait for memory. Does nothing off x86_64, where the hardware
-/// prefetcher is left to guess.
+/// Asks the CPU to start loading the cache line holding the first byte of `value` into every
+/// cache level, so that a later read of it does not wait for memory. Does nothing off x86_64,
+/// where the hardware prefetcher is left to guess.
 #[inline]
-pub(crate) fn prefetch_line_of(byte: &u8) {
+pub(crate) fn prefetch_line_of<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: SSE is part of the x86_64 baseline, so the intrinsic's feature is enabled; a
-        // prefetch never faults, and the pointer is to a live byte anyway.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast::<i8>()) }
+        // prefetch never faults, and the pointer is to a live value anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast::<i8>()) }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = byte;
+    let _ = value;
 }

@@ -4,6 +4,7 @@
 //! that meet a table whose filter only a search can ask go on sorted, so that each table is
 //! asked once for all the keys it may hold (`TableReader::search_batch`).
 
+use std::cell::Cell;
 use std::ops::{Deref, Range};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,15 +44,46 @@ struct Scratch<'a, 'k> {
     outcomes: Vec<(usize, TableSearch)>,
 }
 
+/// The buffers of a batch that borrow nothing, kept by each thread from one batch to the next
+/// so that a batch allocates little beyond its answers (see [`BUFFERS`]).
+#[derive(Default)]
+struct Buffers {
+    /// The hash table of [`distinct_keys`].
+    slots: Vec<usize>,
+    /// For each key of the batch, the distinct key it is.
+    distinct_of: Vec<usize>,
+    /// Each distinct key's lookup, in progress then done.
+    answers: Vec<Answer>,
+    /// Each distinct key's position along the walk where [`DbInner::sift`] stopped it.
+    resume: Vec<usize>,
+    /// The distinct keys still walking.
+    walking: Vec<usize>,
+    /// Each distinct key's [`leading_bytes`].
+    leads: Vec<u128>,
+    /// What the filters said of the keys asked at one stage.
+    maybe: Vec<bool>,
+    /// For a batch that repeats keys, each distinct key's uses still to come.
+    uses: Vec<usize>,
+}
+
+/// Batches larger than this many keys do not leave their buffers to the thread's next batch.
+const KEPT_BUFFER_KEYS: usize = 4096;
+
+thread_local! {
+    /// This thread's [`Buffers`], taken by a batch and put back when it is done.
+    static BUFFERS: Cell<Buffers> = Cell::new(Buffers::default());
+}
+
 impl Db {
     /// The values of `keys`, as [`get`](Db::get) would return them one by one, from one view
     /// of the store: every answer sees the same writes. `result[i]` answers `keys[i]`;
     /// duplicate keys are looked up once.
     ///
     /// The keys walk the tables together, table by table along a Get's way: every key's filter
-    /// line is prefetched before any is tested, and each key a filter lets through has its data
-    /// block found, fetched and prefetched before any is searched, so that the keys' cache misses
-    /// overlap. A key every filter in its way rules out is absent without further work. Per key
+    /// line is prefetched before any is tested (eight probes in one AVX2 step where the CPU has
+    /// it), and each key a filter lets through has its index lines prefetched, then its data
+    /// block found, fetched and prefetched, before any is searched, so that the keys' cache
+    /// misses overlap. A key every filter in its way rules out is absent without further work. Per key
     /// this is faster than Gets one at a time, most for absent keys (`examples/multi_get_cost.rs`
     /// and docs/benchmarks.md give the figures). The filter statistics count each distinct key
     /// as a Get would.
@@ -115,11 +147,16 @@ impl Db {
         let sv = inner.current.read();
         let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
 
-        let (probes, distinct_of) = distinct_keys(keys);
-        let mut answers: Vec<Answer> = probes.iter().map(|_| None).collect();
+        // Taken out of the cell for the batch: a nested use would find it empty and allocate
+        // its own rather than clobber this one.
+        let mut buffers = BUFFERS.take();
+        let probes = distinct_keys(keys, &mut buffers.slots, &mut buffers.distinct_of);
+        let answers = &mut buffers.answers;
+        answers.clear();
+        answers.resize_with(probes.len(), || None);
         // Empty memtables (as after a flush) are passed over without building a lookup key.
         if !(sv.mem.is_empty() && sv.imm.iter().all(|m| m.is_empty())) {
-            for (probe, answer) in probes.iter().zip(&mut answers) {
+            for (probe, answer) in probes.iter().zip(answers.iter_mut()) {
                 let hit = with_lookup_key(probe.key(), seq, |lookup| {
                     sv.mem
                         .get(lookup)
@@ -131,39 +168,58 @@ impl Db {
                 }
             }
         }
-        let resume = inner.sift(&sv.version, seq, &probes, &mut answers);
-        inner.search_rest(&sv.version, seq, &probes, &resume, &mut answers);
+        inner.sift(&sv.version, seq, &probes, &mut buffers);
+        inner.search_rest(
+            &sv.version,
+            seq,
+            &probes,
+            &buffers.resume,
+            &mut buffers.answers,
+        );
         drop(sv);
 
-        // The last key to ask takes the value; earlier duplicates get copies.
-        let mut uses = vec![0usize; probes.len()];
-        for &d in &distinct_of {
-            uses[d] += 1;
-        }
         let mut found = 0;
-        let results = distinct_of
-            .iter()
-            .map(|&d| {
-                uses[d] -= 1;
-                let answer = if uses[d] == 0 {
-                    answers[d].take()
-                } else {
-                    answers[d].as_ref().map(|a| match a {
-                        Ok(entry) => Ok(entry.clone()),
-                        Err(e) => Err(e.duplicate()),
+        let mut value_of = |answer: Answer| match answer {
+            Some(Ok(Some(NewestEntry::Value(v)))) => {
+                found += 1;
+                Ok(Some(v))
+            }
+            Some(Ok(Some(NewestEntry::Deleted) | None)) | None => Ok(None),
+            Some(Err(e)) => Err(e),
+        };
+        let answers = &mut buffers.answers;
+        let results = if probes.len() == keys.len() {
+            // No key repeats: the answers are in the keys' order.
+            answers.drain(..).map(value_of).collect()
+        } else {
+            // The last key to ask takes the value; earlier duplicates get copies.
+            let uses = &mut buffers.uses;
+            uses.clear();
+            uses.resize(probes.len(), 0);
+            for &d in &buffers.distinct_of {
+                uses[d] += 1;
+            }
+            buffers
+                .distinct_of
+                .iter()
+                .map(|&d| {
+                    uses[d] -= 1;
+                    value_of(if uses[d] == 0 {
+                        answers[d].take()
+                    } else {
+                        answers[d].as_ref().map(|a| match a {
+                            Ok(entry) => Ok(entry.clone()),
+                            Err(e) => Err(e.duplicate()),
+                        })
                     })
-                };
-                match answer {
-                    Some(Ok(Some(NewestEntry::Value(v)))) => {
-                        found += 1;
-                        Ok(Some(v))
-                    }
-                    Some(Ok(Some(NewestEntry::Deleted) | None)) | None => Ok(None),
-                    Some(Err(e)) => Err(e),
-                }
-            })
-            .collect();
+                })
+                .collect()
+        };
         inner.stats.add(Ticker::NumberKeysFound, found);
+        if keys.len() <= KEPT_BUFFER_KEYS {
+            buffers.answers.clear();
+            BUFFERS.set(buffers);
+        }
         results
     }
 }
@@ -178,17 +234,22 @@ fn in_memory_filter(file: &FileMeta) -> Option<(&Arc<TableReader>, InMemoryFilte
     Some((reader, reader.filter_in_memory()?))
 }
 
-/// The distinct keys of `keys` in the order they first appear, as probes, and for each key the
-/// distinct key it is. Found through a table of the keys' hashes (which the filters use too),
-/// without sorting.
-fn distinct_keys<K: AsRef<[u8]>>(keys: &[K]) -> (Vec<FilterProbe<'_>>, Vec<usize>) {
+/// The distinct keys of `keys` in the order they first appear, as probes; `distinct_of` becomes
+/// for each key the distinct key it is. Found through a table of the keys' hashes (which the
+/// filters use too), without sorting; `table` is its buffer.
+fn distinct_keys<'k, K: AsRef<[u8]>>(
+    keys: &'k [K],
+    table: &mut Vec<usize>,
+    distinct_of: &mut Vec<usize>,
+) -> Vec<FilterProbe<'k>> {
     const EMPTY: usize = usize::MAX;
     let mut probes: Vec<FilterProbe<'_>> = Vec::with_capacity(keys.len());
-    let mut distinct_of = Vec::with_capacity(keys.len());
+    distinct_of.clear();
     // At most a quarter full, so that most keys find an empty slot at once.
     let slots = (4 * keys.len()).next_power_of_two().max(2);
     let mask = slots - 1;
-    let mut table = vec![EMPTY; slots];
+    table.clear();
+    table.resize(slots, EMPTY);
     for key in keys {
         let probe = FilterProbe::new(key.as_ref());
         let mut slot = probe.xxh3_64() as usize & mask;
@@ -205,7 +266,7 @@ fn distinct_keys<K: AsRef<[u8]>>(keys: &[K]) -> (Vec<FilterProbe<'_>>, Vec<usize
         };
         distinct_of.push(d);
     }
-    (probes, distinct_of)
+    probes
 }
 
 impl DbInner {
@@ -213,29 +274,34 @@ impl DbInner {
     /// sorted: stage by stage along a Get's walk (each L0 table newest first, then each deeper
     /// level), every key still walking has its table at that stage found and its filter line
     /// prefetched, then tested; the keys a filter lets through are then searched in that table,
-    /// in passes that overlap their cache misses (data blocks fetched and their restart arrays
-    /// prefetched, restart entries prefetched, then the seeks). A key found (or whose search
+    /// in passes that overlap their cache misses (index lines prefetched, data blocks fetched and
+    /// their restart arrays prefetched, restart entries prefetched, then the seeks). A key found (or whose search
     /// failed) is answered; one not found walks on. The filters' answers are counted as Gets
     /// count them.
     ///
-    /// Returns, for each key, the position along the walk (0 for the newest L0 table) of the
-    /// table it stopped at, because that table's filter cannot answer from memory (another
-    /// layout, a filter charged to the block cache, a table not yet open): the rest of its walk
-    /// is [`search_rest`](Self::search_rest)'s. [`WALKED`] for every other key.
-    fn sift(
-        &self,
-        version: &Version,
-        seq: u64,
-        probes: &[FilterProbe<'_>],
-        answers: &mut [Answer],
-    ) -> Vec<usize> {
-        let mut resume = vec![WALKED; probes.len()];
-        let mut walking: Vec<usize> = Vec::with_capacity(probes.len());
+    /// Leaves in `buffers.resume`, for each key, the position along the walk (0 for the newest
+    /// L0 table) of the table it stopped at, because that table's filter cannot answer from
+    /// memory (another layout, a filter charged to the block cache, a table not yet open): the
+    /// rest of its walk is [`search_rest`](Self::search_rest)'s. [`WALKED`] for every other key.
+    fn sift(&self, version: &Version, seq: u64, probes: &[FilterProbe<'_>], buffers: &mut Buffers) {
+        let Buffers {
+            answers,
+            resume,
+            walking,
+            leads,
+            maybe,
+            ..
+        } = buffers;
+        resume.clear();
+        resume.resize(probes.len(), WALKED);
+        walking.clear();
         walking.extend((0..probes.len()).filter(|&d| answers[d].is_none()));
-        let leads: Vec<u128> = probes.iter().map(|p| leading_bytes(p.key())).collect();
+        leads.clear();
+        leads.extend(probes.iter().map(|p| leading_bytes(p.key())));
         let mut asked: Vec<(usize, &Arc<TableReader>, InMemoryFilter<'_>)> =
             Vec::with_capacity(walking.len());
-        let mut maybe: Vec<bool> = Vec::with_capacity(walking.len());
+        // Each asked key's filter bytes and probe, as its policy takes them.
+        let mut queries: Vec<(&[u8], &FilterProbe<'_>)> = Vec::with_capacity(walking.len());
         let mut in_range_probes: Vec<FilterProbe<'_>> = Vec::new();
         let mut located: Vec<(usize, &Arc<TableReader>, InternalKey, Located)> = Vec::new();
         let mut consulted = 0;
@@ -255,7 +321,7 @@ impl DbInner {
             if let Some(file) = l0_table {
                 // Every key in an L0 table's range asks the same filter: one call for them all.
                 let table = in_memory_filter(file);
-                for &d in &walking {
+                for &d in walking.iter() {
                     let (key, lead) = (probes[d].key(), leads[d]);
                     if file.ends_before(key, lead) || file.starts_after(key, lead) {
                         continue; // not in this table's range
@@ -269,32 +335,45 @@ impl DbInner {
                     in_range_probes.clear();
                     in_range_probes.extend(asked.iter().map(|&(d, _, _)| probes[d].clone()));
                     maybe.resize(asked.len(), true);
-                    filter.may_match_batch(&in_range_probes, &mut maybe);
+                    filter.may_match_batch(&in_range_probes, maybe);
                 }
             } else {
-                for &d in &walking {
+                queries.clear();
+                for &d in walking.iter() {
                     let Some(file) = version.table_for_key(level, probes[d].key(), leads[d]) else {
                         continue; // between this level's tables
                     };
                     match in_memory_filter(file) {
                         Some((reader, filter)) => {
-                            filter.prefetch(&probes[d]);
                             asked.push((d, reader, filter));
+                            queries.push((filter.bytes(), &probes[d]));
                         }
                         None => resume[d] = position,
                     }
                 }
-                maybe.extend(
-                    asked
-                        .iter()
-                        .map(|(d, _, filter)| filter.may_match(&probes[*d])),
-                );
+                // Each run of filters of one policy (a level's tables share one, as a rule)
+                // asked in one call, which overlaps the keys' cache misses.
+                maybe.resize(asked.len(), true);
+                let mut start = 0;
+                while let Some((_, _, first)) = asked.get(start) {
+                    let policy = first.policy();
+                    let end = start
+                        + asked[start..]
+                            .iter()
+                            .take_while(|(_, _, f)| std::ptr::addr_eq(f.policy(), policy))
+                            .count();
+                    policy.may_match_each(&queries[start..end], &mut maybe[start..end]);
+                    start = end;
+                }
             }
             consulted += asked.len() as u64;
+            for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|(_, &m)| m) {
+                reader.prefetch_index(probes[d].key());
+            }
             // The "no"s counted at once per run of one layout (a level's tables share one, as a
             // rule); the keys let through located in their tables.
             let mut useful: Option<(FilterLayout, u64)> = None;
-            for (&(d, reader, filter), &maybe) in asked.iter().zip(&maybe) {
+            for (&(d, reader, filter), &maybe) in asked.iter().zip(maybe.iter()) {
                 if maybe {
                     let lookup = InternalKey::new(probes[d].key(), seq, ValueKind::Value);
                     match reader.locate_past_filter::<CopyValue>(lookup.as_bytes(), filter.layout) {
@@ -327,7 +406,6 @@ impl DbInner {
             walking.retain(|&d| resume[d] == WALKED && answers[d].is_none());
         }
         self.stats.add(Ticker::TablesConsulted, consulted);
-        resume
     }
 
     /// The rest of the table walk for the keys [`sift`](Self::sift) stopped, sorted so that each
@@ -340,7 +418,8 @@ impl DbInner {
         resume: &[usize],
         answers: &mut [Answer],
     ) {
-        let unanswered = |d: &usize| answers[*d].is_none() && resume[*d] != WALKED;
+        // `resume` first: most keys were walked, and it is the smaller array.
+        let unanswered = |d: &usize| resume[*d] != WALKED && answers[*d].is_none();
         if !(0..probes.len()).any(|d| unanswered(&d)) {
             return;
         }

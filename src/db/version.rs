@@ -148,6 +148,9 @@ impl FileMeta {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Version {
     pub(crate) levels: [Vec<Arc<FileMeta>>; NUM_LEVELS],
+    /// Per level, the [`leading_bytes`] of each table's largest user key, in the level's order:
+    /// finding a key's table in a deeper level searches these without reaching into the tables.
+    largest_leads: [Vec<u128>; NUM_LEVELS],
 }
 
 impl Version {
@@ -163,6 +166,10 @@ impl Version {
         v.levels[0].sort_by_key(|f| f.number);
         for level in v.levels.iter_mut().skip(1) {
             level.sort_by(|a, b| a.smallest_user().cmp(b.smallest_user()));
+        }
+        for (leads, files) in v.largest_leads.iter_mut().zip(&v.levels) {
+            leads.clear();
+            leads.extend(files.iter().map(|f| f.largest_lead));
         }
         v
     }
@@ -208,8 +215,13 @@ impl Version {
         lead: u128,
     ) -> Option<&Arc<FileMeta>> {
         let files = &self.levels[level];
-        // The first table whose largest key is ≥ ukey is the only one that may hold it.
-        let i = files.partition_point(|f| f.ends_before(ukey, lead));
+        let leads = &self.largest_leads[level];
+        // The first table whose largest key is ≥ ukey is the only one that may hold it: found
+        // by the leading bytes, then on a tie by the bytes themselves.
+        let mut i = leads.partition_point(|&l| l < lead);
+        while i < files.len() && leads[i] == lead && files[i].ends_before(ukey, lead) {
+            i += 1;
+        }
         files.get(i).filter(|f| !f.starts_after(ukey, lead))
     }
 

@@ -12,8 +12,8 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};
 use super::theory;
 
-// The prefetch (and, in test and bench builds, the AVX2 line test): with the Ribbon query's SSE2
-// parities, the crate's only unsafe code.
+// The prefetch and the AVX2 line test: with the Ribbon query's SSE2 parities, the crate's only
+// unsafe code.
 mod simd;
 
 /// Bytes per line: one cache line.
@@ -137,10 +137,10 @@ impl CacheLocalBloom {
     /// "may match" is always safe.
     #[inline]
     pub fn may_match_hash(&self, filter: &[u8], hash: u64) -> bool {
-        // Portable even where AVX2 exists: a probe of a large filter waits on its line's cache
-        // miss, not on the arithmetic. At 1M keys the AVX2 line test (`simd.rs`, test and bench
-        // builds only) measured 0.8–1.2× the portable one (benches/filters.rs,
-        // `probe_absent_line`), short of the 1.3× that would pay for its unsafe code.
+        // Portable even where AVX2 exists: one key's probe of a large filter waits on its line's
+        // cache miss more than on the arithmetic. At 1M keys the AVX2 line test measured
+        // 0.8–1.3× the portable one (benches/filters.rs, `probe_absent_line`); batches, whose
+        // lines are prefetched, use it.
         may_match_hash_with(filter, hash, LineProbe::Portable)
     }
 }
@@ -150,15 +150,13 @@ impl CacheLocalBloom {
 pub(crate) enum LineProbe {
     /// One bit at a time, on any target.
     Portable,
-    /// Eight probes per step with AVX2 (x86_64 CPUs that have it); for the tests and benchmarks
-    /// only, as it did not pay (see [`CacheLocalBloom::may_match_hash`]).
-    #[cfg(any(test, feature = "__bench-internals"))]
+    /// Eight probes per step with AVX2 (x86_64 CPUs that have it): for batches, whose lines are
+    /// prefetched, so that the test's arithmetic is what a probe waits on.
     Avx2(simd::Avx2),
 }
 
 impl LineProbe {
     /// The AVX2 probe if this CPU has AVX2, otherwise the portable one.
-    #[cfg(any(test, feature = "__bench-internals"))]
     #[inline]
     pub(crate) fn fastest() -> LineProbe {
         match simd::Avx2::detect() {
@@ -173,7 +171,6 @@ impl LineProbe {
     fn line_may_match(self, line: &[u8; LINE_BYTES], g: u32, probes: u32) -> bool {
         match self {
             LineProbe::Portable => line_may_match(line, g, probes),
-            #[cfg(any(test, feature = "__bench-internals"))]
             LineProbe::Avx2(avx2) => avx2.line_may_match(line, g, probes),
         }
     }
@@ -222,6 +219,52 @@ pub(crate) fn may_match_batch_with(
         // Finding the line again is one multiply; keeping it would cost a stack array.
         for (probe, answer) in run.iter().zip(answers) {
             *answer = lines.may_match(probe.xxh3_64(), how);
+        }
+    }
+}
+
+/// [`FilterPolicy::may_match_each`] for [`CacheLocalBloom`], with the lines tested by `how`.
+///
+/// # Panics
+/// If `out` is shorter than `queries`.
+pub(crate) fn may_match_each_with(
+    queries: &[(&[u8], &FilterProbe<'_>)],
+    out: &mut [bool],
+    how: LineProbe,
+) {
+    let out = &mut out[..queries.len()];
+    // Each query's line, probe bits and probe count, found once: the filters differ from query
+    // to query, so each is parsed.
+    let mut found: [(Option<&[u8; LINE_BYTES]>, u32, u32); PREFETCH_RUN] =
+        [(None, 0, 0); PREFETCH_RUN];
+    for (run, answers) in queries
+        .chunks(PREFETCH_RUN)
+        .zip(out.chunks_mut(PREFETCH_RUN))
+    {
+        for (&(filter, probe), (slot, answer)) in
+            run.iter().zip(found.iter_mut().zip(&mut *answers))
+        {
+            match parse(filter) {
+                Parsed::Answer(a) => {
+                    *slot = (None, 0, 0);
+                    *answer = a;
+                }
+                Parsed::Lines(lines) => {
+                    let hash = probe.xxh3_64();
+                    let line = lines.line(hash);
+                    if let Some(line) = line {
+                        simd::prefetch(line);
+                    }
+                    // A line that cannot be found (never, for parsed lines) answers "maybe".
+                    *slot = (line, (hash >> 32) as u32, lines.probes);
+                    *answer = true;
+                }
+            }
+        }
+        for (&(line, g, probes), answer) in found.iter().zip(answers) {
+            if let Some(line) = line {
+                *answer = how.line_may_match(line, g, probes);
+            }
         }
     }
 }
@@ -375,11 +418,17 @@ impl FilterPolicy for CacheLocalBloom {
     }
 
     /// Parses the filter once, then for each run of keys prefetches every key's line before
-    /// testing any, so the run's cache misses overlap instead of following one another.
+    /// testing any, so the run's cache misses overlap instead of following one another; the
+    /// lines are tested by AVX2 where the CPU has it (1.4× the portable test in batches of 32
+    /// at 1M keys, `probe_absent_line` in benches/filters.rs).
     fn may_match_batch(&self, filter: &[u8], probes: &[FilterProbe<'_>], out: &mut [bool]) {
-        // Portable, as in `may_match_hash`: even with the lines prefetched, AVX2 measured
-        // 1.0–1.1× the portable test at 1M keys. The prefetch is what pays.
-        may_match_batch_with(filter, probes, out, LineProbe::Portable);
+        may_match_batch_with(filter, probes, out, LineProbe::fastest());
+    }
+
+    /// Prefetches each query's line in runs, then tests them, as
+    /// [`may_match_batch`](FilterPolicy::may_match_batch) does for one filter.
+    fn may_match_each(&self, queries: &[(&[u8], &FilterProbe<'_>)], out: &mut [bool]) {
+        may_match_each_with(queries, out, LineProbe::fastest());
     }
 
     /// Prefetches the key's line, when the filter is well formed.
@@ -893,6 +942,73 @@ mod tests {
             &garbage,
         ] {
             check_batch(&p, f, &keys, &hows);
+        }
+    }
+
+    /// `may_match_each` over queries that mix filters (sizes, bits per key, malformed bytes)
+    /// gives each query the single probe's answer, for each line test; and the trait's default,
+    /// which prefetches then asks one query at a time, gives the same.
+    #[test]
+    fn each_agrees_with_single_probe() {
+        struct Default(CacheLocalBloom);
+        impl FilterPolicy for Default {
+            fn name(&self) -> &str {
+                self.0.name()
+            }
+            fn bits_per_key(&self) -> f64 {
+                self.0.bits_per_key()
+            }
+            fn builder(&self) -> Box<dyn FilterBitsBuilder> {
+                self.0.builder()
+            }
+            fn may_match(&self, filter: &[u8], key: &[u8]) -> bool {
+                self.0.may_match(filter, key)
+            }
+        }
+        let hows = line_probes();
+        let p = CacheLocalBloom::new(10.0);
+        let mut filters: Vec<Vec<u8>> = Vec::new();
+        for bpk in [1.0, 10.0, 15.0] {
+            for n in [0u64, 1, 100, 10_000] {
+                filters.push(build(&CacheLocalBloom::new(bpk), "present:", n));
+            }
+        }
+        let good = build(&p, "present:", 100);
+        filters.extend([Vec::new(), good[..4].to_vec(), good[1..].to_vec()]);
+        let keys: Vec<Vec<u8>> = (0..200)
+            .map(|i| {
+                if i % 3 == 0 {
+                    key("present:", i % 100)
+                } else {
+                    key("absent:", i)
+                }
+            })
+            .collect();
+        let probes: Vec<FilterProbe<'_>> = keys.iter().map(|k| FilterProbe::new(k)).collect();
+        let mut next = xorshift();
+        for len in [0, 1, 15, 16, 17, 33, 200] {
+            let queries: Vec<(&[u8], &FilterProbe<'_>)> = probes[..len]
+                .iter()
+                .map(|probe| (&filters[next() as usize % filters.len()][..], probe))
+                .collect();
+            let want: Vec<bool> = queries
+                .iter()
+                .map(|&(f, probe)| p.may_match_probe(f, probe))
+                .collect();
+            assert!(len < 100 || want.iter().any(|&m| m) && want.iter().any(|&m| !m));
+            // A longer `out` keeps its tail.
+            let mut out = vec![false; len + 2];
+            p.may_match_each(&queries, &mut out);
+            assert_eq!(&out[..len], &want[..]);
+            assert_eq!(&out[len..], &[false; 2]);
+            let mut out = vec![false; len];
+            Default(CacheLocalBloom::new(10.0)).may_match_each(&queries, &mut out);
+            assert_eq!(out, want, "the default");
+            for &how in &hows {
+                let mut out = vec![!want.first().copied().unwrap_or(false); len];
+                may_match_each_with(&queries, &mut out, how);
+                assert_eq!(out, want, "{how:?}");
+            }
         }
     }
 

@@ -96,6 +96,23 @@ pub trait FilterPolicy: Send + Sync {
         }
     }
 
+    /// [`may_match_probe`](FilterPolicy::may_match_probe) for keys each asked of its own filter
+    /// of this policy (a `Db::multi_get` asks each key the filter of the one table in a level
+    /// that may hold it): `out[i]` becomes whether `queries[i].0` may hold `queries[i].1`'s key.
+    /// The answers must be exactly those of `may_match_probe`. The default prefetches every
+    /// query's bits ([`prefetch`](FilterPolicy::prefetch)), then asks one query at a time.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `queries`.
+    fn may_match_each(&self, queries: &[(&[u8], &FilterProbe<'_>)], out: &mut [bool]) {
+        for &(filter, probe) in queries {
+            self.prefetch(filter, probe);
+        }
+        for (&(filter, probe), answer) in queries.iter().zip(&mut out[..queries.len()]) {
+            *answer = self.may_match_probe(filter, probe);
+        }
+    }
+
     /// Starts loading the part of `filter` that [`may_match_probe`](FilterPolicy::may_match_probe)
     /// of `probe` will read, without waiting for it: a batch of lookups prefetches the filters of
     /// the tables of a level it asks for one key each before probing any, so their cache misses

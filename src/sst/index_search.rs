@@ -11,6 +11,7 @@
 use std::cmp::Ordering;
 
 use crate::key::{compare_internal, user_key};
+use crate::prefetch::prefetch_line_of;
 use crate::sst::block::Block;
 use crate::sst::format::BlockHandle;
 use crate::sst::word_tree::WordTree;
@@ -37,6 +38,9 @@ pub(crate) struct IndexSearch {
     /// Per entry, its decoded value: the data block's handle.
     handles: Vec<BlockHandle>,
 }
+
+/// Handles per line of the word tree: one per word.
+const LINE_HANDLES: usize = 8;
 
 /// The 8 bytes of `rest` from its start, zero-padded, as a big-endian word. Zero padding keeps
 /// the order: a shorter key sorts before any extension of it, and its word is not greater.
@@ -79,6 +83,22 @@ impl IndexSearch {
             words: WordTree::new(&words),
             handles,
         })
+    }
+
+    /// Starts loading what a [`seek`](Self::seek) of a key of `ukey` reads below the upper
+    /// layers of its word tree: the line of words it scans and the handles that line leads to.
+    pub(crate) fn prefetch(&self, ukey: &[u8]) {
+        let Some(rest) = ukey.strip_prefix(self.prefix.as_slice()) else {
+            return;
+        };
+        if let Some(first) = self.words.prefetch(word(rest)) {
+            // A line's eight handles, 128 bytes, span up to three cache lines.
+            for i in [first, first + LINE_HANDLES / 2, first + LINE_HANDLES - 1] {
+                if let Some(handle) = self.handles.get(i) {
+                    prefetch_line_of(handle);
+                }
+            }
+        }
     }
 
     /// The first entry of `index` (the block this was built from) whose key is ≥ `lookup`, an

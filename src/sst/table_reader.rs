@@ -506,6 +506,17 @@ impl TableReader {
         self.locate_block::<T>(outcome, lookup, &LookupBlocks::new(self))
     }
 
+    /// Starts loading the part of the index a lookup of a key of `ukey` will read, when the
+    /// index is kept with the table (see `IndexSearch::prefetch`); otherwise does nothing. A
+    /// batch of lookups calls it for every key a filter let through before it locates any.
+    pub(crate) fn prefetch_index(&self, ukey: &[u8]) {
+        if let IndexPlacement::Pinned(index) = &self.index {
+            if let Some(search) = &index.search {
+                search.prefetch(ukey);
+            }
+        }
+    }
+
     /// The end of a `locate`: the data block `lookup` may be in, found in the index and fetched.
     #[inline(always)]
     fn locate_block<T: TakeValue>(

@@ -7,6 +7,8 @@
 //! up to a layer of one line. A search scans one line per layer: five lines for 5,000 words, the
 //! top ones small enough to stay cached. It costs one word in seven more than the words alone.
 
+use crate::prefetch::prefetch_line_of;
+
 /// Eight words, aligned so that each is one cache line.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
@@ -64,21 +66,41 @@ impl WordTree {
 
     /// The number of words below `w`: the index of the first word ≥ `w`.
     pub(crate) fn lower_bound(&self, w: u64) -> usize {
+        let Some(l) = self.bottom_line(w) else {
+            return 0;
+        };
+        let Some(line) = self.layers.first().and_then(|words| words.get(l)) else {
+            return 0;
+        };
+        let count = line.0.iter().filter(|&&x| x < w).count();
+        (l * LINE + count).min(self.len)
+    }
+
+    /// Starts loading the line of words [`lower_bound`](Self::lower_bound) of `w` will scan,
+    /// found through the layers above it (few lines, which a batch of lookups keeps cached);
+    /// returns the index of that line's first word, if there is such a line.
+    pub(crate) fn prefetch(&self, w: u64) -> Option<usize> {
+        let l = self.bottom_line(w)?;
+        let line = self.layers.first()?.get(l)?;
+        prefetch_line_of(line);
+        Some(l * LINE)
+    }
+
+    /// The line of the bottom layer that holds the lower bound of `w` (or whose end it is), found
+    /// layer by layer from the top; `None` if no word is below `w`, so that the bound is 0.
+    fn bottom_line(&self, w: u64) -> Option<usize> {
         // `below` is the lower bound in the layer above: that layer's word `below - 1` (the
         // first of this layer's line `below - 1`) is < `w`, and its word `below` (the first of
         // line `below`) is not. So this layer's lower bound lies in line `below - 1` or is the
         // first word of line `below`. Above the top layer, one virtual word below everything.
         let mut below: usize = 1;
-        for layer in self.layers.iter().rev() {
-            let Some(line) = below.checked_sub(1).and_then(|l| layer.get(l)) else {
-                // No word of the layer above is below `w`: neither is this layer's first.
-                below = 0;
-                continue;
-            };
+        for layer in self.layers.iter().skip(1).rev() {
+            // `None`: no word of the layer above is below `w`, nor is this layer's first.
+            let line = layer.get(below.checked_sub(1)?)?;
             let count = line.0.iter().filter(|&&x| x < w).count();
             below = (below - 1) * LINE + count;
         }
-        below.min(self.len)
+        below.checked_sub(1)
     }
 }
 
@@ -113,7 +135,13 @@ mod tests {
             }
             prop_assert_eq!(tree.get(words.len()), None);
             for w in probes {
-                prop_assert_eq!(tree.lower_bound(w), words.partition_point(|&x| x < w), "{}", w);
+                let bound = tree.lower_bound(w);
+                prop_assert_eq!(bound, words.partition_point(|&x| x < w), "{}", w);
+                // The line prefetched is the one the search scans.
+                match tree.prefetch(w) {
+                    Some(first) => prop_assert!(first <= bound && bound <= first + LINE, "{}", w),
+                    None => prop_assert_eq!(bound, 0, "{}", w),
+                }
             }
         }
     }

@@ -197,14 +197,18 @@ pub(crate) struct InMemoryFilter<'a> {
     pub(crate) layout: FilterLayout,
 }
 
-impl InMemoryFilter<'_> {
-    /// Whether the table may hold `probe`'s key.
-    #[inline]
-    pub(crate) fn may_match(&self, probe: &FilterProbe<'_>) -> bool {
-        self.policy.may_match_probe(self.bytes, probe)
+impl<'a> InMemoryFilter<'a> {
+    /// The policy that built the filter.
+    pub(crate) fn policy(&self) -> &'a dyn FilterPolicy {
+        self.policy
     }
 
-    /// Starts loading what [`may_match`](Self::may_match) of `probe` will read.
+    /// The filter's bytes, as its policy reads them.
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Starts loading what the policy's `may_match_probe` of `probe` will read.
     #[inline]
     pub(crate) fn prefetch(&self, probe: &FilterProbe<'_>) {
         self.policy.prefetch(self.bytes, probe);
