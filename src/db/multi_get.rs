@@ -308,7 +308,7 @@ impl DbInner {
         // An L0 table, or (None) the one table of a deeper level that may hold each key.
         let stages = (version.levels[0].iter().rev())
             .map(|file| (0, Some(file)))
-            .chain((1..NUM_LEVELS).map(|level| (level, None)));
+            .chain((1..version.depth()).map(|level| (level, None)));
         for (position, (level, l0_table)) in stages.enumerate() {
             if walking.is_empty() {
                 break;

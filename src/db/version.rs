@@ -151,6 +151,8 @@ pub(crate) struct Version {
     /// Per level, the [`leading_bytes`] of each table's largest user key, in the level's order:
     /// finding a key's table in a deeper level searches these without reaching into the tables.
     largest_leads: [Vec<u128>; NUM_LEVELS],
+    /// One past the deepest level that holds a table: a lookup walks no level below.
+    depth: usize,
 }
 
 impl Version {
@@ -171,6 +173,11 @@ impl Version {
             leads.clear();
             leads.extend(files.iter().map(|f| f.largest_lead));
         }
+        v.depth = v
+            .levels
+            .iter()
+            .rposition(|files| !files.is_empty())
+            .map_or(0, |l| l + 1);
         v
     }
 
@@ -189,6 +196,11 @@ impl Version {
 
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
         self.levels[level].iter().map(|f| f.size).sum()
+    }
+
+    /// One past the deepest level that holds a table (0 for an empty version).
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
     }
 
     /// The tables below L0 a point lookup of `ukey` consults, in order: at most one per level,
@@ -310,7 +322,7 @@ impl<'v> Iterator for DeeperTablesForKey<'v, '_> {
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let ukey = self.ukey;
-        while self.level < NUM_LEVELS {
+        while self.level < self.version.depth {
             let level = self.level;
             self.level += 1;
             if let Some(f) = self.version.table_for_key(level, ukey, self.lead) {
@@ -379,6 +391,35 @@ mod tests {
     /// Finding a key's table on its first 16 bytes as an integer, the bytes compared only on a
     /// tie, finds the table comparing the bytes finds: keys sharing 16-byte prefixes with the
     /// tables' bounds, shorter keys padded with zeros, keys between and beyond the tables.
+    #[test]
+    fn a_lookup_walks_down_to_the_deepest_level_with_tables() {
+        let v = Version::for_tests(&[
+            (1, 1, "a", "c", 10),
+            (3, 2, "a", "z", 10),
+            (6, 3, "m", "n", 10),
+        ]);
+        assert_eq!(v.depth(), NUM_LEVELS);
+        let walk = |v: &Version, key: &str| -> Vec<(usize, u64)> {
+            v.deeper_tables_for_key(key.as_bytes())
+                .map(|(level, f)| (level, f.number))
+                .collect()
+        };
+        assert_eq!(walk(&v, "b"), [(1, 1), (3, 2)]);
+        assert_eq!(walk(&v, "m"), [(3, 2), (6, 3)]);
+        let v = v.apply(&VersionEdit {
+            deleted: vec![(6, 3)],
+            ..Default::default()
+        });
+        assert_eq!(v.depth(), 4);
+        assert_eq!(walk(&v, "m"), [(3, 2)]);
+        let v = v.apply(&VersionEdit {
+            deleted: vec![(1, 1), (3, 2)],
+            ..Default::default()
+        });
+        assert_eq!(v.depth(), 0);
+        assert_eq!(walk(&v, "b"), []);
+    }
+
     #[test]
     fn table_for_key_finds_the_table_the_bytes_do() {
         let p = "0123456789abcdef"; // 16 bytes: every bound below ties on its integer

@@ -139,7 +139,7 @@ impl CacheLocalBloom {
     pub fn may_match_hash(&self, filter: &[u8], hash: u64) -> bool {
         // Portable even where AVX2 exists: one key's probe of a large filter waits on its line's
         // cache miss more than on the arithmetic. At 1M keys the AVX2 line test measured
-        // 0.8–1.3× the portable one (benches/filters.rs, `probe_absent_line`); batches, whose
+        // 0.8–1.26× the portable one (benches/filters.rs, `probe_absent_line`); batches, whose
         // lines are prefetched, use it.
         may_match_hash_with(filter, hash, LineProbe::Portable)
     }
@@ -950,8 +950,8 @@ mod tests {
     /// which prefetches then asks one query at a time, gives the same.
     #[test]
     fn each_agrees_with_single_probe() {
-        struct Default(CacheLocalBloom);
-        impl FilterPolicy for Default {
+        struct DefaultEach(CacheLocalBloom);
+        impl FilterPolicy for DefaultEach {
             fn name(&self) -> &str {
                 self.0.name()
             }
@@ -1002,7 +1002,7 @@ mod tests {
             assert_eq!(&out[..len], &want[..]);
             assert_eq!(&out[len..], &[false; 2]);
             let mut out = vec![false; len];
-            Default(CacheLocalBloom::new(10.0)).may_match_each(&queries, &mut out);
+            DefaultEach(CacheLocalBloom::new(10.0)).may_match_each(&queries, &mut out);
             assert_eq!(out, want, "the default");
             for &how in &hows {
                 let mut out = vec![!want.first().copied().unwrap_or(false); len];
