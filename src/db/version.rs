@@ -388,9 +388,8 @@ mod tests {
         assert_eq!(v2.find_overlap(), Some((1, 7, 4)));
     }
 
-    /// Finding a key's table on its first 16 bytes as an integer, the bytes compared only on a
-    /// tie, finds the table comparing the bytes finds: keys sharing 16-byte prefixes with the
-    /// tables' bounds, shorter keys padded with zeros, keys between and beyond the tables.
+    /// A Get's walk below L0 reaches the deepest level that holds a table, and no further once
+    /// that level empties.
     #[test]
     fn a_lookup_walks_down_to_the_deepest_level_with_tables() {
         let v = Version::for_tests(&[
@@ -420,6 +419,9 @@ mod tests {
         assert_eq!(walk(&v, "b"), []);
     }
 
+    /// Finding a key's table on its first 16 bytes as an integer, the bytes compared only on a
+    /// tie, finds the table comparing the bytes finds: keys sharing 16-byte prefixes with the
+    /// tables' bounds, shorter keys padded with zeros, keys between and beyond the tables.
     #[test]
     fn table_for_key_finds_the_table_the_bytes_do() {
         let p = "0123456789abcdef"; // 16 bytes: every bound below ties on its integer
