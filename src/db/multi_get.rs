@@ -80,13 +80,13 @@ impl Db {
     /// duplicate keys are looked up once.
     ///
     /// The keys walk the tables together, table by table along a Get's way: every key's filter
-    /// line is prefetched before any is tested (eight probes in one AVX2 step where the CPU has
-    /// it), and each key a filter lets through has its index lines prefetched, then its data
-    /// block found, fetched and prefetched, before any is searched, so that the keys' cache
-    /// misses overlap. A key every filter in its way rules out is absent without further work. Per key
-    /// this is faster than Gets one at a time, most for absent keys (`examples/multi_get_cost.rs`
-    /// and docs/benchmarks.md give the figures). The filter statistics count each distinct key
-    /// as a Get would.
+    /// line is prefetched before any is tested (the cache-local bloom's probes eight to an AVX2
+    /// step where the CPU has it), and each key a filter lets through has its index lines
+    /// prefetched, then its data block found, fetched and prefetched, before any is searched, so
+    /// that the keys' cache misses overlap. A key every filter in its way rules out is absent
+    /// without further work. Per key this is faster than Gets one at a time, most for absent keys
+    /// (`examples/multi_get_cost.rs` and docs/benchmarks.md give the figures). The filter
+    /// statistics count each distinct key as a Get would.
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
