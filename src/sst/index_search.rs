@@ -39,9 +39,6 @@ pub(crate) struct IndexSearch {
     handles: Vec<BlockHandle>,
 }
 
-/// Handles per line of the word tree: one per word.
-const LINE_HANDLES: usize = 8;
-
 /// The 8 bytes of `rest` from its start, zero-padded, as a big-endian word. Zero padding keeps
 /// the order: a shorter key sorts before any extension of it, and its word is not greater.
 fn word(rest: &[u8]) -> u64 {
@@ -91,10 +88,10 @@ impl IndexSearch {
         let Some(rest) = ukey.strip_prefix(self.prefix.as_slice()) else {
             return;
         };
-        if let Some(first) = self.words.prefetch(word(rest)) {
-            // A line's eight handles, 128 bytes, span up to three cache lines.
-            for i in [first, first + LINE_HANDLES / 2, first + LINE_HANDLES - 1] {
-                if let Some(handle) = self.handles.get(i) {
+        if let Some(line) = self.words.prefetch(word(rest)) {
+            // The line's handles (one per word, 16 bytes each) span up to three cache lines.
+            if let Some(handles) = self.handles.get(line) {
+                for handle in handles.iter().step_by(4).chain(handles.last()) {
                     prefetch_line_of(handle);
                 }
             }

@@ -7,6 +7,8 @@
 //! up to a layer of one line. A search scans one line per layer: five lines for 5,000 words, the
 //! top ones small enough to stay cached. It costs one word in seven more than the words alone.
 
+use std::ops::Range;
+
 use crate::prefetch::prefetch_line_of;
 
 /// Eight words, aligned so that each is one cache line.
@@ -78,12 +80,12 @@ impl WordTree {
 
     /// Starts loading the line of words [`lower_bound`](Self::lower_bound) of `w` will scan,
     /// found through the layers above it (few lines, which a batch of lookups keeps cached);
-    /// returns the index of that line's first word, if there is such a line.
-    pub(crate) fn prefetch(&self, w: u64) -> Option<usize> {
+    /// returns the indices of that line's words, if there is such a line.
+    pub(crate) fn prefetch(&self, w: u64) -> Option<Range<usize>> {
         let l = self.bottom_line(w)?;
         let line = self.layers.first()?.get(l)?;
         prefetch_line_of(line);
-        Some(l * LINE)
+        Some(l * LINE..((l + 1) * LINE).min(self.len))
     }
 
     /// The line of the bottom layer that holds the lower bound of `w` (or whose end it is), found
@@ -139,7 +141,7 @@ mod tests {
                 prop_assert_eq!(bound, words.partition_point(|&x| x < w), "{}", w);
                 // The line prefetched is the one the search scans.
                 match tree.prefetch(w) {
-                    Some(first) => prop_assert!(first <= bound && bound <= first + LINE, "{}", w),
+                    Some(line) => prop_assert!(line.start <= bound && bound <= line.end, "{}", w),
                     None => prop_assert_eq!(bound, 0, "{}", w),
                 }
             }
