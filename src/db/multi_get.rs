@@ -14,7 +14,7 @@ use super::table_cache::TableRef;
 use super::version::{FileMeta, Version};
 use super::{Db, DbInner, Snapshot};
 use crate::error::Result;
-use crate::filter::{FilterLayout, FilterProbe};
+use crate::filter::{FilterLayout, FilterPolicy, FilterProbe};
 use crate::key::{compare_bytes, leading_bytes, InternalKey, ValueKind};
 use crate::memtable::NewestEntry;
 use crate::options::NUM_LEVELS;
@@ -64,14 +64,44 @@ struct Buffers {
     maybe: Vec<bool>,
     /// For a batch that repeats keys, each distinct key's uses still to come.
     uses: Vec<usize>,
+    /// The allocations of the vectors that borrow the batch's keys and tables, kept empty
+    /// between batches and [`recycle`]d.
+    spare: Spare,
+}
+
+/// The vectors of [`distinct_keys`] and [`DbInner::sift`] that borrow a batch's keys or its
+/// view of the store, empty, their lifetimes forgotten (see [`recycle`]).
+#[derive(Default)]
+struct Spare {
+    probes: Vec<FilterProbe<'static>>,
+    asked: Vec<Asked<'static>>,
+    queries: Vec<(&'static [u8], &'static FilterProbe<'static>)>,
+    located: Vec<LocatedKey<'static>>,
+}
+
+/// A key asked of an in-memory filter at one stage of [`DbInner::sift`]: the distinct key, its
+/// table's reader and the policy of its filter.
+type Asked<'a> = (usize, &'a Arc<TableReader>, &'a dyn FilterPolicy);
+
+/// A key [`DbInner::sift`] located in a table, waiting for its block to be searched.
+type LocatedKey<'a> = (usize, &'a Arc<TableReader>, InternalKey, Located);
+
+/// An empty vector with `v`'s allocation, for another element type of the same size and
+/// alignment (the same type under other lifetimes): std collects a vector's own iterator into
+/// such a vector in place, so the batch's vectors are allocated once per thread, not per batch.
+#[inline]
+fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
 }
 
 /// Batches larger than this many keys do not leave their buffers to the thread's next batch.
 const KEPT_BUFFER_KEYS: usize = 4096;
 
 thread_local! {
-    /// This thread's [`Buffers`], taken by a batch and put back when it is done.
-    static BUFFERS: Cell<Buffers> = Cell::new(Buffers::default());
+    /// This thread's [`Buffers`], taken by a batch and put back when it is done; boxed, so that
+    /// taking them moves a pointer, not the vectors.
+    static BUFFERS: Cell<Option<Box<Buffers>>> = const { Cell::new(None) };
 }
 
 impl Db {
@@ -149,8 +179,14 @@ impl Db {
 
         // Taken out of the cell for the batch: a nested use would find it empty and allocate
         // its own rather than clobber this one.
-        let mut buffers = BUFFERS.take();
-        let probes = distinct_keys(keys, &mut buffers.slots, &mut buffers.distinct_of);
+        let mut buffers = BUFFERS.take().unwrap_or_default();
+        let mut probes = recycle(std::mem::take(&mut buffers.spare.probes));
+        distinct_keys(
+            keys,
+            &mut buffers.slots,
+            &mut buffers.distinct_of,
+            &mut probes,
+        );
         let answers = &mut buffers.answers;
         answers.clear();
         answers.resize_with(probes.len(), || None);
@@ -168,14 +204,15 @@ impl Db {
                 }
             }
         }
-        inner.sift(&sv.version, seq, &probes, &mut buffers);
-        inner.search_rest(
-            &sv.version,
-            seq,
-            &probes,
-            &buffers.resume,
-            &mut buffers.answers,
-        );
+        if inner.sift(&sv.version, seq, &probes, &mut buffers) {
+            inner.search_rest(
+                &sv.version,
+                seq,
+                &probes,
+                &buffers.resume,
+                &mut buffers.answers,
+            );
+        }
         drop(sv);
 
         let mut found = 0;
@@ -218,7 +255,8 @@ impl Db {
         inner.stats.add(Ticker::NumberKeysFound, found);
         if keys.len() <= KEPT_BUFFER_KEYS {
             buffers.answers.clear();
-            BUFFERS.set(buffers);
+            buffers.spare.probes = recycle(probes);
+            BUFFERS.set(Some(buffers));
         }
         results
     }
@@ -234,16 +272,18 @@ fn in_memory_filter(file: &FileMeta) -> Option<(&Arc<TableReader>, InMemoryFilte
     Some((reader, reader.filter_in_memory()?))
 }
 
-/// The distinct keys of `keys` in the order they first appear, as probes; `distinct_of` becomes
-/// for each key the distinct key it is. Found through a table of the keys' hashes (which the
-/// filters use too), without sorting; `table` is its buffer.
+/// Fills `probes` with the distinct keys of `keys` in the order they first appear; `distinct_of`
+/// becomes for each key the distinct key it is. Found through a table of the keys' hashes (which
+/// the filters use too), without sorting; `table` is its buffer.
 fn distinct_keys<'k, K: AsRef<[u8]>>(
     keys: &'k [K],
     table: &mut Vec<usize>,
     distinct_of: &mut Vec<usize>,
-) -> Vec<FilterProbe<'k>> {
+    probes: &mut Vec<FilterProbe<'k>>,
+) {
     const EMPTY: usize = usize::MAX;
-    let mut probes: Vec<FilterProbe<'_>> = Vec::with_capacity(keys.len());
+    probes.clear();
+    probes.reserve(keys.len());
     distinct_of.clear();
     // At most a quarter full, so that most keys find an empty slot at once.
     let slots = (4 * keys.len()).next_power_of_two().max(2);
@@ -266,7 +306,6 @@ fn distinct_keys<'k, K: AsRef<[u8]>>(
         };
         distinct_of.push(d);
     }
-    probes
 }
 
 impl DbInner {
@@ -283,13 +322,21 @@ impl DbInner {
     /// L0 table) of the table it stopped at, because that table's filter cannot answer from
     /// memory (another layout, a filter charged to the block cache, a table not yet open): the
     /// rest of its walk is [`search_rest`](Self::search_rest)'s. [`WALKED`] for every other key.
-    fn sift(&self, version: &Version, seq: u64, probes: &[FilterProbe<'_>], buffers: &mut Buffers) {
+    /// Returns whether it stopped any key.
+    fn sift<'v>(
+        &self,
+        version: &'v Version,
+        seq: u64,
+        probes: &[FilterProbe<'_>],
+        buffers: &mut Buffers,
+    ) -> bool {
         let Buffers {
             answers,
             resume,
             walking,
             leads,
             maybe,
+            spare,
             ..
         } = buffers;
         resume.clear();
@@ -298,18 +345,25 @@ impl DbInner {
         walking.extend((0..probes.len()).filter(|&d| answers[d].is_none()));
         leads.clear();
         leads.extend(probes.iter().map(|p| leading_bytes(p.key())));
-        let mut asked: Vec<(usize, &Arc<TableReader>, InMemoryFilter<'_>)> =
-            Vec::with_capacity(walking.len());
+        let mut asked: Vec<Asked<'_>> = recycle(std::mem::take(&mut spare.asked));
         // Each asked key's filter bytes and probe, as its policy takes them.
-        let mut queries: Vec<(&[u8], &FilterProbe<'_>)> = Vec::with_capacity(walking.len());
-        let mut in_range_probes: Vec<FilterProbe<'_>> = Vec::new();
-        let mut located: Vec<(usize, &Arc<TableReader>, InternalKey, Located)> = Vec::new();
+        let mut queries: Vec<(&[u8], &FilterProbe<'_>)> =
+            recycle(std::mem::take(&mut spare.queries));
+        let mut located: Vec<LocatedKey<'_>> = recycle(std::mem::take(&mut spare.located));
         let mut consulted = 0;
         // An L0 table, or (None) the one table of a deeper level that may hold each key.
         let stages = (version.levels[0].iter().rev())
             .map(|file| (0, Some(file)))
             .chain((1..version.depth()).map(|level| (level, None)));
+        // Whether a key left the walk at the last stage that asked any, so that `walking` is
+        // pruned before the next stage (never after the last one).
+        let mut left = false;
+        let mut stopped = false;
         for (position, (level, l0_table)) in stages.enumerate() {
+            if left {
+                walking.retain(|&d| resume[d] == WALKED && answers[d].is_none());
+                left = false;
+            }
             if walking.is_empty() {
                 break;
             }
@@ -317,95 +371,89 @@ impl DbInner {
                 continue;
             }
             asked.clear();
-            maybe.clear();
-            if let Some(file) = l0_table {
-                // Every key in an L0 table's range asks the same filter: one call for them all.
-                let table = in_memory_filter(file);
-                for &d in walking.iter() {
-                    let (key, lead) = (probes[d].key(), leads[d]);
-                    if file.ends_before(key, lead) || file.starts_after(key, lead) {
-                        continue; // not in this table's range
+            queries.clear();
+            let mut ask =
+                |d: usize, table: Option<(&'v Arc<TableReader>, InMemoryFilter<'v>)>| match table {
+                    Some((reader, filter)) => {
+                        asked.push((d, reader, filter.policy()));
+                        queries.push((filter.bytes(), &probes[d]));
                     }
-                    match table {
-                        Some((reader, filter)) => asked.push((d, reader, filter)),
-                        None => resume[d] = position,
+                    None => {
+                        resume[d] = position;
+                        left = true;
+                        stopped = true;
                     }
-                }
-                if let Some(&(_, _, filter)) = asked.first() {
-                    in_range_probes.clear();
-                    in_range_probes.extend(asked.iter().map(|&(d, _, _)| probes[d].clone()));
-                    maybe.resize(asked.len(), true);
-                    filter.may_match_batch(&in_range_probes, maybe);
-                }
-            } else {
-                queries.clear();
-                for &d in walking.iter() {
-                    let Some(file) = version.table_for_key(level, probes[d].key(), leads[d]) else {
-                        continue; // between this level's tables
-                    };
-                    match in_memory_filter(file) {
-                        Some((reader, filter)) => {
-                            asked.push((d, reader, filter));
-                            queries.push((filter.bytes(), &probes[d]));
+                };
+            match l0_table {
+                Some(file) => {
+                    let table = in_memory_filter(file);
+                    for &d in walking.iter() {
+                        let (key, lead) = (probes[d].key(), leads[d]);
+                        if !(file.ends_before(key, lead) || file.starts_after(key, lead)) {
+                            ask(d, table);
                         }
-                        None => resume[d] = position,
                     }
                 }
-                // Each run of filters of one policy (a level's tables share one, as a rule)
-                // asked in one call, which overlaps the keys' cache misses.
-                maybe.resize(asked.len(), true);
-                let mut start = 0;
-                while let Some((_, _, first)) = asked.get(start) {
-                    let policy = first.policy();
-                    let end = start
-                        + asked[start..]
-                            .iter()
-                            .take_while(|(_, _, f)| std::ptr::addr_eq(f.policy(), policy))
-                            .count();
-                    policy.may_match_each(&queries[start..end], &mut maybe[start..end]);
-                    start = end;
+                None => {
+                    for &d in walking.iter() {
+                        let (key, lead) = (probes[d].key(), leads[d]);
+                        // None: between this level's tables.
+                        if let Some(file) = version.table_for_key(level, key, lead) {
+                            ask(d, in_memory_filter(file));
+                        }
+                    }
                 }
+            }
+            // Each run of filters of one policy (a level's tables share one, as a rule) asked in
+            // one call, which overlaps the keys' cache misses.
+            maybe.clear();
+            maybe.resize(asked.len(), true);
+            let mut start = 0;
+            while let Some(&(_, _, policy)) = asked.get(start) {
+                let end = start
+                    + asked[start..]
+                        .iter()
+                        .take_while(|(_, _, p)| std::ptr::addr_eq(*p, policy))
+                        .count();
+                policy.may_match_each(&queries[start..end], &mut maybe[start..end]);
+                start = end;
             }
             consulted += asked.len() as u64;
+            // The keys let through: their index lines prefetched, then each located in its table.
+            let mut let_through = 0;
             for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|(_, &m)| m) {
                 reader.prefetch_index(probes[d].key());
+                let_through += 1;
             }
-            // The "no"s counted at once per run of one layout (a level's tables share one, as a
-            // rule); the keys let through located in their tables.
-            let mut useful: Option<(FilterLayout, u64)> = None;
-            for (&(d, reader, filter), &maybe) in asked.iter().zip(maybe.iter()) {
-                if maybe {
-                    let lookup = InternalKey::new(probes[d].key(), seq, ValueKind::Value);
-                    match reader.locate_past_filter::<CopyValue>(lookup.as_bytes(), filter.layout) {
-                        Ok(l) => {
-                            if let Some(block) = l.block() {
-                                block.prefetch_restart_array();
-                            }
-                            located.push((d, reader, lookup, l));
-                        }
-                        // As a Get's failed search, it counts no filter answer.
-                        Err(e) => answers[d] = Some(Err(e)),
-                    }
-                    continue;
-                }
-                match &mut useful {
-                    Some((layout, n)) if *layout == filter.layout => *n += 1,
-                    _ => {
-                        if let Some((layout, n)) = useful.replace((filter.layout, 1)) {
-                            self.stats
-                                .record_filters(level, layout, FilterVerdict::Useful, n);
-                        }
-                    }
-                }
-            }
-            if let Some((layout, n)) = useful {
+            let useful = (asked.len() - let_through) as u64;
+            if useful > 0 {
                 self.stats
-                    .record_filters(level, layout, FilterVerdict::Useful, n);
+                    .record_filters(level, FilterLayout::Full, FilterVerdict::Useful, useful);
+            }
+            if let_through == 0 {
+                continue;
+            }
+            left = true;
+            for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|(_, &m)| m) {
+                let lookup = InternalKey::new(probes[d].key(), seq, ValueKind::Value);
+                match reader.locate_past_filter::<CopyValue>(lookup.as_bytes()) {
+                    Ok(l) => {
+                        if let Some(block) = l.block() {
+                            block.prefetch_restart_array();
+                        }
+                        located.push((d, reader, lookup, l));
+                    }
+                    // As a Get's failed search, it counts no filter answer.
+                    Err(e) => answers[d] = Some(Err(e)),
+                }
             }
             self.finish_located(level, &mut located, answers);
-            walking.retain(|&d| resume[d] == WALKED && answers[d].is_none());
         }
         self.stats.add(Ticker::TablesConsulted, consulted);
+        spare.asked = recycle(asked);
+        spare.queries = recycle(queries);
+        spare.located = recycle(located);
+        stopped
     }
 
     /// The rest of the table walk for the keys [`sift`](Self::sift) stopped, sorted so that each
@@ -418,11 +466,7 @@ impl DbInner {
         resume: &[usize],
         answers: &mut [Answer],
     ) {
-        // `resume` first: most keys were walked, and it is the smaller array.
         let unanswered = |d: &usize| resume[*d] != WALKED && answers[*d].is_none();
-        if !(0..probes.len()).any(|d| unanswered(&d)) {
-            return;
-        }
         // Sorted by the keys' first 16 bytes as one integer, the bytes compared only on a tie:
         // the same order as comparing the bytes, at a fraction of the cost for short keys.
         let mut rest: Vec<(u128, usize)> = (0..probes.len())
@@ -698,5 +742,25 @@ impl DbInner {
             }
             Err(e) => answers[d] = Some(Err(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recycled vector keeps its allocation under its new element type, so that the batch's
+    /// borrowing vectors are allocated once per thread.
+    #[test]
+    fn a_recycled_vector_keeps_its_allocation() {
+        let key = b"k".to_vec();
+        let mut probes: Vec<FilterProbe<'_>> = Vec::with_capacity(40);
+        probes.push(FilterProbe::new(&key));
+        let at = probes.as_ptr() as usize;
+        let spare: Vec<FilterProbe<'static>> = recycle(probes);
+        assert!(spare.is_empty());
+        assert_eq!((spare.as_ptr() as usize, spare.capacity()), (at, 40));
+        let again: Vec<FilterProbe<'_>> = recycle(spare);
+        assert_eq!((again.as_ptr() as usize, again.capacity()), (at, 40));
     }
 }

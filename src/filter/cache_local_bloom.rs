@@ -174,6 +174,22 @@ impl LineProbe {
             LineProbe::Avx2(avx2) => avx2.line_may_match(line, g, probes),
         }
     }
+
+    /// [`line_may_match`](Self::line_may_match) of each test that has a line, into the answer
+    /// beside it; the other answers are left as they are.
+    #[inline]
+    fn lines_may_match(self, tests: &[simd::LineTest<'_>], answers: &mut [bool]) {
+        match self {
+            LineProbe::Portable => {
+                for (&(line, g, probes), answer) in tests.iter().zip(answers) {
+                    if let Some(line) = line {
+                        *answer = line_may_match(line, g, probes);
+                    }
+                }
+            }
+            LineProbe::Avx2(avx2) => avx2.lines_may_match(tests, answers),
+        }
+    }
 }
 
 /// [`CacheLocalBloom::may_match_hash`] with the line tested by `how`.
@@ -235,8 +251,7 @@ pub(crate) fn may_match_each_with(
     let out = &mut out[..queries.len()];
     // Each query's line, probe bits and probe count, found once: the filters differ from query
     // to query, so each is parsed.
-    let mut found: [(Option<&[u8; LINE_BYTES]>, u32, u32); PREFETCH_RUN] =
-        [(None, 0, 0); PREFETCH_RUN];
+    let mut found: [simd::LineTest<'_>; PREFETCH_RUN] = [(None, 0, 0); PREFETCH_RUN];
     for (run, answers) in queries
         .chunks(PREFETCH_RUN)
         .zip(out.chunks_mut(PREFETCH_RUN))
@@ -261,11 +276,7 @@ pub(crate) fn may_match_each_with(
                 }
             }
         }
-        for (&(line, g, probes), answer) in found.iter().zip(answers) {
-            if let Some(line) = line {
-                *answer = how.line_may_match(line, g, probes);
-            }
-        }
+        how.lines_may_match(&found[..run.len()], answers);
     }
 }
 

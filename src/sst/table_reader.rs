@@ -488,18 +488,17 @@ impl TableReader {
     }
 
     /// [`locate`](Self::locate) for a key whose filter, kept in memory, has already let it
-    /// through (see [`filter_in_memory`](Self::filter_in_memory)), its answer recorded as
-    /// `layout`'s "maybe": the data block that may hold `lookup`, fetched.
+    /// through (see [`filter_in_memory`](Self::filter_in_memory)), its answer recorded as the
+    /// full filter's "maybe": the data block that may hold `lookup`, fetched.
     ///
     /// # Errors
     /// As [`search`](Self::search).
     pub(crate) fn locate_past_filter<T: TakeValue>(
         &self,
         lookup: &[u8],
-        layout: FilterLayout,
     ) -> Result<Located<T::Value>> {
         let outcome = TableSearch {
-            filter: Some((layout, true)),
+            filter: Some((FilterLayout::Full, true)),
             data_block: None,
             found: None,
         };

@@ -22,6 +22,10 @@ pub(crate) fn prefetch(line: &[u8; LINE_BYTES]) {
     crate::prefetch::prefetch_line_of(&line[0]);
 }
 
+/// One key's line test: its line (`None` if its answer is already known), the hash's high half
+/// and the number of probes.
+pub(crate) type LineTest<'a> = (Option<&'a [u8; LINE_BYTES]>, u32, u32);
+
 /// The AVX2 line test and its run-time detection.
 mod avx2 {
     #[cfg(target_arch = "x86_64")]
@@ -41,6 +45,7 @@ mod avx2 {
         use std::sync::OnceLock;
 
         use super::super::super::{LINE_BYTES, REMIX};
+        use super::super::LineTest;
 
         /// `REMIX^0 ..= REMIX^7`: lane `i` times `g` is the `g` of probe `i`, so one multiply gives
         /// eight probes' hashes at once (multiplication mod 2^32 is associative).
@@ -85,6 +90,25 @@ mod avx2 {
                 // SAFETY: `self` exists only if `detect` found AVX2 on this CPU, which is all
                 // `line_may_match_avx2` requires of its caller.
                 unsafe { line_may_match_avx2(line, g, probes) }
+            }
+
+            /// [`line_may_match`](Self::line_may_match) of each test that has a line, into the
+            /// answer beside it; the other answers are left as they are.
+            #[inline]
+            pub(crate) fn lines_may_match(self, tests: &[LineTest<'_>], answers: &mut [bool]) {
+                // SAFETY: as in `line_may_match`: `self` proves this CPU has AVX2.
+                unsafe { lines_may_match_avx2(tests, answers) }
+            }
+        }
+
+        /// [`Avx2::lines_may_match`]: one call for a run of tests, so that the line test is
+        /// inlined into the loop and its constants loaded once.
+        #[target_feature(enable = "avx2")]
+        fn lines_may_match_avx2(tests: &[LineTest<'_>], answers: &mut [bool]) {
+            for (&(line, g, probes), answer) in tests.iter().zip(answers) {
+                if let Some(line) = line {
+                    *answer = line_may_match_avx2(line, g, probes);
+                }
             }
         }
 
@@ -163,6 +187,16 @@ mod avx2 {
                 _g: u32,
                 _probes: u32,
             ) -> bool {
+                match self {}
+            }
+
+            /// Unreachable: no `Avx2` value exists.
+            #[inline]
+            pub(crate) fn lines_may_match(
+                self,
+                _tests: &[super::super::LineTest<'_>],
+                _answers: &mut [bool],
+            ) {
                 match self {}
             }
         }

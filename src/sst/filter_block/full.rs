@@ -61,6 +61,11 @@ impl FullFilterReader {
     pub(crate) fn new(data: Vec<u8>) -> Self {
         FullFilterReader { data }
     }
+
+    /// The filter's bytes, as its policy reads them.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.data
+    }
 }
 
 impl FilterBlockReader for FullFilterReader {
@@ -84,10 +89,6 @@ impl FilterBlockReader for FullFilterReader {
     ) -> bool {
         policy.may_match_batch(&self.data, probes, out);
         true
-    }
-
-    fn whole_filter(&self) -> Option<&[u8]> {
-        Some(&self.data)
     }
 
     fn pinned_bytes(&self) -> usize {

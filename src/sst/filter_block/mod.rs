@@ -152,12 +152,6 @@ pub(crate) trait FilterBlockReader: Send + Sync {
         false
     }
 
-    /// The filter bytes that answer for any whole key on their own, without a lookup key or a
-    /// block read, if this layout keeps them (the full layout); the default is `None`.
-    fn whole_filter(&self) -> Option<&[u8]> {
-        None
-    }
-
     /// Bytes kept in memory for as long as the table is open.
     fn pinned_bytes(&self) -> usize;
 
@@ -183,18 +177,38 @@ pub(crate) fn parse_filter_block(
 
 /// Where a table keeps its filter's top-level block.
 enum FilterPlacement {
-    /// Read at open and kept with the table.
+    /// A full filter, read at open and kept with the table: held as itself, not behind the
+    /// reader trait, so that a batch of lookups reaches its bytes without a dynamic call.
+    Whole(FullFilterReader),
+    /// Another layout's block, read at open and kept with the table.
     Pinned(Arc<dyn FilterBlockReader>),
     /// In the block cache, charged to it, and read again after it is evicted.
     Cached(BlockHandle),
 }
 
-/// A whole filter in memory, which answers for a key with one probe of its bytes.
+/// A filter's top-level block, as a lookup reads it: kept with the table, or from the cache.
+enum TopBlock<'a> {
+    Kept(&'a dyn FilterBlockReader),
+    Cached(Arc<dyn FilterBlockReader>),
+}
+
+impl<'a> std::ops::Deref for TopBlock<'a> {
+    type Target = dyn FilterBlockReader + 'a;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            TopBlock::Kept(r) => *r,
+            TopBlock::Cached(r) => r.as_ref(),
+        }
+    }
+}
+
+/// A full filter kept in memory with its table, which answers for a key with one probe of its
+/// bytes (see [`TableFilter::in_memory`]).
 #[derive(Clone, Copy)]
 pub(crate) struct InMemoryFilter<'a> {
     policy: &'a dyn FilterPolicy,
     bytes: &'a [u8],
-    pub(crate) layout: FilterLayout,
 }
 
 impl<'a> InMemoryFilter<'a> {
@@ -212,11 +226,6 @@ impl<'a> InMemoryFilter<'a> {
     #[inline]
     pub(crate) fn prefetch(&self, probe: &FilterProbe<'_>) {
         self.policy.prefetch(self.bytes, probe);
-    }
-
-    /// [`may_match`](Self::may_match) for several keys at once: `out[i]` for `probes[i]`.
-    pub(crate) fn may_match_batch(&self, probes: &[FilterProbe<'_>], out: &mut [bool]) {
-        self.policy.may_match_batch(self.bytes, probes, out);
     }
 }
 
@@ -255,7 +264,9 @@ impl TableFilter {
             return Ok(None);
         };
         let pin = !charge_to_cache || (layout == FilterLayout::Partitioned && pin_partition_index);
-        let placement = if pin {
+        let placement = if pin && layout == FilterLayout::Full {
+            FilterPlacement::Whole(FullFilterReader::new(read()?))
+        } else if pin {
             let reader = parse_filter_block(layout, read()?).ok_or_else(|| malformed(layout))?;
             FilterPlacement::Pinned(reader)
         } else {
@@ -272,6 +283,19 @@ impl TableFilter {
         self.layout
     }
 
+    /// The top-level block, fetched through `blocks` if it is charged to the cache.
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming the table if a block charged to the cache is damaged.
+    #[inline]
+    fn top_block(&self, blocks: &dyn BlockSource) -> Result<TopBlock<'_>> {
+        Ok(match &self.placement {
+            FilterPlacement::Whole(r) => TopBlock::Kept(r),
+            FilterPlacement::Pinned(r) => TopBlock::Kept(r.as_ref()),
+            FilterPlacement::Cached(h) => TopBlock::Cached(blocks.filter_block(self.layout, *h)?),
+        })
+    }
+
     /// See [`FilterBlockReader::may_match`].
     #[inline]
     pub(crate) fn may_match(
@@ -281,12 +305,8 @@ impl TableFilter {
         blocks: &dyn BlockSource,
     ) -> Result<FilterAnswer> {
         let policy = self.policy.as_ref();
-        match &self.placement {
-            FilterPlacement::Pinned(r) => r.may_match(policy, probe, lookup, blocks),
-            FilterPlacement::Cached(h) => blocks
-                .filter_block(self.layout, *h)?
-                .may_match(policy, probe, lookup, blocks),
-        }
+        self.top_block(blocks)?
+            .may_match(policy, probe, lookup, blocks)
     }
 
     /// See [`FilterBlockReader::may_match_batch`]: `Ok(true)` if `out` holds the answers.
@@ -300,26 +320,21 @@ impl TableFilter {
         out: &mut [bool],
     ) -> Result<bool> {
         let policy = self.policy.as_ref();
-        Ok(match &self.placement {
-            FilterPlacement::Pinned(r) => r.may_match_batch(policy, probes, out),
-            FilterPlacement::Cached(h) => blocks
-                .filter_block(self.layout, *h)?
-                .may_match_batch(policy, probes, out),
-        })
+        Ok(self.top_block(blocks)?.may_match_batch(policy, probes, out))
     }
 
-    /// The whole filter, if it is kept in memory with the table (see
-    /// [`FilterBlockReader::whole_filter`]); `None` for one charged to the block cache (finding
-    /// it would take a cache lookup).
+    /// The whole filter, if it is a full filter kept in memory with the table: its bytes answer
+    /// for any whole key on their own, without a lookup key or a block read. `None` for other
+    /// layouts, and for a full filter charged to the block cache (finding it would take a cache
+    /// lookup).
     #[inline]
     pub(crate) fn in_memory(&self) -> Option<InMemoryFilter<'_>> {
         match &self.placement {
-            FilterPlacement::Pinned(r) => r.whole_filter().map(|bytes| InMemoryFilter {
+            FilterPlacement::Whole(r) => Some(InMemoryFilter {
                 policy: self.policy.as_ref(),
-                bytes,
-                layout: self.layout,
+                bytes: r.bytes(),
             }),
-            FilterPlacement::Cached(_) => None,
+            FilterPlacement::Pinned(_) | FilterPlacement::Cached(_) => None,
         }
     }
 
@@ -327,6 +342,7 @@ impl TableFilter {
     /// the block cache).
     pub(crate) fn pinned_bytes(&self) -> usize {
         match &self.placement {
+            FilterPlacement::Whole(r) => r.pinned_bytes(),
             FilterPlacement::Pinned(r) => r.pinned_bytes(),
             FilterPlacement::Cached(_) => 0,
         }
@@ -334,12 +350,7 @@ impl TableFilter {
 
     /// See [`FilterBlockReader::describe`].
     pub(crate) fn describe(&self, blocks: &dyn BlockSource) -> Result<FilterShape> {
-        let policy = self.policy.as_ref();
-        match &self.placement {
-            FilterPlacement::Pinned(r) => r.describe(policy, blocks),
-            FilterPlacement::Cached(h) => blocks
-                .filter_block(self.layout, *h)?
-                .describe(policy, blocks),
-        }
+        self.top_block(blocks)?
+            .describe(self.policy.as_ref(), blocks)
     }
 }
