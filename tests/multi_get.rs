@@ -99,12 +99,28 @@ fn shape(db: &Db) -> Vec<String> {
 }
 
 fn check_batch(db: &Db, batch: &[Vec<u8>], model: &Model, ctx: &str) {
+    let keys = |db: &Db| {
+        let s = db.statistics();
+        [
+            s.ticker(Ticker::NumberKeysRead),
+            s.ticker(Ticker::NumberKeysFound),
+        ]
+    };
+    let before = keys(db);
     let got = db.multi_get(batch);
+    let after = keys(db);
     assert_eq!(got.len(), batch.len(), "{ctx}");
     for (k, answer) in batch.iter().zip(&got) {
         let answer = answer.as_ref().unwrap_or_else(|e| panic!("{ctx}: {e}"));
         assert_eq!(answer.as_ref(), model.get(k), "{ctx}: key {k:?}");
     }
+    // Keys read and found count every key of the batch, duplicates too, as Gets would.
+    let found = batch.iter().filter(|k| model.contains_key(*k)).count() as u64;
+    assert_eq!(
+        [after[0] - before[0], after[1] - before[1]],
+        [batch.len() as u64, found],
+        "{ctx}: keys read and found"
+    );
     // Single Gets of the same keys, each once (a batch looks a duplicate up once), ask the same
     // filters the same questions, on the same tree: a background flush or compaction between
     // the two changes which tables there are to ask, so then the comparison is made again.

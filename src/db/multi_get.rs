@@ -25,6 +25,50 @@ use crate::stats::{FilterVerdict, Ticker};
 /// What a lookup found: the newest entry, or an error. `None` while it is still looking.
 type Answer = Option<Result<Option<NewestEntry>>>;
 
+/// Where lookups record what they found, by distinct key.
+trait RecordAnswer {
+    /// Records `found` as distinct key `d`'s answer; the key is then done.
+    fn record(&mut self, d: usize, found: Result<Option<NewestEntry>>);
+}
+
+impl RecordAnswer for Vec<Answer> {
+    fn record(&mut self, d: usize, found: Result<Option<NewestEntry>>) {
+        self[d] = Some(found);
+    }
+}
+
+/// Each distinct key's answer, kept as `multi_get` returns it, so that a batch without repeated
+/// keys returns these very values; beside them, which keys are done (a deleted key is done and
+/// `Ok(None)`, as is an absent one).
+struct Answers {
+    values: Vec<Result<Option<Vec<u8>>>>,
+    done: Vec<bool>,
+    /// How many values were found.
+    found: u64,
+}
+
+impl Answers {
+    /// Whether distinct key `d` is still looking.
+    #[inline]
+    fn open(&self, d: usize) -> bool {
+        !self.done[d]
+    }
+}
+
+impl RecordAnswer for Answers {
+    fn record(&mut self, d: usize, found: Result<Option<NewestEntry>>) {
+        self.done[d] = true;
+        self.values[d] = match found {
+            Ok(Some(NewestEntry::Value(v))) => {
+                self.found += 1;
+                Ok(Some(v))
+            }
+            Ok(Some(NewestEntry::Deleted) | None) => Ok(None),
+            Err(e) => Err(e),
+        };
+    }
+}
+
 /// The distinct keys of a batch that [`DbInner::sift`] stopped, sorted, and their lookups in
 /// progress: one entry per key in each vector.
 struct Batch<'k> {
@@ -52,8 +96,8 @@ struct Buffers {
     slots: Vec<usize>,
     /// For each key of the batch, the distinct key it is.
     distinct_of: Vec<usize>,
-    /// Each distinct key's lookup, in progress then done.
-    answers: Vec<Answer>,
+    /// Which distinct keys are done (see [`Answers`]).
+    done: Vec<bool>,
     /// Each distinct key's position along the walk where [`DbInner::sift`] stopped it.
     resume: Vec<usize>,
     /// The distinct keys still walking.
@@ -62,8 +106,6 @@ struct Buffers {
     leads: Vec<u128>,
     /// What the filters said of the keys asked at one stage.
     maybe: Vec<bool>,
-    /// For a batch that repeats keys, each distinct key's uses still to come.
-    uses: Vec<usize>,
     /// The allocations of the vectors that borrow the batch's keys and tables, kept empty
     /// between batches and [`recycle`]d.
     spare: Spare,
@@ -187,12 +229,19 @@ impl Db {
             &mut buffers.distinct_of,
             &mut probes,
         );
-        let answers = &mut buffers.answers;
-        answers.clear();
-        answers.resize_with(probes.len(), || None);
+        let mut values = Vec::with_capacity(keys.len());
+        values.resize_with(probes.len(), || Ok(None));
+        let mut done = std::mem::take(&mut buffers.done);
+        done.clear();
+        done.resize(probes.len(), false);
+        let mut answers = Answers {
+            values,
+            done,
+            found: 0,
+        };
         // Empty memtables (as after a flush) are passed over without building a lookup key.
         if !(sv.mem.is_empty() && sv.imm.iter().all(|m| m.is_empty())) {
-            for (probe, answer) in probes.iter().zip(answers.iter_mut()) {
+            for (d, probe) in probes.iter().enumerate() {
                 let hit = with_lookup_key(probe.key(), seq, |lookup| {
                     sv.mem
                         .get(lookup)
@@ -200,66 +249,58 @@ impl Db {
                 });
                 if let Some(hit) = hit {
                     inner.stats.inc(Ticker::MemtableHit);
-                    *answer = Some(Ok(Some(hit)));
+                    answers.record(d, Ok(Some(hit)));
                 }
             }
         }
-        if inner.sift(&sv.version, seq, &probes, &mut buffers) {
-            inner.search_rest(
-                &sv.version,
-                seq,
-                &probes,
-                &buffers.resume,
-                &mut buffers.answers,
-            );
+        if inner.sift(&sv.version, seq, &probes, &mut buffers, &mut answers) {
+            inner.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
         }
         drop(sv);
 
-        let mut found = 0;
-        let mut value_of = |answer: Answer| match answer {
-            Some(Ok(Some(NewestEntry::Value(v)))) => {
-                found += 1;
-                Ok(Some(v))
-            }
-            Some(Ok(Some(NewestEntry::Deleted) | None)) | None => Ok(None),
-            Some(Err(e)) => Err(e),
-        };
-        let answers = &mut buffers.answers;
-        let results = if probes.len() == keys.len() {
-            // No key repeats: the answers are in the keys' order.
-            answers.drain(..).map(value_of).collect()
-        } else {
-            // The last key to ask takes the value; earlier duplicates get copies.
-            let uses = &mut buffers.uses;
-            uses.clear();
-            uses.resize(probes.len(), 0);
-            for &d in &buffers.distinct_of {
-                uses[d] += 1;
-            }
-            buffers
-                .distinct_of
-                .iter()
-                .map(|&d| {
-                    uses[d] -= 1;
-                    value_of(if uses[d] == 0 {
-                        answers[d].take()
-                    } else {
-                        answers[d].as_ref().map(|a| match a {
-                            Ok(entry) => Ok(entry.clone()),
-                            Err(e) => Err(e.duplicate()),
-                        })
-                    })
-                })
-                .collect()
-        };
+        let Answers {
+            mut values,
+            done,
+            mut found,
+        } = answers;
+        if probes.len() != keys.len() {
+            values = values_per_key(values, &buffers.distinct_of);
+            found = values.iter().filter(|v| matches!(v, Ok(Some(_)))).count() as u64;
+        }
         inner.stats.add(Ticker::NumberKeysFound, found);
         if keys.len() <= KEPT_BUFFER_KEYS {
-            buffers.answers.clear();
+            buffers.done = done;
             buffers.spare.probes = recycle(probes);
             BUFFERS.set(Some(buffers));
         }
-        results
+        values
     }
+}
+
+/// The answer of each key of a batch that repeats keys, from its distinct keys' `values`
+/// (`distinct_of[k]` the distinct key of key `k`): the last key to ask a distinct key takes its
+/// value, earlier ones get copies.
+fn values_per_key(
+    values: Vec<Result<Option<Vec<u8>>>>,
+    distinct_of: &[usize],
+) -> Vec<Result<Option<Vec<u8>>>> {
+    let mut last_use = vec![0; values.len()];
+    for (k, &d) in distinct_of.iter().enumerate() {
+        last_use[d] = k;
+    }
+    let mut values: Vec<Option<_>> = values.into_iter().map(Some).collect();
+    (distinct_of.iter().enumerate())
+        .map(|(k, &d)| {
+            if last_use[d] == k {
+                return values[d].take().unwrap_or(Ok(None));
+            }
+            match &values[d] {
+                Some(Ok(v)) => Ok(v.clone()),
+                Some(Err(e)) => Err(e.duplicate()),
+                None => Ok(None),
+            }
+        })
+        .collect()
 }
 
 /// What [`DbInner::sift`] returns for a key whose walk it finished: no table is left to search.
@@ -329,9 +370,9 @@ impl DbInner {
         seq: u64,
         probes: &[FilterProbe<'_>],
         buffers: &mut Buffers,
+        answers: &mut Answers,
     ) -> bool {
         let Buffers {
-            answers,
             resume,
             walking,
             leads,
@@ -342,7 +383,7 @@ impl DbInner {
         resume.clear();
         resume.resize(probes.len(), WALKED);
         walking.clear();
-        walking.extend((0..probes.len()).filter(|&d| answers[d].is_none()));
+        walking.extend((0..probes.len()).filter(|&d| answers.open(d)));
         leads.clear();
         leads.extend(probes.iter().map(|p| leading_bytes(p.key())));
         let mut asked: Vec<Asked<'_>> = recycle(std::mem::take(&mut spare.asked));
@@ -361,7 +402,7 @@ impl DbInner {
         let mut stopped = false;
         for (position, (level, l0_table)) in stages.enumerate() {
             if left {
-                walking.retain(|&d| resume[d] == WALKED && answers[d].is_none());
+                walking.retain(|&d| resume[d] == WALKED && answers.open(d));
                 left = false;
             }
             if walking.is_empty() {
@@ -444,7 +485,7 @@ impl DbInner {
                         located.push((d, reader, lookup, l));
                     }
                     // As a Get's failed search, it counts no filter answer.
-                    Err(e) => answers[d] = Some(Err(e)),
+                    Err(e) => answers.record(d, Err(e)),
                 }
             }
             self.finish_located(level, &mut located, answers);
@@ -464,9 +505,9 @@ impl DbInner {
         seq: u64,
         probes: &[FilterProbe<'_>],
         resume: &[usize],
-        answers: &mut [Answer],
+        answers: &mut Answers,
     ) {
-        let unanswered = |d: &usize| resume[*d] != WALKED && answers[*d].is_none();
+        let unanswered = |d: &usize| resume[*d] != WALKED && answers.open(*d);
         // Sorted by the keys' first 16 bytes as one integer, the bytes compared only on a tie:
         // the same order as comparing the bytes, at a fraction of the cost for short keys.
         let mut rest: Vec<(u128, usize)> = (0..probes.len())
@@ -490,7 +531,9 @@ impl DbInner {
         };
         self.search_tables_batch(version, &lookup_bytes, &mut batch);
         for (&(_, d), answer) in rest.iter().zip(batch.answers) {
-            answers[d] = answer;
+            if let Some(answer) = answer {
+                answers.record(d, answer);
+            }
         }
     }
 
@@ -620,14 +663,15 @@ impl DbInner {
     /// The last passes over keys located in their tables at `level` (data blocks fetched, their
     /// restart arrays prefetched): every block's restart entries prefetched, then each seek
     /// finished and recorded into `answers`. Empties `located`.
-    fn finish_located<R, K>(
+    fn finish_located<R, K, A>(
         &self,
         level: usize,
         located: &mut Vec<(usize, R, K, Located)>,
-        answers: &mut [Answer],
+        answers: &mut A,
     ) where
         R: Deref<Target = Arc<TableReader>>,
         K: AsRef<[u8]>,
+        A: RecordAnswer,
     {
         for block in located.iter().filter_map(|(_, _, _, l)| l.block()) {
             block.prefetch_restart_points();
@@ -723,12 +767,12 @@ impl DbInner {
 
     /// Records what a table's search for key `d` found and what its filter said (at `level`),
     /// into `answers` (found or failed) and the statistics.
-    fn record_found(
+    fn record_found<A: RecordAnswer>(
         &self,
         level: usize,
         d: usize,
         outcome: Result<TableSearch>,
-        answers: &mut [Answer],
+        answers: &mut A,
     ) {
         match outcome {
             Ok(search) => {
@@ -737,10 +781,10 @@ impl DbInner {
                     self.stats.record_filter(level, layout, verdict);
                 }
                 if let Some(entry) = search.found {
-                    answers[d] = Some(Ok(Some(entry)));
+                    answers.record(d, Ok(Some(entry)));
                 }
             }
-            Err(e) => answers[d] = Some(Err(e)),
+            Err(e) => answers.record(d, Err(e)),
         }
     }
 }
