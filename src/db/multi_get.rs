@@ -18,6 +18,7 @@ use crate::filter::{FilterLayout, FilterPolicy, FilterProbe};
 use crate::key::{compare_bytes, leading_bytes, InternalKey, ValueKind};
 use crate::memtable::NewestEntry;
 use crate::options::NUM_LEVELS;
+use crate::sst::block::KeyOrder;
 use crate::sst::filter_block::InMemoryFilter;
 use crate::sst::table_reader::{CopyValue, Located, TableReader, TableSearch};
 use crate::stats::{FilterVerdict, Ticker};
@@ -355,9 +356,9 @@ impl DbInner {
     /// level), every key still walking has its table at that stage found and its filter line
     /// prefetched, then tested; the keys a filter lets through are then searched in that table,
     /// in passes that overlap their cache misses (index lines prefetched, data blocks fetched and
-    /// their restart arrays prefetched, restart entries prefetched, then the seeks). A key found (or whose search
-    /// failed) is answered; one not found walks on. The filters' answers are counted as Gets
-    /// count them.
+    /// their restart arrays prefetched, restart entries prefetched, the entries each seek will
+    /// decode prefetched, then the seeks). A key found (or whose search failed) is answered; one
+    /// not found walks on. The filters' answers are counted as Gets count them.
     ///
     /// Leaves in `buffers.resume`, for each key, the position along the walk (0 for the newest
     /// L0 table) of the table it stopped at, because that table's filter cannot answer from
@@ -610,7 +611,7 @@ impl DbInner {
     /// level of many tables most are asked for one key: those keys take the same passes across
     /// the level's tables, so that their misses overlap too: their filter bits prefetched, then
     /// each located in its table (filter, index, data block) and its restart array prefetched, then
-    /// their restart entries prefetched, then the seeks.
+    /// their restart entries prefetched, then the entries each seek will decode, then the seeks.
     fn ask_level<'a, 'k>(
         &self,
         level: usize,
@@ -661,8 +662,9 @@ impl DbInner {
     }
 
     /// The last passes over keys located in their tables at `level` (data blocks fetched, their
-    /// restart arrays prefetched): every block's restart entries prefetched, then each seek
-    /// finished and recorded into `answers`. Empties `located`.
+    /// restart arrays prefetched): every block's restart entries prefetched, then the entries each
+    /// seek will decode (`Block::prefetch_seek_span`), then each seek finished and recorded into
+    /// `answers`. Empties `located`.
     fn finish_located<R, K, A>(
         &self,
         level: usize,
@@ -675,6 +677,11 @@ impl DbInner {
     {
         for block in located.iter().filter_map(|(_, _, _, l)| l.block()) {
             block.prefetch_restart_points();
+        }
+        for (_, _, lookup, l) in located.iter() {
+            if let Some(block) = l.block() {
+                block.prefetch_seek_span(lookup.as_ref(), KeyOrder::Internal);
+            }
         }
         for (d, table, lookup, l) in located.drain(..) {
             let outcome = table.finish_search::<CopyValue>(l, lookup.as_ref());

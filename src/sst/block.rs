@@ -20,6 +20,10 @@ use crate::prefetch::prefetch_line_of;
 /// default size (4 KiB of 100-byte values holds three).
 const PREFETCHED_RESTARTS: usize = 8;
 
+/// Cache lines of a restart interval [`Block::prefetch_seek_span`] loads at most: all of an
+/// interval of sixteen 100-byte entries.
+const PREFETCHED_SPAN_LINES: usize = 32;
+
 /// How the keys of a block are ordered, which decides what `seek` means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyOrder {
@@ -178,6 +182,43 @@ impl Block {
         }
     }
 
+    /// Starts loading the entries a seek for `target` (in `order`) decodes: from the restart point
+    /// its binary search lands on up to the next one, at most [`PREFETCHED_SPAN_LINES`] cache
+    /// lines. Runs that binary search, so best after
+    /// [`prefetch_restart_points`](Self::prefetch_restart_points) has had time to load its keys.
+    pub(crate) fn prefetch_seek_span(&self, target: &[u8], order: KeyOrder) {
+        let Some(i) = self.restart_before(target, order) else {
+            return; // malformed: the seek reports it
+        };
+        let end = if i + 1 < self.num_restarts {
+            self.restart_point(i + 1)
+        } else {
+            self.restarts_at
+        };
+        let start = self.restart_point(i);
+        for at in (start..end).step_by(64).take(PREFETCHED_SPAN_LINES) {
+            if let Some(byte) = self.data.get(at) {
+                prefetch_line_of(byte);
+            }
+        }
+    }
+
+    /// The last restart point whose key is < `target` in `order`, or 0 if there is none (a
+    /// seek's answer is in its interval); `None` if a restart key it compares with is malformed.
+    fn restart_before(&self, target: &[u8], order: KeyOrder) -> Option<usize> {
+        let mut left = 0;
+        let mut right = self.num_restarts - 1;
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            if order.compare(self.restart_key(mid)?, target) == Ordering::Less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        Some(left)
+    }
+
     /// Offset of restart point `i`; `Block::new` guaranteed it is readable for `i < num_restarts`.
     fn restart_point(&self, i: usize) -> usize {
         fixed32_at(&self.data, self.restarts_at + 4 * i)
@@ -331,23 +372,10 @@ impl BlockIter {
         if self.corrupt {
             return;
         }
-        // Binary search for the last restart point whose key is < target; the answer is in its
-        // interval or, if every restart key is ≥ target, at the very first entry.
-        let mut left = 0;
-        let mut right = self.block.num_restarts - 1;
-        while left < right {
-            let mid = left + (right - left).div_ceil(2);
-            let less = match self.block.restart_key(mid) {
-                Some(k) => self.order.compare(k, target) == Ordering::Less,
-                None => return self.mark_corrupt(),
-            };
-            if less {
-                left = mid;
-            } else {
-                right = mid - 1;
-            }
-        }
-        self.seek_to_restart(left);
+        let Some(restart) = self.block.restart_before(target, self.order) else {
+            return self.mark_corrupt();
+        };
+        self.seek_to_restart(restart);
         loop {
             self.parse_next();
             if !self.valid || self.order.compare(&self.key, target) != Ordering::Less {
@@ -1086,6 +1114,9 @@ mod tests {
             assert_eq!(back, keys, "backward walk differs from the forward one");
         }
         for p in probes {
+            // A batch's prefetch of the entries a seek will decode reads the block as the seek
+            // does, damaged or not.
+            block.prefetch_seek_span(p, order);
             let mut it = block.iter(order);
             it.seek(p);
             let mut steps = 0;

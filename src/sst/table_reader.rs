@@ -687,6 +687,11 @@ impl TableReader {
         for block in blocks.iter().flatten() {
             block.prefetch_restart_points();
         }
+        for ((i, _), block) in out.iter().zip(&blocks) {
+            if let Some(block) = block {
+                block.prefetch_seek_span(lookups[*i], KeyOrder::Internal);
+            }
+        }
         for ((i, outcome), block) in out.iter_mut().zip(&blocks) {
             if let (Some(block), Some(handle)) = (block, outcome.data_block) {
                 outcome.found = self.find_in_block::<T>(block, handle, lookups[*i])?;
