@@ -187,9 +187,15 @@ impl Block {
     /// lines. Runs that binary search, so best after
     /// [`prefetch_restart_points`](Self::prefetch_restart_points) has had time to load its keys.
     pub(crate) fn prefetch_seek_span(&self, target: &[u8], order: KeyOrder) {
-        let Some(i) = self.restart_before(target, order) else {
-            return; // malformed: the seek reports it
-        };
+        if let Some(i) = self.restart_before(target, order) {
+            self.prefetch_interval(i);
+        } // else malformed: the seek reports it
+    }
+
+    /// Starts loading the entries of restart interval `i`, at most [`PREFETCHED_SPAN_LINES`]
+    /// cache lines: a seek decodes them one after another, each waiting on the last, so its
+    /// misses overlap only if the lines were asked for together beforehand.
+    fn prefetch_interval(&self, i: usize) {
         let end = if i + 1 < self.num_restarts {
             self.restart_point(i + 1)
         } else {
@@ -375,6 +381,7 @@ impl BlockIter {
         let Some(restart) = self.block.restart_before(target, self.order) else {
             return self.mark_corrupt();
         };
+        self.block.prefetch_interval(restart);
         self.seek_to_restart(restart);
         loop {
             self.parse_next();
