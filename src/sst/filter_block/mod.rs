@@ -305,8 +305,13 @@ impl TableFilter {
         blocks: &dyn BlockSource,
     ) -> Result<FilterAnswer> {
         let policy = self.policy.as_ref();
-        self.top_block(blocks)?
-            .may_match(policy, probe, lookup, blocks)
+        match &self.placement {
+            // The full filter answers without a dynamic call: most Gets ask it.
+            FilterPlacement::Whole(r) => r.may_match(policy, probe, lookup, blocks),
+            _ => self
+                .top_block(blocks)?
+                .may_match(policy, probe, lookup, blocks),
+        }
     }
 
     /// See [`FilterBlockReader::may_match_batch`]: `Ok(true)` if `out` holds the answers.
