@@ -97,10 +97,11 @@ pub trait FilterPolicy: Send + Sync {
     }
 
     /// [`may_match_probe`](FilterPolicy::may_match_probe) for keys each asked of its own filter
-    /// of this policy (a `Db::multi_get` asks each key the filter of the one table in a level
-    /// that may hold it): `out[i]` becomes whether `queries[i].0` may hold `queries[i].1`'s key.
-    /// The answers must be exactly those of `may_match_probe`. The default prefetches every
-    /// query's bits ([`prefetch`](FilterPolicy::prefetch)), then asks one query at a time.
+    /// of this policy (a `Db::multi_get` asks each key, at each step of its walk, the filter of
+    /// the table there that may hold it: an L0 table, or the one table of a level): `out[i]`
+    /// becomes whether `queries[i].0` may hold `queries[i].1`'s key. The answers must be exactly
+    /// those of `may_match_probe`. The default prefetches every query's bits
+    /// ([`prefetch`](FilterPolicy::prefetch)), then asks one query at a time.
     ///
     /// # Panics
     /// If `out` is shorter than `queries`.
