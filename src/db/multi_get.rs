@@ -355,9 +355,9 @@ impl DbInner {
     /// sorted: stage by stage along a Get's walk (each L0 table newest first, then each deeper
     /// level), every key still walking has its table at that stage found and its filter line
     /// prefetched, then tested; the keys a filter lets through are then searched in that table,
-    /// in passes that overlap their cache misses (index lines prefetched, data blocks fetched and
-    /// their restart arrays prefetched, restart entries prefetched, the entries each seek will
-    /// decode prefetched, then the seeks). A key found (or whose search failed) is answered; one
+    /// in passes that overlap their cache misses (index lines prefetched, indexes searched, data
+    /// blocks fetched and their restart arrays prefetched, restart entries prefetched, the
+    /// entries each seek will decode prefetched, then the seeks). A key found (or whose search failed) is answered; one
     /// not found walks on. The filters' answers are counted as Gets count them.
     ///
     /// Leaves in `buffers.resume`, for each key, the position along the walk (0 for the newest
@@ -476,19 +476,28 @@ impl DbInner {
                 continue;
             }
             left = true;
+            // Every key's index searched before any block is fetched: each fetch takes a lock
+            // of the block cache, which would hold up the next key's index misses.
             for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|(_, &m)| m) {
                 let lookup = InternalKey::new(probes[d].key(), seq, ValueKind::Value);
                 match reader.locate_past_filter::<CopyValue>(lookup.as_bytes()) {
-                    Ok(l) => {
-                        if let Some(block) = l.block() {
-                            block.prefetch_restart_array();
-                        }
-                        located.push((d, reader, lookup, l));
-                    }
+                    Ok(l) => located.push((d, reader, lookup, l)),
                     // As a Get's failed search, it counts no filter answer.
                     Err(e) => answers.record(d, Err(e)),
                 }
             }
+            located.retain_mut(|(d, reader, _, l)| match reader.fetch_located_block(l) {
+                Ok(()) => {
+                    if let Some(block) = l.block() {
+                        block.prefetch_restart_array();
+                    }
+                    true
+                }
+                Err(e) => {
+                    answers.record(*d, Err(e));
+                    false
+                }
+            });
             self.finish_located(level, &mut located, answers);
         }
         self.stats.add(Ticker::TablesConsulted, consulted);

@@ -489,7 +489,10 @@ impl TableReader {
 
     /// [`locate`](Self::locate) for a key whose filter, kept in memory, has already let it
     /// through (see [`filter_in_memory`](Self::filter_in_memory)), its answer recorded as the
-    /// full filter's "maybe": the data block that may hold `lookup`, fetched.
+    /// full filter's "maybe": the index searched for the data block that may hold `lookup`,
+    /// which [`fetch_located_block`](Self::fetch_located_block) then fetches. A batch searches
+    /// the index for all its keys before it fetches any block, so that the searches' cache misses
+    /// overlap instead of each waiting on the block cache's lock taken for the key before.
     ///
     /// # Errors
     /// As [`search`](Self::search).
@@ -497,12 +500,26 @@ impl TableReader {
         &self,
         lookup: &[u8],
     ) -> Result<Located<T::Value>> {
-        let outcome = TableSearch {
-            filter: Some((FilterLayout::Full, true)),
-            data_block: None,
-            found: None,
-        };
-        self.locate_block::<T>(outcome, lookup, &LookupBlocks::new(self))
+        Ok(Located {
+            search: TableSearch {
+                filter: Some((FilterLayout::Full, true)),
+                data_block: LookupBlocks::new(self).data_block_for(lookup)?,
+                found: None,
+            },
+            block: None,
+        })
+    }
+
+    /// The data block [`locate_past_filter`](Self::locate_past_filter) chose, fetched into
+    /// `located` (nothing if it chose none).
+    ///
+    /// # Errors
+    /// As [`search`](Self::search).
+    pub(crate) fn fetch_located_block<V>(&self, located: &mut Located<V>) -> Result<()> {
+        if let Some(handle) = located.search.data_block {
+            located.block = Some(self.data_block(handle, true)?);
+        }
+        Ok(())
     }
 
     /// Starts loading the part of the index a lookup of a key of `ukey` will read, when the
