@@ -357,8 +357,9 @@ impl DbInner {
     /// prefetched, then tested; the keys a filter lets through are then searched in that table,
     /// in passes that overlap their cache misses (index lines prefetched, indexes searched, data
     /// blocks fetched and their restart arrays prefetched, restart entries prefetched, the
-    /// entries each seek will decode prefetched, then the seeks). A key found (or whose search failed) is answered; one
-    /// not found walks on. The filters' answers are counted as Gets count them.
+    /// entries each seek will decode prefetched, then the seeks). A key found (or whose search
+    /// failed) is answered; one not found walks on. The filters' answers are counted as Gets
+    /// count them.
     ///
     /// Leaves in `buffers.resume`, for each key, the position along the walk (0 for the newest
     /// L0 table) of the table it stopped at, because that table's filter cannot answer from
