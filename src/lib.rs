@@ -96,7 +96,10 @@ pub use filter::{
 pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
 };
-pub use options::{Compression, Options, WriteOptions, NUM_LEVELS};
+pub use options::{
+    Compression, Options, WriteOptions, MAX_BLOCK_SIZE, MAX_SIZE_OPTION, MAX_SUBCOMPACTIONS,
+    NUM_LEVELS,
+};
 pub use pinned_value::PinnedValue;
 pub use prefix::{PrefixExtractor, SliceTransform};
 pub use stats::{FilterCounts, Statistics, Ticker};

@@ -17,6 +17,15 @@ pub enum Compression {
 
 /// Options for [`Db::open`](crate::Db::open). Start from `Options::default()` and change what you
 /// need with the builder methods.
+///
+/// **Out-of-range values.** Where a value past a bound can only mean "as far as it goes", the
+/// builder clamps it and says so: sizes below their minimum (4 KiB memtables, tables and L1
+/// budget, 64-byte blocks), counts below 1, [`max_subcompactions`](Self::max_subcompactions)
+/// above [`MAX_SUBCOMPACTIONS`], a built-in filter's bits per key outside what its policy
+/// supports. Where it is more likely a mistake, [`Db::open`](crate::Db::open) refuses it with
+/// `Error::InvalidArgument` naming the option: sizes above [`MAX_SIZE_OPTION`] or
+/// [`MAX_BLOCK_SIZE`], L0 triggers out of order, a cache share outside 0 to 1, a filter's bits
+/// per key that is not a finite number above zero.
 #[derive(Clone)]
 pub struct Options {
     pub(crate) create_if_missing: bool,
@@ -52,6 +61,17 @@ pub struct Options {
 
 /// The number of levels, L0 to L6.
 pub const NUM_LEVELS: usize = 7;
+
+/// The most threads one compaction splits its key range between
+/// ([`Options::max_subcompactions`]).
+pub const MAX_SUBCOMPACTIONS: usize = 64;
+
+/// The largest [`Options::write_buffer_size`], [`Options::target_file_size`] and
+/// [`Options::max_bytes_for_level_base`] an open accepts: 1 TiB.
+pub const MAX_SIZE_OPTION: u64 = 1 << 40;
+
+/// The largest [`Options::block_size`] an open accepts: 1 GiB (a block's offsets are 32-bit).
+pub const MAX_BLOCK_SIZE: usize = 1 << 30;
 
 impl Default for Options {
     fn default() -> Self {
@@ -308,12 +328,13 @@ impl Options {
         self
     }
 
-    /// Threads one compaction may split its key range between (default 2; 1 never splits). A
+    /// Threads one compaction may split its key range between (default 2; 1 never splits; more
+    /// than [`MAX_SUBCOMPACTIONS`] count as that many). A
     /// job of at least two output tables is cut at input table bounds into ranges of about equal
     /// bytes, each written by its own thread, so that a large L0 → L1 or L1 → L2 compaction
     /// finishes sooner and writers spend less time waiting on L0.
     pub fn max_subcompactions(mut self, n: usize) -> Self {
-        self.max_subcompactions = n.max(1);
+        self.max_subcompactions = n.clamp(1, MAX_SUBCOMPACTIONS);
         self
     }
 
@@ -380,7 +401,24 @@ impl Options {
                  ({stop}) triggers, and the slowdown below the stop"
             )));
         }
-        Ok(())
+        for (name, bytes) in [
+            ("write_buffer_size", self.write_buffer_size as u64),
+            ("target_file_size", self.target_file_size),
+            ("max_bytes_for_level_base", self.max_bytes_for_level_base),
+        ] {
+            if bytes > MAX_SIZE_OPTION {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} {bytes} is above the largest accepted ({MAX_SIZE_OPTION} bytes, 1 TiB)"
+                )));
+            }
+        }
+        if self.block_size > MAX_BLOCK_SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "block_size {} is above the largest accepted ({MAX_BLOCK_SIZE} bytes, 1 GiB)",
+                self.block_size
+            )));
+        }
+        self.filter.validate()
     }
 
     /// The byte budget of a level (L0 is governed by table count instead).

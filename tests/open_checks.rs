@@ -11,8 +11,14 @@
 //! - A panic in a user-supplied filter policy or prefix extractor during a flush or compaction
 //!   becomes an error of that call (never a hang, never a panic in the caller's thread); the store
 //!   then refuses writes, and a reopen recovers every acknowledged write.
-//! - Options that cannot work (an L0 compaction trigger no table count can reach) are refused at
-//!   open with `Error::InvalidArgument`, and building them does not panic.
+//! - Options that cannot work (an L0 compaction trigger no table count can reach, sizes past their
+//!   bounds, a filter's bits per key that is not a number) are refused at open with
+//!   `Error::InvalidArgument`, and building them does not panic; absurdly many subcompactions are
+//!   clamped, and a compaction under them finishes.
+//! - An empty path is refused with `Error::InvalidArgument` before anything is created.
+//! - A stray file numbered past the largest file number a store allocates is refused with
+//!   `Error::Corruption` naming it, and nothing is written or removed; without it the store opens
+//!   again, with every key.
 //!
 //! Calls that could hang run under a watchdog that turns a hang into a test failure.
 
@@ -544,4 +550,168 @@ fn unreachable_level0_compaction_trigger_is_refused_at_open() {
         db.get(b"k")
     });
     assert_eq!(value_back.unwrap(), Some(b"v".to_vec()));
+}
+
+/// Options past their bounds are refused by open, naming the option, before anything is created;
+/// values a caller can only mean as "as far as it goes" are clamped and work.
+#[test]
+fn absurd_options_are_refused_or_clamped_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let refused = [
+        (
+            "write_buffer_size",
+            Options::default().write_buffer_size(usize::MAX),
+        ),
+        ("block_size", Options::default().block_size(usize::MAX)),
+        (
+            "target_file_size",
+            Options::default().target_file_size(u64::MAX),
+        ),
+        (
+            "max_bytes_for_level_base",
+            Options::default().max_bytes_for_level_base(u64::MAX),
+        ),
+        (
+            "block_cache_high_priority_share",
+            Options::default().block_cache_high_priority_share(f64::NAN),
+        ),
+        (
+            "block_cache_high_priority_share",
+            Options::default().block_cache_high_priority_share(1.5),
+        ),
+        (
+            "bits per key",
+            Options::default().filter(Filter::full(f64::NAN)),
+        ),
+        (
+            "bits per key",
+            Options::default().filter(Filter::partitioned(-1.0)),
+        ),
+        (
+            "bits per key",
+            Options::default().filter(Filter::ribbon(f64::INFINITY)),
+        ),
+        (
+            "bits per key",
+            Options::default().filter(Filter::block_based(0.0)),
+        ),
+    ];
+    for (name, options) in refused {
+        match Db::open(&path, options) {
+            Err(Error::InvalidArgument(why)) => assert!(why.contains(name), "{name}: {why}"),
+            other => panic!("{name}: expected InvalidArgument, got {}", describe(&other)),
+        }
+        assert!(
+            !path.exists(),
+            "{name}: refused, yet the directory was created"
+        );
+    }
+    // Clamped: a bloom asked for a billion bits per key gets its policy's most.
+    let db = Db::open(&path, Options::default().filter(Filter::full(1e9))).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(db.get(b"absent").unwrap(), None);
+}
+
+/// `max_subcompactions(1 << 40)` counts as `MAX_SUBCOMPACTIONS`: a compaction large enough to
+/// split finishes, every key survives it, and the store closes.
+#[test]
+fn absurdly_many_subcompactions_are_clamped_and_compaction_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    watchdog("compact() with max_subcompactions(1 << 40)", move || {
+        let options = Options::default()
+            .write_buffer_size(64 << 10)
+            .target_file_size(16 << 10)
+            .max_subcompactions(1 << 40);
+        let db = Db::open(&path, options).unwrap();
+        // Keys in a scattered order, so that the flushed tables overlap and compact by rewrite.
+        for n in 0..4000 {
+            let i = n * 7919 % 4000;
+            db.put(key(i), value(b's', i, 100)).unwrap();
+            if n % 1000 == 999 {
+                db.flush().unwrap();
+            }
+        }
+        db.compact().unwrap();
+        for i in (0..4000).step_by(37) {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(b's', i, 100)));
+        }
+        assert!(
+            db.statistics().ticker(siftdb::Ticker::Subcompactions) >= 2,
+            "the job was split"
+        );
+        db.close().unwrap();
+    });
+}
+
+/// An empty path is refused before anything is created: no `LOCK` (or any file) appears in the
+/// working directory, and the error says what was wrong.
+#[test]
+fn empty_path_is_refused_before_anything_is_created() {
+    let before = common::file_names(Path::new("."));
+    for (what, result) in [
+        ("open", Db::open("", Options::default()).map(drop)),
+        (
+            "open_read_only",
+            Db::open_read_only("", Options::default()).map(drop),
+        ),
+        ("destroy", Db::destroy("")),
+    ] {
+        match result {
+            Err(Error::InvalidArgument(why)) => assert!(why.contains("empty"), "{what}: {why}"),
+            other => panic!(
+                "{what}(\"\"): expected InvalidArgument, got {}",
+                describe(&other)
+            ),
+        }
+    }
+    assert_eq!(common::file_names(Path::new(".")), before);
+}
+
+/// A stray empty file numbered near `u64::MAX` (a table, a WAL or a MANIFEST) would wrap the
+/// file-number counter: open refuses it with `Corruption` naming it and changes nothing; with it
+/// moved away, the store opens with every key, and opens again after that.
+#[test]
+fn stray_file_numbered_past_the_counter_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    put_keys(&db, 0..300);
+    db.flush().unwrap();
+    put_keys(&db, 300..400); // in the WAL only
+    db.close().unwrap();
+    for name in [
+        "18446744073709551614.sst",
+        "18446744073709551615.log",
+        "MANIFEST-18446744073709551614",
+        "1152921504606846976.sst", // 2^60, the first number past the counter's range
+    ] {
+        let stray = dir.path().join(name);
+        std::fs::write(&stray, b"").unwrap();
+        let before = snapshot(dir.path());
+        for read_only in [false, true] {
+            let opened = if read_only {
+                Db::open_read_only(dir.path(), Options::default())
+            } else {
+                Db::open(dir.path(), Options::default())
+            };
+            match opened {
+                Err(Error::Corruption { file, what }) => {
+                    assert_eq!(file, stray, "{what}");
+                    assert!(what.contains("beyond"), "{what}");
+                }
+                other => panic!("{name}: expected Corruption, got {}", describe(&other)),
+            }
+            let after = snapshot(dir.path());
+            assert!(before == after, "{name}: {}", differences(&before, &after));
+        }
+        std::fs::remove_file(&stray).unwrap();
+        for _ in 0..2 {
+            let db = Db::open(dir.path(), Options::default()).unwrap();
+            check_keys(&db, 0..400);
+            db.close().unwrap();
+        }
+    }
 }

@@ -10,7 +10,7 @@ use common::gate::{gated_options, Gate};
 use common::{copy_dir, file_names, names_with_ext, scratch};
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -341,10 +341,15 @@ fn close_reports_an_injected_background_error_with_its_io_kind() {
     };
     assert_eq!(w, *s);
     assert_eq!(w.io_kind(), Some(eio_kind()));
-    // A checkpoint cannot flush: it fails and leaves no directory behind.
-    let ckpt = dir.path().with_extension("ckpt");
+    // A checkpoint cannot flush: it fails and removes the directories it created, no more.
+    let parent = dir.path().with_extension("ckpt");
+    let ckpt = parent.join("a").join("b");
     assert!(matches!(db.checkpoint(&ckpt), Err(Error::Background(_))));
-    assert!(!ckpt.exists());
+    assert!(!parent.exists());
+    std::fs::create_dir(&parent).unwrap();
+    assert!(matches!(db.checkpoint(&ckpt), Err(Error::Background(_))));
+    assert!(parent.exists() && file_names(&parent).is_empty());
+    std::fs::remove_dir(&parent).unwrap();
     // Logged as it happened, naming the table.
     let logs = logs_about(dir.path());
     assert!(
@@ -693,8 +698,8 @@ fn checkpoints_taken_while_writes_go_on_hold_a_prefix_covering_every_earlier_wri
 }
 
 /// A checkpoint of a quiet store: the same contents; its tables are hard links to the source's
-/// (same file system); it needs no WAL; the directory must be new or empty; the copy survives
-/// the source's destruction.
+/// (same file system); it needs no WAL; the directory must be new (missing parents are created);
+/// the copy survives the source's destruction.
 #[test]
 fn a_checkpoint_links_tables_and_outlives_its_source() {
     let root = scratch();
@@ -719,7 +724,7 @@ fn a_checkpoint_links_tables_and_outlives_its_source() {
             assert_eq!(a.ino(), b.ino(), "{name} is not a hard link");
         }
     }
-    // Only into a new or empty directory.
+    // Only into a new directory: not an existing one, even empty, nor a file.
     assert!(matches!(
         db.checkpoint(&ckpt),
         Err(Error::InvalidArgument(_))
@@ -732,14 +737,65 @@ fn a_checkpoint_links_tables_and_outlives_its_source() {
     ));
     let empty = root.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    db.checkpoint(&empty).unwrap();
+    assert!(matches!(
+        db.checkpoint(&empty),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(file_names(&empty).is_empty());
+    let nested = root.path().join("new").join("nested");
+    db.checkpoint(&nested).unwrap();
     let expected = contents(&db);
     db.close().unwrap();
     Db::destroy(&src).unwrap();
-    for dir in [&ckpt, &empty] {
+    for dir in [&ckpt, &nested] {
         let copy = Db::open(dir, small()).unwrap();
         assert_eq!(contents(&copy), expected);
     }
+}
+
+/// Checkpoint targets that would mix the copy with a store are refused with `InvalidArgument`
+/// before anything is created: an empty path (it would resolve to the working directory, which
+/// may be another store's), and any path inside the store's own directory (a name the next open
+/// would take for one of its files, or a subdirectory). The store then opens as before.
+#[test]
+fn a_checkpoint_refuses_empty_paths_and_paths_inside_the_store() {
+    let root = scratch();
+    let src = root.path().join("db");
+    build_store(&src, 600);
+    let db = Db::open(&src, small()).unwrap();
+    let before = file_names(&src);
+    for target in [
+        PathBuf::new(),
+        src.join("999999.log"),
+        src.join("000001.sst"),
+        src.join("copy"),
+        src.join("a").join("b"),
+        src.join(".."),
+        src.clone(),
+    ] {
+        let result = db.checkpoint(&target);
+        assert!(
+            matches!(result, Err(Error::InvalidArgument(_))),
+            "{}: {result:?}",
+            target.display()
+        );
+        assert_eq!(file_names(&src), before, "{}", target.display());
+    }
+    // Through a symbolic link, the store's directory is still the store's.
+    #[cfg(unix)]
+    {
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&src, &link).unwrap();
+        assert!(matches!(
+            db.checkpoint(link.join("copy")),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(file_names(&src), before);
+    }
+    let expected = contents(&db);
+    db.close().unwrap();
+    let db = Db::open(&src, small()).unwrap();
+    assert_eq!(contents(&db), expected);
 }
 
 /// Across file systems tables cannot be linked: they are copied (and the copy opens). Runs when

@@ -41,10 +41,10 @@ impl Db {
     /// being appended cannot be copied at a record boundary without stopping writes, and a copy
     /// made of immutable files alone is consistent by construction.
     ///
-    /// `dir` is created if missing; an existing `dir` must be an empty directory. If the
-    /// checkpoint fails, what it wrote in `dir` is removed (and `dir` too if it created it); an
-    /// interrupted one (a crash) leaves no CURRENT, which an open refuses rather than mistake for
-    /// a store.
+    /// `dir` must not exist: it is created (with any missing parents), and may not lie inside
+    /// this store's directory. If the checkpoint fails, what it wrote is removed, the directories
+    /// it created too, and nothing else; an interrupted one (a crash) leaves no CURRENT, which an
+    /// open refuses rather than mistake for a store.
     ///
     /// On a store opened read-only nothing is flushed: what the WALs held is written as one table
     /// of the copy instead, so the copy holds everything the reader sees.
@@ -67,14 +67,15 @@ impl Db {
     /// ```
     ///
     /// # Errors
-    /// - `Error::InvalidArgument` if `dir` exists and is not an empty directory;
+    /// - `Error::InvalidArgument` if `dir` is empty, exists (even as an empty directory), or lies
+    ///   inside this store's directory;
     /// - `Error::Background` if the store's background work failed earlier (the flush cannot be
     ///   made);
     /// - `Error::Io` naming the file for operating-system failures (in `dir` or reading a table).
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<()> {
         let inner = &self.inner;
         let dir = dir.as_ref();
-        let created = prepare_dir(&inner.fs, dir)?;
+        let created = create_target(&inner.fs, &inner.dir, dir)?;
         let mut made = Vec::new();
         let result = self.write_checkpoint(dir, &mut made);
         if let Err(e) = &result {
@@ -83,13 +84,11 @@ impl Db {
                 inner.dir.display(),
                 dir.display()
             );
-            // Best effort: leave `dir` as it was found.
+            // Best effort: remove what this call made, and nothing else.
             for path in made.iter().rev() {
                 let _ = inner.fs.remove_file(path);
             }
-            if created {
-                let _ = inner.fs.remove_dir(dir);
-            }
+            remove_created(&inner.fs, &created);
         }
         result
     }
@@ -117,7 +116,7 @@ impl Db {
             // The replayed WALs, which a reader keeps in memory, become one table of the copy.
             let sv = inner.super_version();
             if !sv.mem.is_empty() {
-                let number = inner.new_file_number();
+                let number = inner.new_file_number()?;
                 let table =
                     table_options(&inner.options, inner.options.filter.clone(), inner.store_id);
                 made.push(table_path(dir, number));
@@ -140,7 +139,7 @@ impl Db {
             }
         }
         // Past every table the copy names; no WAL in the copy is needed.
-        let number = new_number(inner, &version);
+        let number = new_number(inner, &version)?;
         made.push(dir.join(super::filename::manifest_name(number)));
         made.push(super::filename::current_temp_path(dir));
         made.push(super::filename::current_path(dir));
@@ -161,7 +160,7 @@ impl Db {
 }
 
 /// A file number above every table of `version` (and unused by this store).
-fn new_number(inner: &DbInner, version: &Version) -> u64 {
+fn new_number(inner: &DbInner, version: &Version) -> Result<u64> {
     let highest = version
         .levels
         .iter()
@@ -169,34 +168,87 @@ fn new_number(inner: &DbInner, version: &Version) -> u64 {
         .map(|f| f.number)
         .max()
         .unwrap_or(0);
-    inner.new_file_number().max(highest + 1)
+    // Every table's number came from the counter, so it is already past `highest`.
+    Ok(inner.new_file_number()?.max(highest + 1))
 }
 
-/// Makes `dir` ready for a checkpoint: creates it (and syncs its parent) if missing; an existing
-/// one must be an empty directory. Returns whether it was created.
-fn prepare_dir(fs: &FileSystem, dir: &Path) -> Result<bool> {
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(Error::InvalidArgument(format!(
-                    "checkpoint directory {} is not empty",
-                    dir.display()
-                )));
-            }
-            Ok(false)
+/// Creates the checkpoint's directory `dir`, which must not exist yet, with any missing parents,
+/// and syncs every directory that gained an entry. Returns the directories it created, outermost
+/// first, so that a failed checkpoint removes just those.
+///
+/// # Errors
+/// `Error::InvalidArgument` for an empty `dir`, one that exists (a directory, empty or not, or a
+/// file), or one inside the store's directory `store` (its files would mix with the store's, and
+/// the next open would take them for its own).
+fn create_target(fs: &FileSystem, store: &Path, dir: &Path) -> Result<Vec<PathBuf>> {
+    if dir.as_os_str().is_empty() {
+        return Err(Error::InvalidArgument(
+            "the checkpoint's directory is an empty path: name a new directory".into(),
+        ));
+    }
+    match std::fs::symlink_metadata(dir) {
+        Ok(_) => {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint directory {} already exists: name a new one",
+                dir.display()
+            )))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs.create_dir_all(dir)?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                fs.sync_dir(parent)?;
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_at(dir)(e)),
+    }
+    // The directories to create, innermost first, and the one that exists above them.
+    let mut missing = vec![dir.to_path_buf()];
+    let mut existing = None;
+    for ancestor in dir.ancestors().skip(1) {
+        let ancestor = if ancestor.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            ancestor
+        };
+        match std::fs::symlink_metadata(ancestor) {
+            Ok(_) => {
+                existing = Some(ancestor);
+                break;
             }
-            Ok(true)
+            Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(ancestor.to_path_buf()),
+            Err(e) => return Err(io_at(ancestor)(e)),
         }
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(Error::InvalidArgument(format!(
-            "checkpoint directory {} is a file",
-            dir.display()
-        ))),
-        Err(e) => Err(io_at(dir)(e)),
+    }
+    let existing = existing.unwrap_or(Path::new("/"));
+    let resolved = std::fs::canonicalize(existing).map_err(io_at(existing))?;
+    let store_resolved = std::fs::canonicalize(store).map_err(io_at(store))?;
+    if resolved.starts_with(&store_resolved) {
+        return Err(Error::InvalidArgument(format!(
+            "checkpoint directory {} is inside the store's directory {}",
+            dir.display(),
+            store.display()
+        )));
+    }
+    missing.reverse();
+    let mut created = Vec::new();
+    for d in &missing {
+        if let Err(e) = fs.create_dir(d) {
+            remove_created(fs, &created);
+            return Err(e);
+        }
+        created.push(d.clone());
+    }
+    // Each new entry durable: the existing directory's, then those of the new parents.
+    let parents = std::iter::once(existing).chain(created.iter().map(|d| d.as_path()));
+    for parent in parents.take(created.len()) {
+        if let Err(e) = fs.sync_dir(parent) {
+            remove_created(fs, &created);
+            return Err(e);
+        }
+    }
+    Ok(created)
+}
+
+/// Removes the directories `create_target` made (outermost first in `created`), innermost
+/// first; best effort.
+fn remove_created(fs: &FileSystem, created: &[PathBuf]) {
+    for d in created.iter().rev() {
+        let _ = fs.remove_dir(d);
     }
 }
 

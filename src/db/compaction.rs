@@ -386,7 +386,7 @@ impl DbInner {
                             .is_base_level_for_key(out_level, parsed.user_key));
                 if keep {
                     if builder.is_none() {
-                        let number = self.new_file_number();
+                        let number = self.new_file_number()?;
                         let b = TableBuilder::create(
                             &self.fs,
                             &table_path(&self.dir, number),
@@ -493,7 +493,7 @@ fn key_ranges(splits: &[Vec<u8>]) -> Vec<KeyRange<'_>> {
 fn split_points(job: &CompactionJob, n: usize, target_file_size: u64) -> Vec<Vec<u8>> {
     let files: Vec<&Arc<FileMeta>> = job.inputs.iter().chain(&job.next_level_inputs).collect();
     let total: u64 = files.iter().map(|f| f.size).sum();
-    if n < 2 || total < 2 * target_file_size {
+    if n < 2 || total < target_file_size.saturating_mul(2) {
         return Vec::new();
     }
     let Some(first) = files.iter().map(|f| f.smallest_user()).min() else {
@@ -506,6 +506,8 @@ fn split_points(job: &CompactionJob, n: usize, target_file_size: u64) -> Vec<Vec
         .collect();
     candidates.sort_unstable();
     candidates.dedup();
+    // No more ranges than candidate keys can cut: the loop below runs once per range.
+    let n = n.min(candidates.len() + 1) as u128;
     // Input bytes below a key: whole tables that end before it, half of those that span it.
     let bytes_below = |key: &[u8]| -> u64 {
         files
@@ -524,8 +526,8 @@ fn split_points(job: &CompactionJob, n: usize, target_file_size: u64) -> Vec<Vec
     let below: Vec<u64> = candidates.iter().map(|k| bytes_below(k)).collect();
     let mut splits: Vec<Vec<u8>> = Vec::new();
     let mut next = 0;
-    for part in 1..n as u64 {
-        let goal = total * part / n as u64;
+    for part in 1..n {
+        let goal = (u128::from(total) * part / n) as u64;
         // The first candidate at or past this part's share of the bytes.
         while next < candidates.len() && below[next] < goal {
             next += 1;

@@ -38,12 +38,14 @@ impl Db {
     /// ```
     ///
     /// # Errors
-    /// - `Error::InvalidArgument` if `path` does not exist, is not a directory, or holds no store;
+    /// - `Error::InvalidArgument` if `path` is empty, does not exist, is not a directory, or holds
+    ///   no store;
     /// - `Error::Locked` if a `Db` (writer or reader) has the store open;
     /// - `Error::Io` naming the file that could not be removed (the files removed before it stay
     ///   removed).
     pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
         let dir = path.as_ref();
+        super::filename::check_store_path(dir)?;
         let fs = FileSystem::default();
         match std::fs::metadata(dir) {
             Ok(m) if m.is_dir() => {}

@@ -2,6 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, Result};
+
+/// The largest file number a store allocates. A file in the directory numbered above it was not
+/// written by the store, and allocating past it could wrap the counter: open refuses it.
+pub(crate) const MAX_FILE_NUMBER: u64 = 1 << 60;
+
 /// What a file in the directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FileKind {
@@ -58,6 +64,29 @@ impl FileKind {
             FileKind::Temp => "CURRENT.dbtmp".to_string(),
         }
     }
+}
+
+/// The error of an allocation past [`MAX_FILE_NUMBER`].
+pub(crate) fn numbers_used_up(dir: &Path) -> Error {
+    Error::InvalidArgument(format!(
+        "the store in {} has used every file number (up to {MAX_FILE_NUMBER})",
+        dir.display()
+    ))
+}
+
+/// Refuses a path no store can live at, before anything is created: an empty path would put the
+/// store's files in the working directory under a name no message can show.
+///
+/// # Errors
+/// `Error::InvalidArgument` for an empty path.
+pub(crate) fn check_store_path(dir: &Path) -> Result<()> {
+    if dir.as_os_str().is_empty() {
+        return Err(Error::InvalidArgument(
+            "the store's path is empty: name its directory (\".\" for the working directory)"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Recognises a file name; `None` for files siftdb did not write.

@@ -100,7 +100,7 @@ impl DbInner {
         // Outside the lock: choosing the filter may walk the memtable and open tables.
         let filter = self.filter_for_flush(&version, &mem)?;
         drop(version);
-        let number = self.new_file_number();
+        let number = self.new_file_number()?;
         let options = table_options(&self.options, filter, self.store_id);
         // A panic in user code (a filter policy, a prefix extractor) fails the flush like an
         // error: the memtable and its WAL stay, and the error reaches every waiter.

@@ -6,10 +6,12 @@
 //! before the version it makes is used.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::filename::{current_path, current_temp_path, manifest_name, parse_file_name, FileKind};
+use super::filename::{
+    current_path, current_temp_path, manifest_name, parse_file_name, FileKind, MAX_FILE_NUMBER,
+};
 use super::version::Version;
 use super::version_edit::{NewFile, VersionEdit};
 use crate::error::{Error, Result};
@@ -39,6 +41,8 @@ pub(crate) struct Manifest {
 
 /// What a MANIFEST says.
 pub(crate) struct RecoveredManifest {
+    /// The MANIFEST it was read from, for the errors recovery names it in.
+    pub(crate) path: PathBuf,
     pub(crate) version: Version,
     pub(crate) counters: ManifestCounters,
     pub(crate) store_id: StoreId,
@@ -125,7 +129,17 @@ impl Manifest {
                 "next file number is not past every file",
             ));
         }
+        if counters.next_file_number > MAX_FILE_NUMBER {
+            return Err(Error::corruption(
+                &path,
+                format!(
+                    "next file number {} is beyond the largest a store allocates ({MAX_FILE_NUMBER})",
+                    counters.next_file_number
+                ),
+            ));
+        }
         Ok(Some(RecoveredManifest {
+            path,
             version,
             counters,
             store_id,

@@ -134,8 +134,20 @@ pub(crate) struct DbInner {
 }
 
 impl DbInner {
-    pub(crate) fn new_file_number(&self) -> u64 {
-        self.next_file.fetch_add(1, Ordering::SeqCst)
+    /// A number no file of the store has had.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` once the store has used every number below
+    /// [`MAX_FILE_NUMBER`](filename::MAX_FILE_NUMBER) (open refuses files numbered past it, so
+    /// the counter never wraps).
+    pub(crate) fn new_file_number(&self) -> Result<u64> {
+        let n = self.next_file.fetch_add(1, Ordering::SeqCst);
+        if n >= filename::MAX_FILE_NUMBER {
+            self.next_file
+                .store(filename::MAX_FILE_NUMBER, Ordering::SeqCst);
+            return Err(filename::numbers_used_up(&self.dir));
+        }
+        Ok(n)
     }
 
     pub(crate) fn super_version(&self) -> Arc<SuperVersion> {

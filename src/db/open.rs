@@ -16,8 +16,8 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::background::{catch_panic, spawn_workers};
 use super::filename::{
-    current_path, current_temp_path, lock_path, log_path, manifest_name, parse_file_name,
-    table_path, FileKind,
+    check_store_path, current_path, current_temp_path, lock_path, log_path, manifest_name,
+    numbers_used_up, parse_file_name, table_path, FileKind, MAX_FILE_NUMBER,
 };
 use super::flush::{table_options, write_level0_table};
 use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest};
@@ -42,17 +42,22 @@ impl Db {
     /// `create_if_missing(false)`), and recovers every write the WAL holds.
     ///
     /// # Errors
-    /// - `Error::InvalidArgument` if `options` cannot work together (see [`Options`]), if `path`
-    ///   is a file, or if it holds no store and may not be created;
+    /// - `Error::InvalidArgument`, before anything is created, if `options` are out of range or
+    ///   cannot work together (see [`Options`]), if `path` is empty or a file, or if it holds no
+    ///   store and may not be created;
     /// - `Error::Locked` if another `Db` holds the directory (a writer, or a reader opened with
     ///   [`open_read_only`](Db::open_read_only));
     /// - `Error::Corruption` naming the file if CURRENT, the MANIFEST, a WAL (other than a torn
     ///   tail) or a table needed to open is damaged, if a table is not the one the MANIFEST
-    ///   describes, or if the directory holds a store's files but no CURRENT;
+    ///   describes, if the directory holds a store's files but no CURRENT, if the MANIFEST
+    ///   cannot account for the store's files (a table it names or a WAL it needs is missing:
+    ///   it lost edits the store acted on), or if a file is numbered past
+    ///   the largest file number a store allocates. Open then writes and removes nothing;
     /// - `Error::Io` naming the file for operating-system failures.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let dir = path.as_ref();
+        check_store_path(dir)?;
         let fs = options.file_system();
         match fs::metadata(dir) {
             Ok(m) if !m.is_dir() => return Err(not_a_directory(dir)),
@@ -73,18 +78,21 @@ impl Db {
         }
         let lock = lock_exclusive(dir)?;
         let stats = Arc::new(Stats::new());
+        let recovered = match Manifest::recover(dir)? {
+            Some(recovered) => recovered,
+            None => create_store(&fs, dir, &options)?,
+        };
+        let files = list_files(dir)?;
+        account_for_files(dir, &recovered, &files)?;
         let RecoveredManifest {
             version,
             counters,
             store_id,
-        } = match Manifest::recover(dir)? {
-            Some(recovered) => recovered,
-            None => create_store(&fs, dir, &options)?,
-        };
-        check_tables_present(dir, &version)?;
+            ..
+        } = recovered;
         // Past every file in the directory, not only those the MANIFEST knows: WALs created after
         // its last edit, and tables of an interrupted flush, carry numbers at or above its counter.
-        let files = list_files(dir)?;
+        // Every number is below `MAX_FILE_NUMBER` (checked above), so none of this overflows.
         let mut next_file = files
             .iter()
             .filter_map(FileKind::number)
@@ -93,8 +101,7 @@ impl Db {
         let (recovered, last_sequence) = catch_panic("recovery", || {
             let mut edit = VersionEdit::default();
             let mut flush = |mem: &Arc<MemTable>| -> Result<()> {
-                let number = next_file;
-                next_file += 1;
+                let number = take_number(dir, &mut next_file)?;
                 let table = table_options(&options, options.filter.clone(), store_id);
                 // A store being opened has no snapshots.
                 if let Some(f) =
@@ -115,9 +122,8 @@ impl Db {
             Ok((edit, last_sequence))
         })?;
         let version = version.apply(&recovered);
-        let log_number = next_file;
-        let manifest_number = next_file + 1;
-        next_file += 2;
+        let log_number = take_number(dir, &mut next_file)?;
+        let manifest_number = take_number(dir, &mut next_file)?;
         let log = LogWriter::create(&fs, &log_path(dir, log_number))?;
         let manifest = Manifest::create(
             &fs,
@@ -204,8 +210,8 @@ impl Db {
     /// ```
     ///
     /// # Errors
-    /// - `Error::InvalidArgument` if `options` cannot work together, if `path` is missing or a
-    ///   file, or if the directory holds no store;
+    /// - `Error::InvalidArgument` if `options` cannot work together, if `path` is empty,
+    ///   missing or a file, or if the directory holds no store;
     /// - `Error::Locked` if a writer has the store open;
     /// - `Error::Corruption` as for [`open`](Db::open) (a damaged CURRENT, MANIFEST, WAL or
     ///   table, a store's files without CURRENT);
@@ -213,6 +219,7 @@ impl Db {
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let dir = path.as_ref();
+        check_store_path(dir)?;
         match fs::metadata(dir) {
             Ok(m) if !m.is_dir() => return Err(not_a_directory(dir)),
             Ok(_) => {}
@@ -236,16 +243,17 @@ impl Db {
             return Err(no_store());
         }
         let lock = lock_shared(dir)?;
-        let Some(RecoveredManifest {
+        let Some(recovered) = Manifest::recover(dir)? else {
+            return Err(no_store());
+        };
+        let files = list_files(dir)?;
+        account_for_files(dir, &recovered, &files)?;
+        let RecoveredManifest {
             version,
             counters,
             store_id,
-        }) = Manifest::recover(dir)?
-        else {
-            return Err(no_store());
-        };
-        check_tables_present(dir, &version)?;
-        let files = list_files(dir)?;
+            ..
+        } = recovered;
         let next_file = files
             .iter()
             .filter_map(FileKind::number)
@@ -278,6 +286,16 @@ impl Db {
             closed: false,
         })
     }
+}
+
+/// The next file number, counted past; checked, as every allocation of a file number is.
+fn take_number(dir: &Path, next: &mut u64) -> Result<u64> {
+    let n = *next;
+    if n >= MAX_FILE_NUMBER {
+        return Err(numbers_used_up(dir));
+    }
+    *next = n + 1;
+    Ok(n)
 }
 
 fn not_a_directory(dir: &Path) -> Error {
@@ -485,24 +503,55 @@ fn create_store(fs: &FileSystem, dir: &Path, options: &Options) -> Result<Recove
     };
     let manifest = Manifest::create(fs, dir, 1, Version::default(), counters, store_id)?;
     Ok(RecoveredManifest {
+        path: dir.join(manifest_name(1)),
         version: Version::clone(manifest.current()),
         counters,
         store_id,
     })
 }
 
-/// Every table the version names must be in the directory with the size the MANIFEST records. A
-/// missing one is lost data; one of another size is not this store's table. Say so now, naming it,
-/// before the clean-up below deletes files on the word of that MANIFEST.
-fn check_tables_present(dir: &Path, version: &Version) -> Result<()> {
-    for f in version.levels.iter().flatten() {
+/// Checks, before open writes or removes anything, that the MANIFEST accounts for the store's
+/// files, so that the clean-up after recovery (which removes WALs below the new log number and
+/// tables no version names) never removes data the MANIFEST lost track of:
+///
+/// - every file number leaves the counter room (below [`MAX_FILE_NUMBER`]);
+/// - every table the version names is present with the size the MANIFEST records: tables are
+///   removed only after a synced edit took them out of the version;
+/// - the oldest WAL the MANIFEST needs is present whenever a newer WAL is: WALs are removed
+///   oldest first, each only after a synced flush edit moved the log number past it.
+///
+/// A MANIFEST whose last edit is torn (an append interrupted by a crash) is read without it; that
+/// edit was never acknowledged, so nothing it names was removed, and these checks pass. If they
+/// fail, the MANIFEST has lost edits the store acted on (a cut or damaged tail, an old copy), or
+/// files were removed by hand: `Error::Corruption` naming the MANIFEST and what it cannot
+/// explain, and nothing is removed.
+fn account_for_files(dir: &Path, recovered: &RecoveredManifest, files: &[FileKind]) -> Result<()> {
+    for kind in files {
+        if let Some(n) = kind.number().filter(|&n| n >= MAX_FILE_NUMBER) {
+            return Err(Error::corruption(
+                &dir.join(kind.name()),
+                format!(
+                    "numbered {n}, beyond the largest file number a store allocates \
+                     ({MAX_FILE_NUMBER}): not a file this store wrote; move it out of the directory"
+                ),
+            ));
+        }
+    }
+    let manifest = &recovered.path;
+    let manifest_name = manifest
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    for f in recovered.version.levels.iter().flatten() {
         let path = table_path(dir, f.number);
         let size = match fs::metadata(&path) {
             Ok(m) => m.len(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::corruption(
                     &path,
-                    "table named by the MANIFEST is missing",
+                    format!(
+                        "table named by {manifest_name} is missing (removed by hand, or \
+                         {manifest_name} lost the edit that replaced it)"
+                    ),
                 ));
             }
             Err(e) => return Err(io_at(&path)(e)),
@@ -511,13 +560,40 @@ fn check_tables_present(dir: &Path, version: &Version) -> Result<()> {
             return Err(Error::corruption(
                 &path,
                 format!(
-                    "the file is {size} bytes, the MANIFEST says {}: not this store's table",
+                    "the file is {size} bytes, {manifest_name} says {}: not this store's table",
                     f.size
                 ),
             ));
         }
     }
-    Ok(())
+    let needed = recovered.counters.log_number;
+    // 0: a store's first MANIFEST, written before its first WAL; no WAL is numbered 0.
+    if needed == 0 || files.contains(&FileKind::Log(needed)) {
+        return Ok(());
+    }
+    let newer = files
+        .iter()
+        .filter_map(|k| match *k {
+            FileKind::Log(n) if n > needed => Some(n),
+            _ => None,
+        })
+        .min();
+    match newer {
+        // No WAL at all past it: a checkpoint, whose MANIFEST needs none.
+        None => Ok(()),
+        Some(newer) => Err(Error::corruption(
+            manifest,
+            format!(
+                "needs {} (the oldest WAL whose writes are in no table), which is missing while \
+                 the newer {} is present: the MANIFEST has lost the edit of the flush that \
+                 removed it (a cut or damaged tail), or the WAL was removed by hand; replaying \
+                 the newer WALs alone would lose the writes between, so nothing is opened or \
+                 removed",
+                FileKind::Log(needed).name(),
+                FileKind::Log(newer).name()
+            ),
+        )),
+    }
 }
 
 /// What recovery does with a memtable that reached `write_buffer_size`.

@@ -333,7 +333,7 @@ impl DbInner {
         let Some(current) = wal.log.as_mut() else {
             return Err(self.read_only_error());
         };
-        let number = self.new_file_number();
+        let number = self.new_file_number()?;
         let log = LogWriter::create(&self.fs, &log_path(&self.dir, number))?;
         // The new log's directory entry must be durable before a synced write relies on it.
         self.fs.sync_dir(&self.dir)?;

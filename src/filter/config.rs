@@ -80,11 +80,18 @@ pub const DEFAULT_PARTITION_BYTES: usize = 4096;
 /// assert!(Filter::none().policy().is_none());
 /// # let _ = (full, old, parts, small);
 /// ```
+///
+/// The built-in constructors clamp `bits_per_key` to what their policy supports (the blooms 1 to
+/// 100, Ribbon 1 to 64): more or fewer bits than that is what a caller asking for them means.
+/// A `bits_per_key` that is not a number, infinite, or not above zero is a mistake:
+/// [`Db::open`](crate::Db::open) refuses it with `Error::InvalidArgument`.
 #[derive(Clone)]
 pub struct Filter {
     layout: FilterLayout,
     policy: Option<Arc<dyn FilterPolicy>>,
     partition_bytes: usize,
+    /// The bits per key a built-in constructor was asked for, before its policy clamped them.
+    requested_bits_per_key: Option<f64>,
 }
 
 impl Filter {
@@ -94,6 +101,29 @@ impl Filter {
             layout,
             policy: Some(policy),
             partition_bytes: DEFAULT_PARTITION_BYTES,
+            requested_bits_per_key: None,
+        }
+    }
+
+    /// Remembers the bits per key a built-in constructor was asked for.
+    fn requested(mut self, bits_per_key: f64) -> Filter {
+        self.requested_bits_per_key = Some(bits_per_key);
+        self
+    }
+
+    /// Whether the filter can be built as asked.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` for a built-in filter asked for a `bits_per_key` that is not a
+    /// finite number above zero.
+    pub(crate) fn validate(&self) -> crate::error::Result<()> {
+        match self.requested_bits_per_key {
+            Some(bits) if !(bits.is_finite() && bits > 0.0) => {
+                Err(crate::error::Error::InvalidArgument(format!(
+                    "filter bits per key {bits} is not a finite number above zero"
+                )))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -103,6 +133,7 @@ impl Filter {
             FilterLayout::BlockBased,
             Arc::new(LevelDbBloom::new(bits_per_key)),
         )
+        .requested(bits_per_key)
     }
 
     /// The cache-local bloom, one filter per table.
@@ -111,6 +142,7 @@ impl Filter {
             FilterLayout::Full,
             Arc::new(CacheLocalBloom::new(bits_per_key)),
         )
+        .requested(bits_per_key)
     }
 
     /// The cache-local bloom, partitioned (about 4 KiB a partition).
@@ -119,13 +151,14 @@ impl Filter {
             FilterLayout::Partitioned,
             Arc::new(CacheLocalBloom::new(bits_per_key)),
         )
+        .requested(bits_per_key)
     }
 
     /// The Ribbon filter, one filter per table: the same false positive rate as the cache-local
     /// bloom for about 70 % of its bits (7 bits/key for the bloom's 1 % at 10), at a higher
     /// build and probe cost. `bits_per_key` is the space spent, any value from 1 to 64.
     pub fn ribbon(bits_per_key: f64) -> Filter {
-        Filter::new(FilterLayout::Full, Arc::new(Ribbon::new(bits_per_key)))
+        Filter::new(FilterLayout::Full, Arc::new(Ribbon::new(bits_per_key))).requested(bits_per_key)
     }
 
     /// No filter: every Get reads the index and a data block of every candidate table.
@@ -134,6 +167,7 @@ impl Filter {
             layout: FilterLayout::Full,
             policy: None,
             partition_bytes: DEFAULT_PARTITION_BYTES,
+            requested_bits_per_key: None,
         }
     }
 
@@ -143,6 +177,7 @@ impl Filter {
             layout: self.layout,
             policy: Some(policy),
             partition_bytes: self.partition_bytes,
+            requested_bits_per_key: None,
         }
     }
 

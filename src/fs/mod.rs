@@ -115,6 +115,15 @@ impl FileSystem {
         std::fs::create_dir_all(dir).map_err(io_at(dir))
     }
 
+    /// Creates the directory `dir`, whose parent exists; fails if `dir` exists. Not followed by
+    /// the fault-injection layer, as for [`create_dir_all`](Self::create_dir_all).
+    ///
+    /// # Errors
+    /// `Error::Io` naming `dir` (`AlreadyExists` if it exists).
+    pub(crate) fn create_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir(dir).map_err(io_at(dir))
+    }
+
     /// Removes the empty directory `dir`.
     ///
     /// # Errors
