@@ -291,7 +291,7 @@ fn live_filter_bytes(db: &Db) -> u64 {
         .sum()
 }
 
-/// The steps as a Markdown table, for `--nocapture` and docs/benchmarks.md.
+/// The steps as a Markdown table, printed with `--nocapture`.
 fn table(steps: &[Step]) -> String {
     let mut out = String::from(
         "| step | keys | tables per level (L0/L1/…) | Monkey filter bytes | uniform | Monkey − uniform | wasted reads per missing Get, Monkey | uniform | Monkey / uniform | optimum / uniform |\n\
