@@ -1,7 +1,8 @@
 //! Helpers shared by the whole-store tests: long-mode switches, scratch directories, copying and
 //! listing a store's files, the keys several tests write, and (for the tests that take a table
-//! file apart by hand) parsers that read the format of docs/table_format.md directly, not through the crate,
-//! so a test can aim at one region. `gate.rs`: a filter policy whose builder holds a flush at a gate.
+//! file apart by hand) parsers that read the format of docs/table_format.md directly, not through
+//! the crate, so a test can aim at one region. `gate.rs`: a filter policy whose builder holds a
+//! flush at a gate.
 
 // Every tests/*.rs is its own crate and uses only some of these helpers; in each, the others
 // would warn as dead code.
