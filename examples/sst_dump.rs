@@ -95,20 +95,23 @@ fn dump(path: &Path, list_blocks: bool) -> Result<(), siftdb::Error> {
         t.index_bytes
     );
     let sizes: Vec<u64> = t.data_blocks.iter().map(|b| b.block.size).collect();
-    let snappy = t
+    let compressed = t
         .data_blocks
         .iter()
-        .filter(|b| b.compression == Compression::Snappy)
+        .filter(|b| b.compression != Compression::None)
         .count();
+    let codec = t
+        .compression
+        .map_or_else(|| "not recorded".to_string(), |c| format!("{c:?}"));
     if let (Some(min), Some(max)) = (sizes.iter().min(), sizes.iter().max()) {
         println!(
-            "  data blocks {} (checksums verified), stored {}..{} B, avg {} B; {} snappy, {} uncompressed",
+            "  data blocks {} (checksums verified), stored {}..{} B, avg {} B; codec {codec}: {} compressed, {} stored raw",
             sizes.len(),
             min,
             max,
             sizes.iter().sum::<u64>() / sizes.len() as u64,
-            snappy,
-            sizes.len() - snappy
+            compressed,
+            sizes.len() - compressed
         );
     }
     if list_blocks {

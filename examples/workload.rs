@@ -5,14 +5,23 @@
 //! cargo run --release --example workload -- --keys 1000000 --reads 1000000 \
 //!     --phases fillrandom,readrandom,readmissing --threads 2 --json
 //!
+//! cargo run --release --example workload -- --compression zstd --compression-ratio 0.5
+//!
 //! Present keys are the even numbers 0, 2, 4 … written as zero-padded decimals of `--key-size`
 //! bytes; `readmissing` asks for the odd numbers between them, so every missing key falls inside
 //! some table's key range and only the filter can spare the data block read.
 //!
-//! Each phase prints ops/s and per-op latency (p50, p99); read phases also print what the filters
-//! did during the phase: `useful` (said "no"), `positive` (said "maybe"), `true positive` (said
-//! "maybe" and the table held the key), the measured false positive rate and data blocks read per
-//! Get. `--json` prints one JSON object per phase on stdout instead (the rest goes to stderr).
+//! Values are db_bench's: slices of a 1 MiB buffer of 100-byte pieces, each made of
+//! `--compression-ratio` × 100 random bytes repeated to fill it, so that values compress to about
+//! that ratio (0.5 by default; 1.0 does not compress). Unlike db_bench's printable characters,
+//! the random bytes take all 256 values, so the ratio holds for every codec.
+//!
+//! Each phase prints ops/s and per-op latency (p50, p99, p99.9; from an HDR histogram of
+//! nanoseconds), the values and codec it ran with, and the bytes of the live tables when it ended;
+//! read phases also print what the filters did during the phase: `useful` (said "no"),
+//! `positive` (said "maybe"), `true positive` (said "maybe" and the table held the key), the
+//! measured false positive rate and data blocks read per Get. `--json` prints one JSON object per
+//! phase on stdout instead (the rest goes to stderr).
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -22,13 +31,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
+use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore, SeedableRng};
+use serde_json::{json, Value};
 use siftdb::{
-    BinaryFuse, CacheLocalBloom, Db, Filter, FilterAllocation, FilterLayout, FilterPolicy,
-    LevelDbBloom, Options, PrefixExtractor, Ribbon, Statistics, Ticker, WriteBatch, WriteOptions,
+    BinaryFuse, CacheLocalBloom, Compression, Db, Filter, FilterAllocation, FilterLayout,
+    FilterPolicy, LevelDbBloom, Options, PrefixExtractor, Ribbon, Statistics, Ticker, WriteBatch,
+    WriteOptions,
 };
 
 #[derive(Parser, Debug)]
@@ -54,6 +66,19 @@ struct Args {
     /// Bytes per value.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
     value_size: u32,
+    /// The share of each value that is random, as db_bench's `--compression_ratio`: values
+    /// compress to about this ratio (1.0: not at all).
+    #[arg(long, default_value_t = 0.5, value_parser = parse_compression_ratio)]
+    compression_ratio: f64,
+    /// Codec of the tables' blocks, on every level.
+    #[arg(long, value_enum, default_value_t = CompressionArg::Snappy)]
+    compression: CompressionArg,
+    /// Codec of the tables compactions write into the bottommost level (default: --compression).
+    #[arg(long, value_enum)]
+    bottommost_compression: Option<CompressionArg>,
+    /// The zstd level, where --compression or --bottommost-compression is zstd.
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = parse_zstd_level)]
+    zstd_level: i32,
     /// Filter layout for new tables.
     #[arg(long, value_enum, default_value_t = FilterArg::Full)]
     filter: FilterArg,
@@ -157,6 +182,36 @@ enum PolicyArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CompressionArg {
+    None,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionArg {
+    fn codec(self, zstd_level: i32) -> Compression {
+        match self {
+            CompressionArg::None => Compression::None,
+            CompressionArg::Snappy => Compression::Snappy,
+            CompressionArg::Lz4 => Compression::Lz4,
+            CompressionArg::Zstd => Compression::Zstd(zstd_level),
+        }
+    }
+}
+
+/// A codec as the results name it: `none`, `snappy`, `lz4`, `zstd:3`.
+fn codec_name(c: Compression) -> String {
+    match c {
+        Compression::None => "none".into(),
+        Compression::Snappy => "snappy".into(),
+        Compression::Lz4 => "lz4".into(),
+        Compression::Zstd(level) => format!("zstd:{level}"),
+        other => format!("{other:?}"),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum AllocationArg {
     Uniform,
     Monkey,
@@ -180,6 +235,104 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_compression_ratio(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err("must be above 0 and at most 1".into())
+    }
+}
+
+fn parse_zstd_level(s: &str) -> Result<i32, String> {
+    let v: i32 = s.parse().map_err(|e| format!("{e}"))?;
+    let known = zstd::compression_level_range();
+    if known.contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "zstd knows levels {} to {}",
+            known.start(),
+            known.end()
+        ))
+    }
+}
+
+/// db_bench's value generator: a buffer of at least 1 MiB (and at least one value) made of
+/// 100-byte pieces, each `ratio` × 100 random bytes repeated to fill it; values are cut from it
+/// one after another, from the start again at its end.
+struct ValueGenerator {
+    data: Vec<u8>,
+    pos: usize,
+}
+
+impl ValueGenerator {
+    fn new(ratio: f64, value_size: usize, seed: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let len = value_size.max(1 << 20);
+        let random = ((100.0 * ratio) as usize).clamp(1, 100);
+        let mut data = Vec::with_capacity(len + 100);
+        let mut piece = vec![0u8; random];
+        while data.len() < len {
+            rng.fill_bytes(&mut piece);
+            data.extend(piece.iter().cycle().take(100));
+        }
+        ValueGenerator { data, pos: 0 }
+    }
+
+    fn next(&mut self, len: usize) -> &[u8] {
+        if self.pos + len > self.data.len() {
+            self.pos = 0;
+        }
+        self.pos += len;
+        &self.data[self.pos - len..self.pos]
+    }
+}
+
+/// What the values and tables of a run are, as every result names them.
+struct RunKind {
+    value_size: u32,
+    compression_ratio: f64,
+    compression: Compression,
+    bottommost: Option<Compression>,
+}
+
+impl RunKind {
+    fn text(&self) -> String {
+        let bottom = self
+            .bottommost
+            .map_or(String::new(), |c| format!(", {} bottommost", codec_name(c)));
+        format!(
+            "[{} B values, compression ratio {:.2}; {}{bottom}]",
+            self.value_size,
+            self.compression_ratio,
+            codec_name(self.compression)
+        )
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "value_size": self.value_size,
+            "compression_ratio": self.compression_ratio,
+            "compression": codec_name(self.compression),
+            "bottommost_compression": self.bottommost.map(codec_name),
+        })
+    }
+}
+
+/// Per-op latencies in nanoseconds, any size (the histogram grows to fit).
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures are valid"))
+}
+
+/// Records `n` ops of `elapsed` each.
+fn record(h: &mut Histogram<u64>, elapsed: Duration, n: u64) {
+    let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+    if h.record_n(ns, n).is_err() {
+        h.saturating_record_n(ns, n);
+    }
+}
+
 /// Key `n` as a zero-padded decimal of exactly `size` bytes.
 fn key(n: u64, size: usize, buf: &mut String) {
     buf.clear();
@@ -191,11 +344,13 @@ struct PhaseResult {
     name: &'static str,
     ops: u64,
     elapsed: Duration,
-    /// Sampled per-op latencies, nanoseconds.
-    latencies: Vec<u32>,
+    /// Per-op latencies (sampled for scans), nanoseconds.
+    latencies: Histogram<u64>,
     /// Gets that found a value (read phases).
     found: Option<u64>,
     stats: Statistics,
+    /// Bytes of the live tables when the phase ended.
+    sst_bytes: u64,
 }
 
 /// A scan times one step in every `SCAN_SAMPLE_EVERY`; timing every op would cost as much as a scan step.
@@ -256,12 +411,25 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         AllocationArg::Uniform => FilterAllocation::Uniform,
         AllocationArg::Monkey => FilterAllocation::Monkey,
     };
+    let kind = RunKind {
+        value_size: args.value_size,
+        compression_ratio: args.compression_ratio,
+        compression: args.compression.codec(args.zstd_level),
+        bottommost: args
+            .bottommost_compression
+            .map(|c| c.codec(args.zstd_level)),
+    };
     let options = Options::default()
+        .compression(kind.compression)
         .filter(filter.clone())
         .filter_allocation(allocation)
         .no_filter_on_last_level(args.no_filter_on_last_level)
         .cache_index_and_filter_blocks(args.cache_index_and_filter_blocks)
         .compact_l0_for_reads(!args.no_read_compaction);
+    let options = match kind.bottommost {
+        Some(c) => options.bottommost_compression(c),
+        None => options,
+    };
     let options = match args.block_cache_mb {
         Some(mb) => options.block_cache_bytes(usize::try_from(mb << 20).unwrap_or(usize::MAX)),
         None => options,
@@ -288,10 +456,13 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     note(
         args,
         &format!(
-            "siftdb workload: {} keys of {} B, values of {} B, filter {:?} ({:?}{}), {} read thread(s), dir {}",
+            "siftdb workload: {} keys of {} B, values of {} B (compression ratio {:.2}), {}{}, filter {:?} ({:?}{}), {} read thread(s), dir {}",
             args.keys,
             args.key_size,
             args.value_size,
+            args.compression_ratio,
+            codec_name(kind.compression),
+            kind.bottommost.map_or(String::new(), |c| format!(" ({} bottommost)", codec_name(c))),
             filter,
             allocation,
             if args.no_filter_on_last_level { ", none on the last level" } else { "" },
@@ -300,10 +471,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         ),
     );
 
-    // Random (incompressible) values, sliced from one 1 MiB buffer so making them costs nothing.
-    let mut rng = StdRng::seed_from_u64(args.seed);
-    let mut value_pool = vec![0u8; args.value_size as usize + (1 << 20)];
-    rng.fill_bytes(&mut value_pool);
+    let mut values =
+        ValueGenerator::new(args.compression_ratio, args.value_size as usize, args.seed);
     let mut dirty = false;
 
     for &phase in &args.phases {
@@ -335,7 +504,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         let result = match phase {
             Phase::Fillrandom | Phase::Fillseq | Phase::Overwrite => {
                 dirty = true;
-                write_phase(args, &db, phase, &value_pool)?
+                write_phase(args, &db, phase, &mut values)?
             }
             Phase::Readrandom | Phase::Readmissing | Phase::Readmixed | Phase::Seekprefix => {
                 read_phase(args, &db, phase)?
@@ -344,14 +513,15 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         };
         report(
             args,
+            &kind,
             &result,
             is_read && phase != Phase::Scan && phase != Phase::Seekprefix,
         );
         if phase == Phase::Seekprefix {
-            report_prefix(args, &result);
+            report_prefix(args, &kind, &result);
         }
         if matches!(phase, Phase::Fillrandom | Phase::Fillseq | Phase::Overwrite) {
-            report_writes(args, &result);
+            report_writes(args, &kind, &result);
         }
     }
 
@@ -415,7 +585,7 @@ fn write_phase(
     args: &Args,
     db: &Db,
     phase: Phase,
-    values: &[u8],
+    values: &mut ValueGenerator,
 ) -> Result<PhaseResult, siftdb::Error> {
     let n = args.keys;
     let mut rng = StdRng::seed_from_u64(args.seed ^ 0x5752_4954);
@@ -434,13 +604,12 @@ fn write_phase(
     let before = db.statistics();
     let sync = WriteOptions { sync: true };
     let (key_size, value_size) = (args.key_size as usize, args.value_size as usize);
-    let mut latencies = Vec::with_capacity(order.len());
+    let mut latencies = latency_histogram();
     let mut k = String::new();
     let start = Instant::now();
     for (i, &idx) in order.iter().enumerate() {
         key(idx * 2, key_size, &mut k);
-        let at = (idx as usize).wrapping_mul(7919) % (values.len() - value_size);
-        let value = &values[at..at + value_size];
+        let value = values.next(value_size);
         let t = Instant::now();
         if args.sync {
             let mut batch = WriteBatch::new();
@@ -449,7 +618,7 @@ fn write_phase(
         } else {
             db.put(&k, value)?;
         }
-        latencies.push(t.elapsed().as_nanos() as u32);
+        record(&mut latencies, t.elapsed(), 1);
         if i % 1024 == 1023 {
             pb.inc(1024);
         }
@@ -463,6 +632,7 @@ fn write_phase(
         latencies,
         found: None,
         stats: db.statistics().since(&before),
+        sst_bytes: sst_bytes(db),
     })
 }
 
@@ -483,8 +653,8 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
             let prefix_len = usize::from(args.prefix_len.unwrap_or(args.key_size)).min(key_size);
             let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(1000 + t));
             let batch = u64::from(args.batch);
-            std::thread::spawn(move || -> Result<(Vec<u32>, u64), siftdb::Error> {
-                let mut latencies = Vec::with_capacity(share as usize);
+            std::thread::spawn(move || -> Result<(Histogram<u64>, u64), siftdb::Error> {
+                let mut latencies = latency_histogram();
                 let mut found = 0u64;
                 let mut k = String::new();
                 if batch > 1 && phase != Phase::Seekprefix {
@@ -507,8 +677,8 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
                         for v in db.multi_get(&keys) {
                             found += u64::from(v?.is_some());
                         }
-                        let per_key = (t.elapsed().as_nanos() / u128::from(n)) as u32;
-                        latencies.extend(std::iter::repeat_n(per_key, n as usize));
+                        let per_key = t.elapsed() / u32::try_from(n).unwrap_or(u32::MAX);
+                        record(&mut latencies, per_key, n);
                         if (done + n) / 1024 > done / 1024 {
                             pb.inc(1024);
                         }
@@ -536,7 +706,7 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
                     } else {
                         db.get(&k)?.is_some()
                     };
-                    latencies.push(t.elapsed().as_nanos() as u32);
+                    record(&mut latencies, t.elapsed(), 1);
                     found += u64::from(hit);
                     if i % 1024 == 1023 {
                         pb.inc(1024);
@@ -546,13 +716,15 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
             })
         })
         .collect();
-    let mut latencies = Vec::new();
+    let mut latencies = latency_histogram();
     let mut found = 0;
     for h in handles {
         let (l, f) = h.join().map_err(|_| {
             siftdb::Error::InvalidArgument("a reader thread panicked".to_string())
         })??;
-        latencies.extend(l);
+        latencies
+            .add(l)
+            .map_err(|e| siftdb::Error::InvalidArgument(format!("latencies: {e:?}")))?;
         found += f;
     }
     let elapsed = start.elapsed();
@@ -564,6 +736,7 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
         latencies,
         found: Some(found),
         stats: db.statistics().since(&before),
+        sst_bytes: sst_bytes(db),
     })
 }
 
@@ -571,7 +744,7 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
 fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
     let before = db.statistics();
     let pb = progress(None, "scan");
-    let mut latencies = Vec::new();
+    let mut latencies = latency_histogram();
     let mut ops = 0u64;
     let start = Instant::now();
     let mut scan = db.scan::<Vec<u8>, _>(..);
@@ -580,7 +753,7 @@ fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
         let t = sampled.then(Instant::now);
         let Some(item) = scan.next() else { break };
         if let Some(t) = t {
-            latencies.push(t.elapsed().as_nanos() as u32);
+            record(&mut latencies, t.elapsed(), 1);
         }
         item?;
         ops += 1;
@@ -597,20 +770,33 @@ fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
         latencies,
         found: None,
         stats: db.statistics().since(&before),
+        sst_bytes: sst_bytes(db),
     })
 }
 
+/// Bytes of the store's live tables.
+fn sst_bytes(db: &Db) -> u64 {
+    db.property("siftdb.total-sst-bytes")
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The prefix counters of a `seekprefix` phase: tables checked, skipped, and scanned per seek.
-fn report_prefix(args: &Args, r: &PhaseResult) {
+fn report_prefix(args: &Args, kind: &RunKind, r: &PhaseResult) {
     let checked = r.stats.ticker(Ticker::BloomFilterPrefixChecked);
     let useful = r.stats.ticker(Ticker::BloomFilterPrefixUseful);
     let seeks = r.ops.max(1) as f64;
     let blocks = r.stats.ticker(Ticker::DataBlocksRead) as f64 / seeks;
     if args.json {
-        println!(
-            "{{\"phase\":\"{}\",\"prefix_checked\":{checked},\"prefix_useful\":{useful},\"tables_scanned_per_seek\":{:.4},\"data_blocks_per_seek\":{blocks:.4}}}",
-            r.name,
-            (checked - useful) as f64 / seeks
+        print_json(
+            kind,
+            json!({
+                "phase": r.name,
+                "prefix_checked": checked,
+                "prefix_useful": useful,
+                "tables_scanned_per_seek": rounded((checked - useful) as f64 / seeks, 4),
+                "data_blocks_per_seek": rounded(blocks, 4),
+            }),
         );
         return;
     }
@@ -625,7 +811,7 @@ fn report_prefix(args: &Args, r: &PhaseResult) {
 /// What a write phase cost beyond its writes: table bytes flushes and compactions wrote during it
 /// per byte of keys and values written (write amplification, the WAL not counted), and how long
 /// writers stalled, by cause.
-fn report_writes(args: &Args, r: &PhaseResult) {
+fn report_writes(args: &Args, kind: &RunKind, r: &PhaseResult) {
     let t = |ticker| r.stats.ticker(ticker);
     let amp = t(Ticker::TableBytesWritten) as f64 / t(Ticker::UserBytesWritten).max(1) as f64;
     let secs = |ticker| t(ticker) as f64 / 1e6;
@@ -637,12 +823,19 @@ fn report_writes(args: &Args, r: &PhaseResult) {
         secs(Ticker::WriteStallMemtablesMicros),
     );
     if args.json {
-        println!(
-            "{{\"phase\":\"{}\",\"write_amplification\":{amp:.3},\"stall_seconds\":{stall:.3},\"stall_share\":{:.4},\"stall_l0_slowdown_seconds\":{slowed:.3},\"stall_l0_stop_seconds\":{stopped:.3},\"stall_memtables_seconds\":{memtables:.3},\"flushes\":{},\"compactions\":{}}}",
-            r.name,
-            share / 100.0,
-            t(Ticker::Flushes),
-            t(Ticker::Compactions)
+        print_json(
+            kind,
+            json!({
+                "phase": r.name,
+                "write_amplification": rounded(amp, 3),
+                "stall_seconds": rounded(stall, 3),
+                "stall_share": rounded(share / 100.0, 4),
+                "stall_l0_slowdown_seconds": rounded(slowed, 3),
+                "stall_l0_stop_seconds": rounded(stopped, 3),
+                "stall_memtables_seconds": rounded(memtables, 3),
+                "flushes": t(Ticker::Flushes),
+                "compactions": t(Ticker::Compactions),
+            }),
         );
         return;
     }
@@ -654,19 +847,32 @@ fn report_writes(args: &Args, r: &PhaseResult) {
     );
 }
 
-/// The `q`-quantile of sorted latencies, in microseconds.
-fn quantile_us(sorted: &[u32], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    f64::from(sorted[i]) / 1000.0
+/// `x` rounded to `digits` decimals, for JSON that reads like the text.
+fn rounded(x: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (x * scale).round() / scale
 }
 
-fn report(args: &Args, r: &PhaseResult, point_reads: bool) {
-    let mut lat = r.latencies.clone();
-    lat.sort_unstable();
-    let (p50, p99) = (quantile_us(&lat, 0.50), quantile_us(&lat, 0.99));
+/// Prints one JSON object on a line: `fields`, then what the values and tables of the run are.
+fn print_json(kind: &RunKind, mut fields: Value) {
+    if let (Some(out), Value::Object(run)) = (fields.as_object_mut(), kind.json()) {
+        out.extend(run);
+    }
+    println!("{fields}");
+}
+
+/// The `q`-quantile of the latencies, in microseconds.
+fn quantile_us(latencies: &Histogram<u64>, q: f64) -> f64 {
+    latencies.value_at_quantile(q) as f64 / 1000.0
+}
+
+fn report(args: &Args, kind: &RunKind, r: &PhaseResult, point_reads: bool) {
+    let lat = &r.latencies;
+    let (p50, p99, p999) = (
+        quantile_us(lat, 0.50),
+        quantile_us(lat, 0.99),
+        quantile_us(lat, 0.999),
+    );
     let secs = r.elapsed.as_secs_f64();
     let ops_per_sec = r.ops as f64 / secs.max(1e-9);
     let f = r.stats.filter_totals();
@@ -674,33 +880,49 @@ fn report(args: &Args, r: &PhaseResult, point_reads: bool) {
     let blocks_per_get = r.stats.ticker(Ticker::DataBlocksRead) as f64 / gets.max(1) as f64;
 
     if args.json {
-        let mut j = format!(
-            "{{\"phase\":\"{}\",\"ops\":{},\"seconds\":{:.4},\"ops_per_sec\":{:.1},\"p50_us\":{:.3},\"p99_us\":{:.3}",
-            r.name, r.ops, secs, ops_per_sec, p50, p99
-        );
-        if point_reads {
-            let fp = f
-                .fp_rate()
-                .map_or("null".to_string(), |x| format!("{x:.6}"));
-            let _ = write!(
-                j,
-                ",\"found\":{},\"filter_useful\":{},\"filter_positive\":{},\"filter_true_positive\":{},\"fp_rate\":{},\"data_blocks_per_get\":{:.4}",
-                r.found.unwrap_or(0), f.useful, f.positive, f.true_positive, fp, blocks_per_get
-            );
+        let mut j = json!({
+            "phase": r.name,
+            "ops": r.ops,
+            "seconds": rounded(secs, 4),
+            "ops_per_sec": rounded(ops_per_sec, 1),
+            "p50_us": rounded(p50, 3),
+            "p99_us": rounded(p99, 3),
+            "p999_us": rounded(p999, 3),
+            "max_us": rounded(lat.max() as f64 / 1000.0, 3),
+            "sst_bytes": r.sst_bytes,
+        });
+        if let (true, Some(out)) = (point_reads, j.as_object_mut()) {
+            let reads = json!({
+                "found": r.found.unwrap_or(0),
+                "filter_useful": f.useful,
+                "filter_positive": f.positive,
+                "filter_true_positive": f.true_positive,
+                "fp_rate": f.fp_rate().map(|x| rounded(x, 6)),
+                "data_blocks_per_get": rounded(blocks_per_get, 4),
+            });
+            if let Value::Object(reads) = reads {
+                out.extend(reads);
+            }
         }
-        j.push('}');
-        println!("{j}");
+        print_json(kind, j);
         return;
     }
     println!(
-        "{:<12} {:>9} ops {:>8.2} s {:>11.0} ops/s   p50 {:>7.2} µs   p99 {:>7.2} µs{}",
+        "{:<12} {:>9} ops {:>8.2} s {:>11.0} ops/s   p50 {:>7.2} µs   p99 {:>7.2} µs   p99.9 {:>8.2} µs{}",
         r.name,
         r.ops,
         secs,
         ops_per_sec,
         p50,
         p99,
+        p999,
         r.found.map_or(String::new(), |n| format!("   found {n}"))
+    );
+    println!(
+        "{:<12} {}   tables {:.1} MiB",
+        "",
+        kind.text(),
+        r.sst_bytes as f64 / f64::from(1 << 20)
     );
     if point_reads {
         let fp = f

@@ -6,7 +6,7 @@ set -eu
 secs=${1:-180}
 seeds=${SIFTDB_FUZZ_SEEDS:-}
 cd "$(dirname "$0")"
-for t in block table log filters ops; do
+for t in block codecs table log filters ops; do
     mkdir -p "corpus/$t"
     extra=""
     if [ -n "$seeds" ] && [ -d "$seeds/$t" ]; then extra="$seeds/$t"; fi

@@ -478,4 +478,33 @@ fn write_fuzz_seeds() {
             }
         }
     }
+    // The codecs target takes a byte picking the codec (1 snappy, 2 LZ4, 3 zstd), then the
+    // block as stored.
+    std::fs::create_dir_all(out.join("codecs")).unwrap();
+    let codecs = [
+        (1u8, Compression::Snappy),
+        (2, Compression::Lz4),
+        (3, Compression::Zstd(3)),
+    ];
+    for (pick, codec) in codecs {
+        let root = scratch();
+        let dir = root.path().join("db");
+        let db = Db::open(&dir, Options::default().compression(codec).block_size(512)).unwrap();
+        for i in 0..60 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        drop(db);
+        for path in files_with_ext(&dir, "sst") {
+            let bytes = std::fs::read(&path).unwrap();
+            let info = siftdb::inspect::TableInfo::open(&path).unwrap();
+            for b in info.data_blocks.iter().filter(|b| b.compression == codec) {
+                let (at, size) = (b.block.offset as usize, b.block.size as usize);
+                let mut seed = vec![pick];
+                seed.extend_from_slice(&bytes[at..at + size]);
+                let name = format!("{codec:?}-{at}");
+                std::fs::write(out.join("codecs").join(name), seed).unwrap();
+            }
+        }
+    }
 }

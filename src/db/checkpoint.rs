@@ -117,8 +117,8 @@ impl Db {
             let sv = inner.super_version();
             if !sv.mem.is_empty() {
                 let number = inner.new_file_number()?;
-                let table =
-                    table_options(&inner.options, inner.options.filter.clone(), inner.store_id);
+                let filter = inner.options.filter.clone();
+                let table = table_options(&inner.options, 0, false, filter, inner.store_id);
                 made.push(table_path(dir, number));
                 let added = write_level0_table(
                     &inner.fs,

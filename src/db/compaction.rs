@@ -337,8 +337,8 @@ impl DbInner {
         let mut retention = VersionRetention::new(snapshots);
         // In the last level that holds data, a version every snapshot sees is the only one of its
         // key anywhere below the memtables' newer ones: it is written with sequence 0, whose
-        // tag is the same for every key, so that snappy compresses the tags away (as RocksDB does
-        // at its bottommost level).
+        // tag is the same for every key, so that the codec compresses the tags away (as RocksDB
+        // does at its bottommost level). Its tables take the bottommost codec, if one is set.
         let bottommost = out_level >= job.version.deepest_nonempty_level();
         let mut zeroed: Vec<u8> = Vec::new();
         // An output table is cut only between user keys: versions of one key (kept for snapshots)
@@ -391,7 +391,13 @@ impl DbInner {
                             &self.fs,
                             &table_path(&self.dir, number),
                             number,
-                            table_options(&self.options, filter.clone(), self.store_id),
+                            table_options(
+                                &self.options,
+                                out_level,
+                                bottommost,
+                                filter.clone(),
+                                self.store_id,
+                            ),
                         )?;
                         builder = Some((number, b));
                     }

@@ -18,13 +18,20 @@ use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
 use crate::store_id::StoreId;
 
-/// The settings new tables of store `store_id` are built with, with `filter` as their filter.
-pub(crate) fn table_options(options: &Options, filter: Filter, store_id: StoreId) -> TableOptions {
+/// The settings new tables of store `store_id` are built with, with `filter` as their filter and
+/// the codec of `level` (`bottommost` when they go into the deepest level that holds data).
+pub(crate) fn table_options(
+    options: &Options,
+    level: usize,
+    bottommost: bool,
+    filter: Filter,
+    store_id: StoreId,
+) -> TableOptions {
     TableOptions {
         store_id,
         block_size: options.block_size,
         restart_interval: options.block_restart_interval,
-        compression: options.compression,
+        compression: options.compression_for_level(level, bottommost),
         filter,
         prefix: options.prefix_extractor.clone(),
         whole_key_filtering: options.whole_key_filtering,
@@ -101,7 +108,7 @@ impl DbInner {
         let filter = self.filter_for_flush(&version, &mem)?;
         drop(version);
         let number = self.new_file_number()?;
-        let options = table_options(&self.options, filter, self.store_id);
+        let options = table_options(&self.options, 0, false, filter, self.store_id);
         // A panic in user code (a filter policy, a prefix extractor) fails the flush like an
         // error: the memtable and its WAL stay, and the error reaches every waiter.
         let file = catch_panic("flush", || {

@@ -102,7 +102,7 @@ impl Db {
             let mut edit = VersionEdit::default();
             let mut flush = |mem: &Arc<MemTable>| -> Result<()> {
                 let number = take_number(dir, &mut next_file)?;
-                let table = table_options(&options, options.filter.clone(), store_id);
+                let table = table_options(&options, 0, false, options.filter.clone(), store_id);
                 // A store being opened has no snapshots.
                 if let Some(f) =
                     write_level0_table(&fs, dir, number, table, &stats, &[], &mut mem.iter())?

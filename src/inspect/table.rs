@@ -10,9 +10,10 @@ use crate::filter::{Filter, FilterLayout, PolicyRegistry};
 use crate::fs::{io_at, read_exact_at};
 use crate::options::Compression;
 use crate::sst::block::{Block, KeyOrder};
-use crate::sst::format::{
-    read_block, BlockHandle, Footer, COMPRESSION_NONE, COMPRESSION_SNAPPY, FOOTER_LEN,
+use crate::sst::compression::{
+    COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,
 };
+use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::sst::table_reader::{MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 
@@ -39,7 +40,10 @@ impl From<BlockHandle> for BlockInfo {
 pub struct DataBlockInfo {
     /// Offset and stored size.
     pub block: BlockInfo,
-    /// The compression recorded in the block's trailer.
+    /// The compression recorded in the block's trailer: [`Compression::None`] for a block
+    /// stored raw (its codec did not save an eighth of it). The trailer names the codec only; a
+    /// zstd block shows the level of the table's codec ([`TableInfo::compression`]), or 0 if the
+    /// table does not record one.
     pub compression: Compression,
 }
 
@@ -120,6 +124,11 @@ pub struct TableInfo {
     pub data_bytes: u64,
     /// Bytes of the index block before compression, as the table builder recorded them.
     pub index_bytes: u64,
+    /// The codec the table was written with ([`Options::compression_per_level`]), or `None` if
+    /// the table does not record it (it was written before tables recorded their codec).
+    ///
+    /// [`Options::compression_per_level`]: crate::Options::compression_per_level
+    pub compression: Option<Compression>,
     /// Every data block in key order, from the index block. Each was read and its checksum
     /// verified.
     pub data_blocks: Vec<DataBlockInfo>,
@@ -186,6 +195,11 @@ impl TableInfo {
             return Err(bad("malformed metaindex entry".into()));
         }
 
+        let compression = Compression::from_property_name(&p.compression);
+        let zstd_level = match compression {
+            Some(Compression::Zstd(level)) => level,
+            _ => 0,
+        };
         let index = parse_block(&file, path, footer.index, file_size, "index")?;
         let mut data_blocks = Vec::new();
         let mut it = index.iter(KeyOrder::Internal);
@@ -197,7 +211,7 @@ impl TableInfo {
             read_block(&file, path, h, file_size)?;
             data_blocks.push(DataBlockInfo {
                 block: h.into(),
-                compression: trailer_compression(&file, path, h, file_size)?,
+                compression: trailer_compression(&file, path, h, file_size, zstd_level)?,
             });
             it.next();
         }
@@ -234,6 +248,7 @@ impl TableInfo {
             raw_value_bytes: p.raw_value_bytes,
             data_bytes: p.data_bytes,
             index_bytes: p.index_bytes,
+            compression,
             data_blocks,
             filter,
         })
@@ -253,12 +268,13 @@ fn parse_block(
         .ok_or_else(|| Error::corruption(path, format!("malformed {what} block")))
 }
 
-/// The compression byte of the trailer after the block at `h`.
+/// The compression byte of the trailer after the block at `h`, zstd taken at `zstd_level`.
 fn trailer_compression(
     file: &File,
     path: &Path,
     h: BlockHandle,
     file_len: u64,
+    zstd_level: i32,
 ) -> Result<Compression> {
     let at = h
         .offset
@@ -272,6 +288,8 @@ fn trailer_compression(
     match byte[0] {
         COMPRESSION_NONE => Ok(Compression::None),
         COMPRESSION_SNAPPY => Ok(Compression::Snappy),
+        COMPRESSION_LZ4 => Ok(Compression::Lz4),
+        COMPRESSION_ZSTD => Ok(Compression::Zstd(zstd_level)),
         other => Err(Error::corruption(
             path,
             format!("unknown compression type {other} at offset {}", h.offset),

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::coding::{fixed32_at, fixed64_at, put_varint64, Decoder};
 use crate::error::{Error, Result};
+use crate::sst::compression::decompress;
 
 /// Bytes of the trailer after every block.
 pub(crate) const BLOCK_TRAILER_LEN: usize = 5;
@@ -17,11 +18,6 @@ pub(crate) const TABLE_MAGIC: u64 = 0x7369_6674_6462_0001;
 /// The table format version written in the footer.
 pub(crate) const FORMAT_VERSION: u32 = 1;
 const HANDLES_LEN: usize = 40;
-
-/// Compression byte of a block trailer.
-pub(crate) const COMPRESSION_NONE: u8 = 0;
-/// Compression byte of a snappy-compressed block.
-pub(crate) const COMPRESSION_SNAPPY: u8 = 1;
 
 /// Where a block sits in its table: offset and size of its stored contents (trailer excluded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -114,7 +110,8 @@ pub(crate) fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN
 ///
 /// # Errors
 /// `Error::Corruption` naming `path` for a short read, a checksum mismatch, an unknown compression
-/// byte or snappy data that does not decode; `Error::Io` for an operating-system failure.
+/// byte or compressed data that does not decode to its recorded length; `Error::Io` for an
+/// operating-system failure.
 pub(crate) fn read_block(
     file: &File,
     path: &Path,
@@ -151,24 +148,13 @@ pub(crate) fn read_block(
         )));
     }
     buf.truncate(n);
-    match kind {
-        COMPRESSION_NONE => Ok(buf),
-        COMPRESSION_SNAPPY => snap::raw::Decoder::new().decompress_vec(&buf).map_err(|e| {
-            bad(format!(
-                "snappy block at offset {} does not decode: {e}",
-                handle.offset
-            ))
-        }),
-        other => Err(bad(format!(
-            "unknown compression type {other} at offset {}",
-            handle.offset
-        ))),
-    }
+    decompress(kind, buf).map_err(|what| bad(format!("{what} (block at offset {})", handle.offset)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sst::compression::COMPRESSION_NONE;
 
     #[test]
     fn footer_round_trips_and_detects_damage() {

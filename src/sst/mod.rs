@@ -2,6 +2,7 @@
 
 pub(crate) mod block;
 pub(crate) mod block_builder;
+pub(crate) mod compression;
 pub(crate) mod filter_block;
 pub(crate) mod format;
 pub(crate) mod index_search;

@@ -28,6 +28,9 @@ pub(crate) struct TableProperties {
     pub(crate) filter_whole_keys: bool,
     /// The name of the prefix extractor whose prefixes the filter holds, or empty.
     pub(crate) prefix_extractor: String,
+    /// The codec the table's blocks were compressed with (`Compression::property_name`), or empty
+    /// if not recorded.
+    pub(crate) compression: String,
     /// The identity of the store that wrote the table (16 bytes; empty if not recorded).
     pub(crate) store_id: Vec<u8>,
     /// The file number the table was written under.
@@ -54,6 +57,7 @@ impl Default for TableProperties {
             filter_keys: 0,
             filter_whole_keys: true,
             prefix_extractor: String::new(),
+            compression: String::new(),
             store_id: Vec::new(),
             table_number: 0,
             smallest_key: Vec::new(),
@@ -99,6 +103,7 @@ impl TableProperties {
             "siftdb.prefix.extractor",
             self.prefix_extractor.as_bytes().to_vec(),
         );
+        entries.insert("siftdb.compression", self.compression.as_bytes().to_vec());
         let mut bits = Vec::new();
         put_fixed64(&mut bits, self.filter_bits_per_key.to_bits());
         entries.insert("siftdb.filter.bits_per_key", bits);
@@ -133,6 +138,7 @@ impl TableProperties {
                 b"siftdb.filter.policy" => p.filter_policy = text()?,
                 b"siftdb.filter.whole_keys" => p.filter_whole_keys = v != [0],
                 b"siftdb.prefix.extractor" => p.prefix_extractor = text()?,
+                b"siftdb.compression" => p.compression = text()?,
                 b"siftdb.table.number" => p.table_number = num()?,
                 b"siftdb.store.id" => p.store_id = v.to_vec(),
                 b"siftdb.smallest.key" => p.smallest_key = v.to_vec(),
@@ -169,6 +175,7 @@ mod tests {
             filter_keys: 997,
             filter_whole_keys: false,
             prefix_extractor: "siftdb.FixedPrefix.4".into(),
+            compression: "zstd:-5".into(),
             store_id: vec![7; 16],
             table_number: 42,
             smallest_key: b"a\x01\0\0\0\0\0\0\0".to_vec(),

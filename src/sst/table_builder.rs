@@ -13,10 +13,9 @@ use crate::key::{parse_internal_key, user_key, ValueKind};
 use crate::options::Compression;
 use crate::prefix::PrefixExtractor;
 use crate::sst::block_builder::BlockBuilder;
+use crate::sst::compression::{BlockCompressor, COMPRESSION_NONE};
 use crate::sst::filter_block::{new_filter_block_builder, FilterBlockBuilder};
-use crate::sst::format::{
-    block_trailer, BlockHandle, Footer, COMPRESSION_NONE, COMPRESSION_SNAPPY,
-};
+use crate::sst::format::{block_trailer, BlockHandle, Footer};
 use crate::sst::properties::TableProperties;
 use crate::store_id::StoreId;
 
@@ -63,29 +62,6 @@ pub(crate) struct TableBuilder {
     compressor: BlockCompressor,
 }
 
-/// Snappy's encoder and its output buffer, kept for the whole table: a fresh encoder allocates
-/// and zeroes its hash table for every block, which cost a quarter of a compaction's instructions.
-struct BlockCompressor {
-    encoder: snap::raw::Encoder,
-    out: Vec<u8>,
-}
-
-impl BlockCompressor {
-    fn new() -> Self {
-        BlockCompressor {
-            encoder: snap::raw::Encoder::new(),
-            out: Vec::new(),
-        }
-    }
-
-    /// `raw` compressed, if snappy saves at least an eighth of it.
-    fn compress(&mut self, raw: &[u8]) -> Option<&[u8]> {
-        self.out.resize(snap::raw::max_compress_len(raw.len()), 0);
-        let n = self.encoder.compress(raw, &mut self.out).ok()?;
-        (n < raw.len() - raw.len() / 8).then(|| &self.out[..n])
-    }
-}
-
 impl TableBuilder {
     /// Creates table `number` at `path`, which must not exist.
     pub(crate) fn create(
@@ -94,10 +70,12 @@ impl TableBuilder {
         number: u64,
         options: TableOptions,
     ) -> Result<TableBuilder> {
+        let compressor = BlockCompressor::new(options.compression)?;
         let file = fs.create(path)?;
         let props = TableProperties {
             store_id: options.store_id.to_vec(),
             table_number: number,
+            compression: options.compression.property_name(),
             ..TableProperties::default()
         };
         Ok(TableBuilder {
@@ -113,7 +91,7 @@ impl TableBuilder {
             smallest: Vec::new(),
             last_key: Vec::new(),
             props,
-            compressor: BlockCompressor::new(),
+            compressor,
         })
     }
 
@@ -172,14 +150,12 @@ impl TableBuilder {
         if self.data_block.is_empty() {
             return Ok(());
         }
-        let compress = self.options.compression == Compression::Snappy;
         let raw = self.data_block.finish();
         let handle = write_block(
             &mut self.out,
             &mut self.offset,
             raw,
-            compress,
-            &mut self.compressor,
+            Some(&mut self.compressor),
         )?;
         self.data_block.reset();
         self.props.num_data_blocks += 1;
@@ -196,9 +172,8 @@ impl TableBuilder {
         self.flush_data_block()?;
         let mut meta: Vec<(String, BlockHandle)> = Vec::new();
         if let Some(mut f) = self.filter.take() {
-            let (out, offset, scratch) = (&mut self.out, &mut self.offset, &mut self.compressor);
-            let handle =
-                f.finish(&mut |bytes: &[u8]| write_block(out, offset, bytes, false, scratch))?;
+            let (out, offset) = (&mut self.out, &mut self.offset);
+            let handle = f.finish(&mut |bytes: &[u8]| write_block(out, offset, bytes, None))?;
             if let (Some(layout), Some(policy)) =
                 (self.options.filter.layout(), self.options.filter.policy())
             {
@@ -221,33 +196,20 @@ impl TableBuilder {
         self.props.smallest_key = self.smallest.clone();
         self.props.largest_key = self.last_key.clone();
         let props = self.props.encode();
-        let handle = write_block(
-            &mut self.out,
-            &mut self.offset,
-            &props,
-            false,
-            &mut self.compressor,
-        )?;
+        let handle = write_block(&mut self.out, &mut self.offset, &props, None)?;
         meta.push(("properties".to_string(), handle));
         meta.sort_by(|a, b| a.0.cmp(&b.0));
         let mut metaindex = BlockBuilder::new(1);
         for (name, handle) in &meta {
             metaindex.add(name.as_bytes(), &handle.encode());
         }
-        let metaindex_handle = write_block(
-            &mut self.out,
-            &mut self.offset,
-            metaindex.finish(),
-            false,
-            &mut self.compressor,
-        )?;
-        let compress = self.options.compression == Compression::Snappy;
+        let metaindex_handle =
+            write_block(&mut self.out, &mut self.offset, metaindex.finish(), None)?;
         let index_handle = write_block(
             &mut self.out,
             &mut self.offset,
             self.index_block.finish(),
-            compress,
-            &mut self.compressor,
+            Some(&mut self.compressor),
         )?;
         let footer = Footer {
             metaindex: metaindex_handle,
@@ -276,16 +238,16 @@ impl Drop for TableBuilder {
     }
 }
 
-/// Writes `raw` (snappy-compressed when asked and worth it) and its trailer; returns its handle.
+/// Writes `raw` (compressed by `compressor`, if given, where that is worth it) and its trailer;
+/// returns its handle.
 fn write_block(
     out: &mut BufWriter<WritableFile>,
     offset: &mut u64,
     raw: &[u8],
-    compress: bool,
-    compressor: &mut BlockCompressor,
+    compressor: Option<&mut BlockCompressor>,
 ) -> Result<BlockHandle> {
-    let (contents, kind) = match compress.then(|| compressor.compress(raw)).flatten() {
-        Some(compressed) => (compressed, COMPRESSION_SNAPPY),
+    let (contents, kind) = match compressor {
+        Some(c) => c.compress(raw),
         None => (raw, COMPRESSION_NONE),
     };
     out.write_all(contents)?;

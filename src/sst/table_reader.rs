@@ -1132,10 +1132,13 @@ mod iter_tests {
         let dir = tempfile::tempdir().unwrap();
         let entries = entries(&mut rng);
         let probes = probes(&entries);
-        for (n, compression) in [Compression::None, Compression::Snappy]
-            .into_iter()
-            .enumerate()
-        {
+        let codecs = [
+            Compression::None,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd(3),
+        ];
+        for (n, compression) in codecs.into_iter().enumerate() {
             let path = dir.path().join(format!("{n}.sst"));
             write_table(&path, &entries, compression);
             for charge in [false, true] {
