@@ -1,17 +1,18 @@
 //! `Db`: the store. This file holds its shared state and `close`; each operation lives in its own
 //! file: `open.rs` (open, read-only open and recovery), `write.rs` (writes and `sync_wal`),
-//! `read.rs` (Get), `scan.rs`, `flush.rs`, `compaction.rs`, `background.rs` (the two worker
-//! threads), `checkpoint.rs`, `destroy.rs`, `property.rs`.
+//! `read.rs` (Get), `scan.rs` (`scan`, `iter`), `cursor.rs`, `flush.rs`, `compaction.rs`,
+//! `background.rs` (the two worker threads), `checkpoint.rs`, `destroy.rs`, `property.rs`.
 
 mod background;
 mod checkpoint;
 mod compaction;
 mod compaction_stats;
+mod cursor;
 mod destroy;
 mod explain;
 pub(crate) mod filename;
 mod flush;
-mod iterator;
+mod key_range;
 mod level_iter;
 pub(crate) mod manifest;
 mod multi_get;
@@ -49,7 +50,8 @@ use manifest::Manifest;
 use table_cache::TableCache;
 use version::Version;
 
-pub use iterator::DbIterator;
+pub use cursor::Cursor;
+pub use key_range::KeyRange;
 pub use scan::Scan;
 pub use snapshot::Snapshot;
 
