@@ -11,6 +11,7 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::close::DirLock;
 use super::level_iter::LevelIter;
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
@@ -134,11 +135,12 @@ enum Direction {
 ///
 /// **What it holds.** A cursor keeps the memtables and tables it reads: flushes and compactions
 /// that run meanwhile change nothing it returns, and the files of tables they replace are deleted
-/// only once it is dropped. It also keeps the store's shared state, so it stays usable after its
-/// [`Db`] is dropped or closed (the background threads have stopped then, and it reads only what
-/// it already held); but that state includes the directory's `LOCK`, so [`Db::open`] of the same
-/// directory fails with [`Error::Locked`] until every cursor and [`Scan`](crate::Scan) of the old
-/// `Db` is dropped. Hold cursors only as long as needed.
+/// only once it is dropped. It stays usable after its store is [closed](Db::close) or its last
+/// [`Db`] handle dropped (the background threads have stopped then, and it reads only what it
+/// already held); but it keeps the directory's `LOCK` too, so [`Db::open`] of the same directory
+/// fails with [`Error::Locked`] until every cursor and [`Scan`](crate::Scan) made before the
+/// close is dropped. Hold cursors only as long as needed. A cursor made after the store closed
+/// holds nothing, and every seek returns [`Error::Closed`].
 ///
 /// **Costs.** A step forward borrows the entry from its data block or memtable copy and allocates
 /// nothing; a step backward copies the entry into buffers the cursor reuses. Each step visits
@@ -146,6 +148,11 @@ enum Direction {
 /// version. Turning around re-seeks each memtable, L0 table and level once.
 pub struct Cursor {
     inner: Arc<DbInner>,
+    /// The directory's `LOCK`, held while the cursor reads the store's files; `None` for a cursor
+    /// made by a scan (which holds it) or after the store closed (`closed`).
+    _lock: Option<Arc<DirLock>>,
+    /// Made after the store closed: every seek returns `Error::Closed`.
+    closed: bool,
     sources: Sources,
     /// Entries newer than this are invisible.
     sequence: u64,
@@ -191,9 +198,11 @@ impl Db {
     /// assert!(!cursor.valid());
     /// # Ok(()) }
     /// ```
+    ///
+    /// On a closed store the cursor's seeks return [`Error::Closed`].
     pub fn cursor(&self) -> Cursor {
         let (sv, sequence) = self.inner.read_view();
-        Cursor::new(&self.inner, Sources::all_of(sv), sequence)
+        Cursor::new(&self.inner, Sources::all_of(sv), sequence).holding_lock()
     }
 
     /// A [`Cursor`] over the store as it was when `snapshot` was taken: it sees the writes
@@ -227,7 +236,7 @@ impl Db {
     /// registered snapshot does).
     pub(crate) fn cursor_at_sequence(&self, sequence: u64) -> Cursor {
         let sv = self.inner.super_version();
-        Cursor::new(&self.inner, Sources::all_of(sv), sequence)
+        Cursor::new(&self.inner, Sources::all_of(sv), sequence).holding_lock()
     }
 }
 
@@ -248,10 +257,13 @@ impl Sources {
 }
 
 impl Cursor {
-    /// An unpositioned cursor over `sources` at `sequence`.
+    /// An unpositioned cursor over `sources` at `sequence`, holding no `LOCK` (a scan's, which
+    /// holds it).
     pub(crate) fn new(inner: &Arc<DbInner>, sources: Sources, sequence: u64) -> Cursor {
         Cursor {
             inner: Arc::clone(inner),
+            _lock: None,
+            closed: false,
             sources,
             sequence,
             lower: Bound::Unbounded,
@@ -263,6 +275,16 @@ impl Cursor {
             saved_value: Vec::new(),
             error: None,
         }
+    }
+
+    /// Holds the directory's `LOCK` while it lives, or, if the store is closed, refuses every
+    /// seek with `Error::Closed`.
+    fn holding_lock(mut self) -> Cursor {
+        match self.inner.hold_lock() {
+            Ok(lock) => self._lock = Some(lock),
+            Err(_) => self.closed = true,
+        }
+        self
     }
 
     /// Stops forward walks at the first key past `upper` and backward walks at the first key
@@ -353,8 +375,8 @@ impl Cursor {
     ///
     /// # Errors
     /// `Error::Corruption` naming the file if a table it reads is damaged; `Error::Io` if one
-    /// cannot be read. The cursor is then invalid, and [`status`](Self::status) returns the
-    /// error until the next seek.
+    /// cannot be read; `Error::Closed` for a cursor made after the store closed. The cursor is
+    /// then invalid, and [`status`](Self::status) returns the error until the next seek.
     pub fn seek_to_first(&mut self) -> Result<()> {
         self.run(true, Self::try_seek_to_first)
     }
@@ -507,6 +529,9 @@ impl Cursor {
     fn run(&mut self, seek: bool, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if seek {
             self.error = None;
+            if self.closed {
+                return self.fail(self.inner.closed_error());
+            }
             if self.merged.is_none() {
                 match self.sources.merge(&self.inner) {
                     Ok(m) => self.merged = Some(m),

@@ -5,6 +5,7 @@ use std::iter::FusedIterator;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::close::DirLock;
 use super::cursor::{Cursor, Sources};
 use super::key_range::KeyRange;
 use super::version::FileMeta;
@@ -36,8 +37,9 @@ impl Db {
     /// # Ok(()) }
     /// ```
     ///
-    /// Each item is `Err` if a table the walk reads is damaged (the walk ends after it). For a
-    /// cursor that seeks and steps both ways without copying each entry, see
+    /// Each item is `Err` if a table the walk reads is damaged (the walk ends after it), or
+    /// [`Error::Closed`](crate::Error::Closed) once, if the store was closed before the call. For
+    /// a cursor that seeks and steps both ways without copying each entry, see
     /// [`cursor`](Db::cursor).
     pub fn iter(&self) -> Scan {
         self.scan(..)
@@ -87,8 +89,10 @@ impl Db {
     /// # Ok(()) }
     /// ```
     ///
-    /// Each item is `Err` if a table the scan reads is damaged (the scan ends after it). For a
-    /// cursor that seeks and turns around without copying each entry, see [`Db::cursor`].
+    /// Each item is `Err` if a table the scan reads is damaged (the scan ends after it), or
+    /// [`Error::Closed`](crate::Error::Closed) once, if the store was closed before the call. For
+    /// a cursor that seeks and turns around without copying each entry, see
+    /// [`Db::cursor`].
     pub fn scan<R: KeyRange>(&self, range: R) -> Scan {
         let (sv, seq) = self.inner.read_view();
         self.scan_view(range, sv, seq)
@@ -129,8 +133,11 @@ impl Db {
     fn scan_view<R: KeyRange>(&self, range: R, sv: Arc<SuperVersion>, seq: u64) -> Scan {
         let (start, end) = range.into_bounds();
         let prefix = self.shared_prefix(&start, &end);
+        let lock = self.inner.hold_lock().ok();
         Scan {
             inner: Arc::clone(&self.inner),
+            closed: lock.is_none(),
+            _lock: lock,
             sv,
             seq,
             prefix,
@@ -222,11 +229,17 @@ fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 ///
 /// **What it holds**, like a [`Cursor`]: the memtables and tables it reads (flushes and
 /// compactions change nothing it returns; the files of replaced tables are deleted once it is
-/// dropped), and the store's shared state, so it keeps working after its [`Db`] is dropped or
-/// closed, but the directory's `LOCK` stays held, and [`Db::open`] of that directory fails with
-/// [`Error::Locked`](crate::Error::Locked), until the scan is dropped.
+/// dropped), and the directory's `LOCK`. So it keeps working after its store is
+/// [closed](Db::close) or its last handle dropped, but [`Db::open`] of that directory fails with
+/// [`Error::Locked`](crate::Error::Locked) until the scan is dropped. A scan made after the store
+/// closed holds nothing: its only item is [`Error::Closed`](crate::Error::Closed).
 pub struct Scan {
     inner: Arc<DbInner>,
+    /// The directory's `LOCK`, held while the scan reads the store's files; `None` if the store
+    /// was closed when the scan was made (`closed`).
+    _lock: Option<Arc<DirLock>>,
+    /// Made after the store closed: the only item is `Error::Closed`.
+    closed: bool,
     sv: Arc<SuperVersion>,
     seq: u64,
     /// The extractor prefix all keys of the range share: tables whose filter rules it out are
@@ -337,6 +350,10 @@ impl Scan {
     fn item(&mut self, end: End) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         if self.done {
             return None;
+        }
+        if self.closed {
+            self.done = true;
+            return Some(Err(self.inner.closed_error()));
         }
         match self.advance(end) {
             Ok(Some(item)) => Some(Ok(item)),
