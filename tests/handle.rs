@@ -100,6 +100,11 @@ fn close_from_one_handle_closes_every_handle() {
     assert!(!cursor.valid());
     assert!(is_closed(cursor.status(), path));
     assert!(is_closed(other.cursor_at(&snapshot).seek("k"), path));
+    assert!(is_closed(other.contains_key("k"), path));
+    assert!(is_closed(other.first_key_value(), path));
+    assert!(is_closed(other.last_key_value_at(&snapshot), path));
+    assert!(is_closed(other.disk_space(), path));
+    assert_eq!(other.approximate_len(), 0);
     // What needs no store still answers.
     assert_eq!(other.path(), path);
     assert!(!other.is_read_only());

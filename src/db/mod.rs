@@ -2,13 +2,14 @@
 //! `open.rs` (open, read-only open and recovery), `close.rs` (the handle count, `close`),
 //! `write.rs` (writes and `sync_wal`), `read.rs` (Get), `scan.rs` (`scan`, `iter`), `cursor.rs`,
 //! `flush.rs`, `compaction.rs`, `background.rs` (the two worker threads), `checkpoint.rs`,
-//! `destroy.rs`, `property.rs`.
+//! `destroy.rs`, `property.rs`, `conveniences.rs`.
 
 mod background;
 mod checkpoint;
 mod close;
 mod compaction;
 mod compaction_stats;
+mod conveniences;
 mod cursor;
 mod destroy;
 mod explain;
