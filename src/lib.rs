@@ -41,6 +41,11 @@
 //! let stats = db.statistics();
 //! assert_eq!(stats.ticker(Ticker::BloomFilterUseful), 1);
 //! println!("{stats}");
+//!
+//! let handle = db.clone(); // the same store, for another thread
+//! std::thread::spawn(move || handle.put(b"elderberry", b"black")).join().expect("no panic")?;
+//! assert!(db.contains_key(b"elderberry")?);
+//! db.close()?; // for every handle: reports any background failure
 //! # Ok(())
 //! # }
 //! ```
