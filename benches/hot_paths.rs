@@ -23,7 +23,7 @@
 //! - `get_value/{get,get_pinned}/{100,16384}`: a warm Get of a present key that returns its value
 //!   copied (`Db::get`) or as a view of the cached block (`Db::get_pinned`), for 100-byte and
 //!   16 KiB values: 20k keys (2k for 16 KiB values) in one level, every block in the cache.
-//! - `iter_step/{next,prev}`: one `DbIterator::next` or `prev` on a store of 100k keys flushed and
+//! - `iter_step/{next,prev}`: one `Cursor::next` or `prev` on a store of 100k keys flushed and
 //!   compacted into one level, every block in the cache, wrapping around at the ends (a seek per
 //!   100k steps); `scan_step/{next,next_back}`: one item of a full `Db::scan` forward or reversed
 //!   (a copy of the key and value per item), on the same store. Public API only.
@@ -349,19 +349,16 @@ fn bench_iter_step(c: &mut Criterion) {
     db.flush().expect("flush");
     db.compact().expect("compact");
     // A full scan each way: every data block is in the cache, and both directions see every key.
-    let forward: Vec<Vec<u8>> = db
-        .scan::<Vec<u8>, _>(..)
-        .map(|r| r.expect("scan").0)
-        .collect();
+    let forward: Vec<Vec<u8>> = db.iter().map(|r| r.expect("scan").0).collect();
     assert_eq!(forward.len() as u64, STORE_KEYS);
     assert!(db
-        .scan::<Vec<u8>, _>(..)
+        .iter()
         .rev()
         .map(|r| r.expect("scan").0)
         .eq(forward.into_iter().rev()));
 
     let mut g = c.benchmark_group("iter_step");
-    let mut it = db.iter();
+    let mut it = db.cursor();
     it.seek_to_first().expect("seek");
     g.bench_function("next", |b| {
         b.iter(|| {
@@ -385,26 +382,26 @@ fn bench_iter_step(c: &mut Criterion) {
     g.finish();
 
     let mut g = c.benchmark_group("scan_step");
-    let mut scan = db.scan::<Vec<u8>, _>(..);
+    let mut scan = db.iter();
     g.bench_function("next", |b| {
         b.iter(|| {
             let item = match scan.next() {
                 Some(item) => item,
                 None => {
-                    scan = db.scan::<Vec<u8>, _>(..);
+                    scan = db.iter();
                     scan.next().expect("a key")
                 }
             };
             black_box(item.expect("scan").1.len())
         })
     });
-    let mut scan = db.scan::<Vec<u8>, _>(..);
+    let mut scan = db.iter();
     g.bench_function("next_back", |b| {
         b.iter(|| {
             let item = match scan.next_back() {
                 Some(item) => item,
                 None => {
-                    scan = db.scan::<Vec<u8>, _>(..);
+                    scan = db.iter();
                     scan.next_back().expect("a key")
                 }
             };

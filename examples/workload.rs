@@ -747,7 +747,7 @@ fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
     let mut latencies = latency_histogram();
     let mut ops = 0u64;
     let start = Instant::now();
-    let mut scan = db.scan::<Vec<u8>, _>(..);
+    let mut scan = db.iter();
     loop {
         let sampled = ops.is_multiple_of(SCAN_SAMPLE_EVERY);
         let t = sampled.then(Instant::now);

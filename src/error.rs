@@ -33,6 +33,10 @@ pub enum Error {
     /// [`Db::open_read_only`](crate::Db::open_read_only), which never writes; the path is the
     /// store's directory.
     ReadOnly(PathBuf),
+    /// A call on a store that was closed: by [`Db::close`](crate::Db::close) on any of its
+    /// handles, or by dropping the last one. The path is the store's directory. Nothing was done:
+    /// a write that returns it was not applied (and is in no WAL).
+    Closed(PathBuf),
 }
 
 /// `std::result::Result` with siftdb's [`Error`].
@@ -52,6 +56,7 @@ impl Error {
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::Background(b) => Error::Background(b.clone()),
             Error::ReadOnly(p) => Error::ReadOnly(p.clone()),
+            Error::Closed(p) => Error::Closed(p.clone()),
         }
     }
 
@@ -83,6 +88,7 @@ impl fmt::Display for Error {
                 "the store in {} is open read-only: it accepts no writes",
                 path.display()
             ),
+            Error::Closed(path) => write!(f, "the store in {} is closed", path.display()),
         }
     }
 }

@@ -28,20 +28,24 @@
 //! assert_eq!(db.get(b"cherry")?, Some(b"dark red".to_vec()));
 //! assert_eq!(db.get(b"blueberry")?, None); // the filter says "no": no data block is read
 //!
-//! let keys: Vec<Vec<u8>> = db.scan(b"b".to_vec()..b"d".to_vec()).map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+//! let keys: Vec<Vec<u8>> = db.scan("b".."d").map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 //! assert_eq!(keys, vec![b"banana".to_vec(), b"cherry".to_vec()]);
 //!
 //! let snapshot = db.snapshot(); // a consistent view: later writes are not seen through it
 //! db.put(b"banana", b"green")?;
 //! assert_eq!(db.get_at(&snapshot, b"banana")?, Some(b"yellow".to_vec()));
 //! // The last two keys, newest first: a scan runs backward too.
-//! let last_two: Vec<_> = db.scan_at(&snapshot, b"a".to_vec()..).rev().take(2)
-//!     .collect::<siftdb::Result<_>>()?;
+//! let last_two: Vec<_> = db.iter_at(&snapshot).rev().take(2).collect::<siftdb::Result<_>>()?;
 //! assert_eq!(last_two[0].0, b"date");
 //!
 //! let stats = db.statistics();
 //! assert_eq!(stats.ticker(Ticker::BloomFilterUseful), 1);
 //! println!("{stats}");
+//!
+//! let handle = db.clone(); // the same store, for another thread
+//! std::thread::spawn(move || handle.put(b"elderberry", b"black")).join().expect("no panic")?;
+//! assert!(db.contains_key(b"elderberry")?);
+//! db.close()?; // for every handle: reports any background failure
 //! # Ok(())
 //! # }
 //! ```
@@ -87,7 +91,10 @@ pub use fs::fault_injection;
 #[doc(hidden)]
 pub mod bench_internals;
 
-pub use db::{Db, DbIterator, Scan, Snapshot};
+pub use db::{Cursor, Db, KeyRange, Scan, Snapshot};
+/// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
+/// [`Iterator`], it returned this cursor).
+pub type DbIterator = Cursor;
 pub use error::{BackgroundError, Error, Result};
 pub use filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,

@@ -90,6 +90,11 @@ impl MemTable {
         self.bytes.load(Relaxed)
     }
 
+    /// How many entries it holds: every version of every key, tombstones included.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

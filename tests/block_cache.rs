@@ -38,7 +38,7 @@ fn check(db: &Db, what: &str) {
         assert_eq!(db.get(absent(i)).unwrap(), None, "{what}: absent {i}");
     }
     let mut n = 0;
-    for (i, item) in db.scan::<Vec<u8>, _>(..).enumerate() {
+    for (i, item) in db.iter().enumerate() {
         let (k, v) = item.unwrap();
         assert_eq!(
             (k, v),

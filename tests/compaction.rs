@@ -22,7 +22,7 @@ fn small_options(subcompactions: usize) -> Options {
 }
 
 fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    db.scan::<&[u8], _>(..).map(|kv| kv.unwrap()).collect()
+    db.iter().map(|kv| kv.unwrap()).collect()
 }
 
 fn ticker(db: &Db, t: Ticker) -> u64 {
@@ -64,10 +64,7 @@ fn split_compactions_read_as_a_btreemap_and_as_unsplit_ones() {
         assert_eq!(contents(&split), model, "split store after round {round}");
         assert_eq!(contents(&whole), model, "unsplit store after round {round}");
         for (snapshot, then) in &snapshots {
-            let seen: BTreeMap<_, _> = split
-                .scan_at::<&[u8], _>(snapshot, ..)
-                .map(|kv| kv.unwrap())
-                .collect();
+            let seen: BTreeMap<_, _> = split.iter_at(snapshot).map(|kv| kv.unwrap()).collect();
             assert_eq!(&seen, then, "a snapshot of the split store");
         }
     }

@@ -43,7 +43,7 @@ fn check(db: &Db, model: &Model, step: &str) {
     for (got, want) in db.multi_get(&keys).into_iter().zip(model.values()) {
         assert_eq!(got.unwrap().as_ref(), Some(want), "{step}: multi_get");
     }
-    let scanned: Model = db.scan::<&[u8], _>(..).map(|kv| kv.unwrap()).collect();
+    let scanned: Model = db.scan(..).map(|kv| kv.unwrap()).collect();
     assert!(scanned == *model, "{step}: the scan differs from the model");
 }
 
@@ -307,7 +307,7 @@ fn a_damaged_lz4_or_zstd_block_is_corruption_naming_its_table() {
             }
             assert!(failed > 0, "{what}: no Get met the damaged block");
             let scan_error = db
-                .scan::<&[u8], _>(..)
+                .scan(..)
                 .find_map(Result::err)
                 .expect("the scan meets the damaged block");
             assert!(
@@ -319,7 +319,7 @@ fn a_damaged_lz4_or_zstd_block_is_corruption_naming_its_table() {
             drop(db);
             // The damage stays where it is: the table is still there, still refused.
             let db = Db::open(&work, options.clone()).unwrap();
-            let e = db.scan::<&[u8], _>(..).find_map(Result::err).unwrap();
+            let e = db.scan(..).find_map(Result::err).unwrap();
             assert!(is_corruption_of(&e, &damaged), "{what}: {e}");
         }
     }

@@ -72,7 +72,7 @@ fn open_cut(pristine: &Path, work: &Path, log_name: &std::ffi::OsStr, ends: &[u6
     let db = Db::open(work, Options::default())
         .unwrap_or_else(|e| panic!("open after cutting the WAL at {cut} failed: {e}"));
     let complete = ends.iter().take_while(|&&e| e <= cut).count();
-    let keys: Vec<Vec<u8>> = db.scan::<Vec<u8>, _>(..).map(|r| r.unwrap().0).collect();
+    let keys: Vec<Vec<u8>> = db.iter().map(|r| r.unwrap().0).collect();
     assert_eq!(
         keys.len(),
         complete,
@@ -134,7 +134,7 @@ fn wal_zero_filled_tail_opens_with_everything() {
         bytes.resize(bytes.len() + zeros, 0);
         std::fs::write(&p, &bytes).unwrap();
         let db = Db::open(&work, Options::default()).unwrap();
-        let count = db.scan::<Vec<u8>, _>(..).count();
+        let count = db.iter().count();
         assert_eq!(count, n, "{zeros} zero bytes appended");
         let _ = &ends;
     }
@@ -313,7 +313,7 @@ fn exercise_damaged(work: &Path, filter: &Filter, victim: usize, bad: &Path, wha
     }
     // A scan returns the right entries in order until, perhaps, an error.
     let mut expected = (0..TABLES).flat_map(|t| (0..PER_TABLE).map(move |i| (t, i)));
-    for item in db.scan::<Vec<u8>, _>(..) {
+    for item in db.iter() {
         match item {
             Ok((k, v)) => {
                 let (t, i) = expected.next().expect("scan returned an extra entry");

@@ -227,7 +227,7 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
     let db = Db::open(dir, options(epoch))
         .unwrap_or_else(|e| panic!("kill {kill}: open after SIGKILL failed: {e}"));
     let entries: Vec<(Vec<u8>, Vec<u8>)> = db
-        .scan::<Vec<u8>, _>(..)
+        .iter()
         .map(|r| r.unwrap_or_else(|e| panic!("kill {kill}: scan failed: {e}")))
         .collect();
     // The prefix length is one past the newest operation whose put survived, or the operation

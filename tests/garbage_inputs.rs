@@ -59,7 +59,7 @@ fn exercise(dir: &Path, options: Options, rng: &mut StdRng, what: &str) {
         let i = rng.gen_range(0..KEYS + 20);
         ok(db.get(key(i)).as_ref().err(), "get");
     }
-    for item in db.scan::<Vec<u8>, _>(..) {
+    for item in db.iter() {
         ok(item.as_ref().err(), "scan");
         if item.is_err() {
             break;
@@ -256,7 +256,7 @@ fn random_and_mutated_table_files_never_panic_or_lie() {
                 Err(e) => assert!(matches!(e, Error::Corruption { .. }), "{e}"),
             }
         }
-        for item in db.scan::<Vec<u8>, _>(..) {
+        for item in db.iter() {
             match item {
                 Ok((k, v)) => {
                     let i: usize = std::str::from_utf8(&k[3..]).unwrap().parse().unwrap();

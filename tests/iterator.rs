@@ -3,17 +3,17 @@
 //!
 //! - `iterators_scans_and_snapshots_match_a_btreemap_per_snapshot`: a seeded random mix of puts,
 //!   deletes, overwrites, batches, flushes, compactions (manual and background) and reopens; at
-//!   every checkpoint a `DbIterator` is walked both ways and re-sought at random (`seek`,
+//!   every checkpoint a `Cursor` is walked both ways and re-sought at random (`seek`,
 //!   `seek_for_prev`, `seek_to_first`, `seek_to_last`, then steps that turn around), and
 //!   `scan(range)`, `scan(range).rev()`, scans taken from both ends at once and
 //!   `scan_prefix(p).rev()` over random ranges are compared with the model, every key and value.
 //!   Iterators created at earlier checkpoints are kept across later writes, flushes and
 //!   compactions and must still return their own moment's model. Snapshots are taken and released
-//!   at random; at each checkpoint one live snapshot is read through `iter_at`, `scan_at`,
+//!   at random; at each checkpoint one live snapshot is read through `cursor_at`, `scan_at`,
 //!   `scan_prefix_at` and `get_at` and compared with the model of its moment (snapshots end at a
 //!   reopen). `SIFTDB_ITER_OPS` sets the number of operations (default 12,000),
 //!   `SIFTDB_ITER_SEED` the seed.
-//! - An iterator or scan outlives its `Db` and keeps the directory's `LOCK` until dropped.
+//! - A cursor or scan outlives its `Db` and keeps the directory's `LOCK` until dropped.
 //! - Bytes flipped in a table's data and index blocks: backward walks (`prev`, `seek_for_prev`,
 //!   `scan(..).rev()`) return right entries until `Error::Corruption` naming the table, never a
 //!   wrong entry or a panic.
@@ -27,8 +27,7 @@ use std::path::Path;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use siftdb::{
-    Compression, Db, DbIterator, Error, Filter, Options, PrefixExtractor, Scan, Snapshot,
-    WriteBatch,
+    Compression, Cursor, Db, Error, Filter, Options, PrefixExtractor, Scan, Snapshot, WriteBatch,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -85,10 +84,10 @@ fn show(k: &[u8]) -> String {
 
 /// Walks `it` against `model`: whole walks both ways, then `rounds` random seeks of every kind,
 /// each followed by random steps that turn around often.
-fn check_iterator(it: &mut DbIterator, model: &Model, rng: &mut StdRng, rounds: usize, ctx: &str) {
+fn check_iterator(it: &mut Cursor, model: &Model, rng: &mut StdRng, rounds: usize, ctx: &str) {
     let entries: Vec<(&Vec<u8>, &Vec<u8>)> = model.iter().collect();
     let n = entries.len();
-    let at = |it: &DbIterator, pos: usize, what: &str| {
+    let at = |it: &Cursor, pos: usize, what: &str| {
         it.status().unwrap();
         match entries.get(pos) {
             Some((k, v)) => {
@@ -269,7 +268,7 @@ fn iterators_scans_and_snapshots_match_a_btreemap_per_snapshot() {
     let mut db = Db::open(dir.path(), options(round)).unwrap();
     let mut model = Model::new();
     // Iterators kept from earlier checkpoints, with the model of their moment.
-    let mut held: Vec<(DbIterator, Model)> = Vec::new();
+    let mut held: Vec<(Cursor, Model)> = Vec::new();
     // Live snapshots, with the model of their moment.
     let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
     let (mut checkpoints, mut flushes, mut compactions, mut reopens) = (0, 0, 0, 0);
@@ -304,7 +303,7 @@ fn iterators_scans_and_snapshots_match_a_btreemap_per_snapshot() {
             }
             880..=979 => {
                 checkpoints += 1;
-                let mut it = db.iter();
+                let mut it = db.cursor();
                 check_iterator(&mut it, &model, &mut rng, 150, &ctx);
                 check_scans(&db, None, &model, &mut rng, 12, &ctx);
                 if rng.gen_bool(0.3) {
@@ -314,7 +313,7 @@ fn iterators_scans_and_snapshots_match_a_btreemap_per_snapshot() {
                     snapshot_checks += 1;
                     let (snapshot, then) = &snapshots[rng.gen_range(0..snapshots.len())];
                     let ctx = format!("{ctx}: snapshot at {}", snapshot.sequence());
-                    check_iterator(&mut db.iter_at(snapshot), then, &mut rng, 60, &ctx);
+                    check_iterator(&mut db.cursor_at(snapshot), then, &mut rng, 60, &ctx);
                     check_scans(&db, Some(snapshot), then, &mut rng, 4, &ctx);
                     for _ in 0..20 {
                         let k = random_key(&mut rng);
@@ -359,17 +358,17 @@ fn iterators_scans_and_snapshots_match_a_btreemap_per_snapshot() {
                 snapshots.clear();
                 db = Db::open(dir.path(), options(round)).unwrap();
                 // Across the reopen, every key and value once more, both ways.
-                let mut it = db.iter();
+                let mut it = db.cursor();
                 check_iterator(&mut it, &model, &mut rng, 50, &format!("{ctx}: reopened"));
             }
         }
     }
-    let mut it = db.iter();
+    let mut it = db.cursor();
     check_iterator(&mut it, &model, &mut rng, 500, "the end");
     check_scans(&db, None, &model, &mut rng, 50, "the end");
     for (snapshot, then) in &snapshots {
         check_iterator(
-            &mut db.iter_at(snapshot),
+            &mut db.cursor_at(snapshot),
             then,
             &mut rng,
             100,
@@ -396,7 +395,7 @@ fn a_live_iterator_or_scan_keeps_the_lock_after_its_db_is_dropped() {
         db.put(format!("k{i:03}"), format!("v{i}")).unwrap();
     }
     db.flush().unwrap();
-    let mut it = db.iter();
+    let mut it = db.cursor();
     let mut scan = db.scan(b"k050".to_vec()..);
     drop(db);
     // Both still read, both ways.
@@ -418,7 +417,7 @@ fn a_live_iterator_or_scan_keeps_the_lock_after_its_db_is_dropped() {
     assert_eq!(scan.next().unwrap().unwrap().0, b"k050");
     drop(scan);
     let db = Db::open(dir.path(), Options::default()).unwrap();
-    assert_eq!(db.scan::<Vec<u8>, _>(..).rev().count(), 100);
+    assert_eq!(db.iter().rev().count(), 100);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -502,7 +501,7 @@ fn walk_back_damaged(work: &Path, bad: &Path, what: &str) -> bool {
     let entries = all_entries();
     let mut detected = false;
     // prev from the end.
-    let mut it = db.iter();
+    let mut it = db.cursor();
     let mut expected = entries.iter().rev();
     let mut r = it.seek_to_last();
     loop {
@@ -562,7 +561,7 @@ fn walk_back_damaged(work: &Path, bad: &Path, what: &str) -> bool {
     }
     // A reversed scan.
     let mut expected = entries.iter().rev();
-    for item in db.scan::<Vec<u8>, _>(..).rev() {
+    for item in db.iter().rev() {
         match item {
             Ok((k, v)) => {
                 let (ek, ev) = expected

@@ -97,7 +97,7 @@ fn open_checked(dir: &Path, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) -> b
     match Db::open(dir, options()) {
         Ok(db) => {
             let got: Vec<(Vec<u8>, Vec<u8>)> = db
-                .scan::<&[u8], _>(..)
+                .scan(..)
                 .collect::<siftdb::Result<_>>()
                 .unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));
             let want: Vec<(Vec<u8>, Vec<u8>)> =

@@ -139,7 +139,7 @@ fn store_matches_a_btreemap_model() {
         }
     }
     // A full scan at the end agrees too.
-    let got: Vec<(Vec<u8>, Vec<u8>)> = db.scan::<Vec<u8>, _>(..).map(|r| r.unwrap()).collect();
+    let got: Vec<(Vec<u8>, Vec<u8>)> = db.iter().map(|r| r.unwrap()).collect();
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
     assert_eq!(got, want);
     assert!(gets > ops / 3 && scans > 0 && reopens > 0 && compactions > 0);

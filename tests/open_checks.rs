@@ -266,7 +266,7 @@ fn check_reads_of_a(a: &Path, table: &Path, count: usize, value_len: usize) -> V
         problems.push(format!("{missing} of {count} gets returned None"));
     }
     problems.extend(other.into_iter().take(5));
-    for item in db.scan::<&[u8], _>(..) {
+    for item in db.iter() {
         match item {
             Ok((k, v)) => {
                 let own = (0..count).find(|&i| key(i) == k);

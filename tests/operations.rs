@@ -47,7 +47,7 @@ fn small() -> Options {
 
 /// Every entry of `db`, in key order.
 fn contents(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.scan::<Vec<u8>, _>(..).map(Result::unwrap).collect()
+    db.iter().map(Result::unwrap).collect()
 }
 
 /// The I/O error kind of the `EIO` the fault-injection layer injects.

@@ -168,7 +168,7 @@ fn aim(rng: &mut StdRng, faults: &FaultInjector) -> Aim {
 
 /// The store's contents, read with a scan.
 fn contents(db: &Db, what: &str) -> State {
-    db.scan::<Vec<u8>, _>(..)
+    db.iter()
         .map(|r| r.unwrap_or_else(|e| panic!("{what}: scan failed: {e}")))
         .collect()
 }

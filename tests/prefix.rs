@@ -29,7 +29,7 @@ fn options(filter: Filter) -> Options {
 }
 
 fn full_scan_with_prefix(db: &Db, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.scan::<Vec<u8>, _>(..)
+    db.iter()
         .map(|r| r.unwrap())
         .filter(|(k, _)| k.starts_with(prefix))
         .collect()

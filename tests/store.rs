@@ -63,7 +63,7 @@ fn put_get_delete_overwrite_across_flush_compaction_and_reopen() {
         assert_eq!(got.is_some(), i % 5 != 0, "key {i}");
     }
     // A scan sees exactly the live keys, in order.
-    let keys: Vec<Vec<u8>> = db.scan::<Vec<u8>, _>(..).map(|r| r.unwrap().0).collect();
+    let keys: Vec<Vec<u8>> = db.iter().map(|r| r.unwrap().0).collect();
     let want: Vec<Vec<u8>> = (0..n).filter(|i| i % 5 != 0).map(key).collect();
     assert_eq!(keys, want);
 }
@@ -201,7 +201,7 @@ fn more_tables_than_open_files_read_right_and_compacted_files_are_deleted() {
         }
         assert_eq!(db.get(b"zzz").unwrap(), None);
     }
-    assert_eq!(db.scan::<Vec<u8>, _>(..).count(), n as usize);
+    assert_eq!(db.iter().count(), n as usize);
     // Rewrite everything: compaction replaces every table, and the old files must go even though
     // Gets pinned their readers.
     for i in 0..n {

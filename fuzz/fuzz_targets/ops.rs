@@ -99,7 +99,7 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
             }
         }
     }
-    let got: Vec<_> = db.scan::<Vec<u8>, _>(..).map(|r| r.unwrap()).collect();
+    let got: Vec<_> = db.iter().map(|r| r.unwrap()).collect();
     let want: Vec<_> = model.into_iter().collect();
     assert_eq!(got, want);
 });

@@ -56,10 +56,10 @@ fn flush_loop(inner: &DbInner) {
     loop {
         let (log_number, bytes, before) = {
             let mut st = inner.state.lock();
-            while !st.shutting_down && (st.bg_error.is_some() || st.sv.imm.is_empty()) {
+            while !inner.is_closed() && (st.bg_error.is_some() || st.sv.imm.is_empty()) {
                 inner.changed.wait(&mut st);
             }
-            if st.shutting_down {
+            if inner.is_closed() {
                 return;
             }
             let oldest = st.sv.imm.last();
@@ -96,7 +96,7 @@ fn compaction_loop(inner: &DbInner) {
         let (for_reads, l0_trigger) = {
             let mut st = inner.state.lock();
             loop {
-                if st.shutting_down {
+                if inner.is_closed() {
                     return;
                 }
                 let (l0_trigger, writes_pause_in) =

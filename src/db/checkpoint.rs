@@ -71,10 +71,14 @@ impl Db {
     ///   inside this store's directory;
     /// - `Error::Background` if the store's background work failed earlier (the flush cannot be
     ///   made);
-    /// - `Error::Io` naming the file for operating-system failures (in `dir` or reading a table).
+    /// - `Error::Io` naming the file for operating-system failures (in `dir` or reading a table);
+    /// - `Error::Closed` if the store is closed (then `dir` is left alone).
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<()> {
         let inner = &self.inner;
         let dir = dir.as_ref();
+        // Holding `LOCK` while the tables are linked: a close meanwhile lets no other store in to
+        // remove them.
+        let _lock = inner.hold_lock()?;
         let created = create_target(&inner.fs, &inner.dir, dir)?;
         let mut made = Vec::new();
         let result = self.write_checkpoint(dir, &mut made);

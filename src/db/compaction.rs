@@ -435,6 +435,7 @@ impl DbInner {
     /// Compacts every level into the next, down to the deepest level that holds data.
     fn compact_all(&self) -> Result<()> {
         for level in 0..NUM_LEVELS - 1 {
+            self.check_open()?;
             let version = Arc::clone(self.manifest.lock().current());
             if level >= version.deepest_nonempty_level().max(1) {
                 break;
@@ -554,14 +555,17 @@ impl Db {
     ///
     /// # Errors
     /// The error of a failed flush or compaction (its inputs are kept); the store then refuses
-    /// writes until it is reopened.
+    /// writes until it is reopened. `Error::Closed` if the store is closed (a close during the
+    /// call lets the job in progress finish and starts no other).
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         let _compacting = self.inner.compaction.lock();
         self.inner.check_background_error()?;
         let result = catch_panic("compaction", || self.inner.compact_all());
         if let Err(e) = &result {
-            self.inner.set_background_error(e);
+            if !matches!(e, Error::Closed(_)) {
+                self.inner.set_background_error(e);
+            }
         }
         result
     }

@@ -32,10 +32,12 @@ impl Db {
     /// ```
     ///
     /// # Errors
-    /// As for [`get`](Db::get): `Error::Corruption` naming the file if a table it reads is damaged.
+    /// As for [`get`](Db::get): `Error::Corruption` naming the file if a table it reads is damaged,
+    /// `Error::Closed` once the store is closed.
     pub fn explain_get(&self, key: impl AsRef<[u8]>) -> Result<GetExplanation> {
         let key = key.as_ref();
         let inner = &self.inner;
+        inner.check_open()?;
         let (sv, seq) = inner.read_view();
         let mut e = GetExplanation {
             key: key.to_vec(),

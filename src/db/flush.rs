@@ -158,7 +158,8 @@ impl Db {
     /// fsynced MANIFEST edit).
     ///
     /// # Errors
-    /// The background error, if a flush failed.
+    /// The background error, if a flush failed; `Error::Closed` if the store is closed before
+    /// the flush is done (what it had not flushed stays in the WALs, as before the call).
     pub fn flush(&self) -> Result<()> {
         let inner = &self.inner;
         let target = {
@@ -171,6 +172,8 @@ impl Db {
         };
         let mut st = inner.state.lock();
         while st.sv.imm.iter().any(|m| m.log_number() < target) {
+            // Closing stops the flush thread: nothing more will be flushed.
+            inner.check_open()?;
             if let Some(e) = &st.bg_error {
                 return Err(Error::Background(e.clone()));
             }

@@ -1,17 +1,21 @@
-//! `Db`: the store. This file holds its shared state and `close`; each operation lives in its own
-//! file: `open.rs` (open, read-only open and recovery), `write.rs` (writes and `sync_wal`),
-//! `read.rs` (Get), `scan.rs`, `flush.rs`, `compaction.rs`, `background.rs` (the two worker
-//! threads), `checkpoint.rs`, `destroy.rs`, `property.rs`.
+//! `Db`: the store. This file holds its shared state; each operation lives in its own file:
+//! `open.rs` (open, read-only open and recovery), `close.rs` (the handle count, `close`),
+//! `write.rs` (writes and `sync_wal`), `read.rs` (Get), `scan.rs` (`scan`, `iter`), `cursor.rs`,
+//! `flush.rs`, `compaction.rs`, `background.rs` (the two worker threads), `checkpoint.rs`,
+//! `destroy.rs`, `property.rs`, `conveniences.rs`.
 
 mod background;
 mod checkpoint;
+mod close;
 mod compaction;
 mod compaction_stats;
+mod conveniences;
+mod cursor;
 mod destroy;
 mod explain;
 pub(crate) mod filename;
 mod flush;
-mod iterator;
+mod key_range;
 mod level_iter;
 pub(crate) mod manifest;
 mod multi_get;
@@ -30,11 +34,9 @@ mod write_burst;
 
 pub(crate) use write::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -49,7 +51,9 @@ use manifest::Manifest;
 use table_cache::TableCache;
 use version::Version;
 
-pub use iterator::DbIterator;
+pub(crate) use close::Lifecycle;
+pub use cursor::Cursor;
+pub use key_range::KeyRange;
 pub use scan::Scan;
 pub use snapshot::Snapshot;
 
@@ -79,7 +83,6 @@ pub(crate) struct State {
     pub(crate) sv: Arc<SuperVersion>,
     /// The first background failure; writes fail with it until reopen.
     pub(crate) bg_error: Option<BackgroundError>,
-    pub(crate) shutting_down: bool,
 }
 
 /// The WAL and the writer-side state, owned by whichever writer holds the lock.
@@ -112,7 +115,7 @@ pub(crate) struct DbInner {
     /// duration instead of cloning the `Arc` under the state mutex (two locked instructions
     /// instead of four per Get). Installers write it while holding the state lock.
     pub(crate) current: RwLock<Arc<SuperVersion>>,
-    /// Signalled on every change of `state`: new work, work done, an error, shutdown.
+    /// Signalled on every change of `state`: new work, work done, an error, closing.
     pub(crate) changed: Condvar,
     pub(crate) manifest: Mutex<Manifest>,
     /// Held by whoever compacts: the background thread or a manual `compact`.
@@ -127,10 +130,8 @@ pub(crate) struct DbInner {
     pub(crate) compaction_stats: compaction_stats::CompactionStats,
     /// Opened with `Db::open_read_only`: writes nothing, runs no background work.
     pub(crate) read_only: bool,
-    /// `LOCK`, locked exclusively (a writer) or shared (readers); released when the last
-    /// reference goes (a `Scan` keeps the store's files, so it keeps the lock too). `None` only
-    /// for a reader on a read-only file system.
-    _lock: Option<File>,
+    /// Whether the store is closed, its handles, background threads and `LOCK` (`close.rs`).
+    pub(crate) lifecycle: Lifecycle,
 }
 
 impl DbInner {
@@ -182,9 +183,11 @@ impl DbInner {
         (sv, self.last_sequence.load(Ordering::Acquire))
     }
 
-    /// Whether work that changes the store may go ahead: `Error::ReadOnly` in a store opened
-    /// read-only, the background error after a failure, else `Ok`.
+    /// Whether work that changes the store may go ahead: `Error::Closed` in a closed store,
+    /// `Error::ReadOnly` in a store opened read-only, the background error after a failure, else
+    /// `Ok`.
     pub(crate) fn check_background_error(&self) -> Result<()> {
+        self.check_open()?;
         if self.read_only {
             return Err(self.read_only_error());
         }
@@ -233,20 +236,52 @@ impl DbInner {
     }
 }
 
-/// An embedded LSM key-value store. `Send + Sync`: share one between threads with `Arc<Db>`.
+/// An embedded LSM key-value store: a handle to it.
 ///
-/// Dropping a `Db` does what [`close`](Db::close) does and ignores its errors: background work in
-/// flight finishes, nothing is flushed that the WAL does not already hold, so reopening recovers
-/// every acknowledged write.
+/// `Db` is a cheap handle: [`Clone`] it to share the store, and every clone is the same store
+/// (`Send + Sync`, so a clone moves into each thread; no `Arc<Db>` is needed). The store closes
+/// when its last handle is dropped or when any handle calls [`close`](Db::close); after that,
+/// every handle's calls return [`Error::Closed`].
+///
+/// ```
+/// use siftdb::{Db, Options};
+///
+/// # fn main() -> siftdb::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let db = Db::open(dir.path(), Options::default())?;
+/// let writers: Vec<_> = (0..2)
+///     .map(|t| {
+///         let db = db.clone(); // the same store
+///         std::thread::spawn(move || db.put(format!("key{t}"), "v"))
+///     })
+///     .collect();
+/// for w in writers {
+///     w.join().expect("the writer panicked")?;
+/// }
+/// assert_eq!(db.iter().count(), 2);
+/// db.close()?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Dropping the last handle does what [`close`](Db::close) does and ignores its errors:
+/// background work in flight finishes, nothing is flushed that the WAL does not already hold, so
+/// reopening recovers every acknowledged write.
 pub struct Db {
     inner: Arc<DbInner>,
-    threads: Vec<JoinHandle<()>>,
-    /// `close` ran (`Drop` then has nothing left to do).
-    closed: bool,
 }
 
 impl Db {
     /// The directory this store lives in.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// assert_eq!(db.path(), dir.path());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn path(&self) -> &Path {
         &self.inner.dir
     }
@@ -269,93 +304,8 @@ impl Db {
         self.inner.read_only
     }
 
-    /// Closes the store and says whether all went well, which dropping it cannot.
-    ///
-    /// It stops the background threads once their work in flight is done (a flush being written
-    /// finishes and is installed; a compaction running finishes too; frozen memtables not yet
-    /// being flushed stay in their WALs, which the next open replays), hands the WAL's buffered
-    /// bytes to the OS, and returns the first failure: the background error if a flush,
-    /// compaction, WAL write or WAL sync failed at any time in the store's life (even if a write
-    /// already reported it), else a failure of the final WAL flush. Either way the store is closed
-    /// and its `LOCK` released (once no [`Scan`] of it remains).
-    ///
-    /// `close` does **not** fsync the WAL, as RocksDB's `Close` does not: every acknowledged
-    /// write has already been handed to the OS, so it survives a process crash after `close` as
-    /// before it, and a power cut keeps what was synced. For writes to survive a power cut too,
-    /// call [`sync_wal`](Db::sync_wal) (or [`flush`](Db::flush)) before `close`.
-    ///
-    /// ```
-    /// use siftdb::{Db, Options};
-    ///
-    /// # fn main() -> siftdb::Result<()> {
-    /// let dir = tempfile::tempdir()?;
-    /// let db = Db::open(dir.path(), Options::default())?;
-    /// db.put(b"k", b"v")?;
-    /// db.sync_wal()?; // durable through a power cut
-    /// db.close()?; // and nothing went wrong in the background
-    /// let db = Db::open(dir.path(), Options::default())?;
-    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    /// - `Error::Background` holding the first background failure (see
-    ///   [`BackgroundError::cause`]), or a background thread that panicked;
-    /// - `Error::Io` naming the WAL if its buffered bytes could not be written.
-    pub fn close(mut self) -> Result<()> {
-        self.shut_down()
-    }
-
-    /// Stops the background threads, flushes the WAL's buffer, and returns the first failure (see
-    /// [`close`](Db::close)). Runs once; later calls return `Ok`.
-    fn shut_down(&mut self) -> Result<()> {
-        if self.closed {
-            return Ok(());
-        }
-        self.closed = true;
-        self.inner.state.lock().shutting_down = true;
-        self.inner.changed.notify_all();
-        let mut panicked = None;
-        for t in self.threads.drain(..) {
-            let name = t.thread().name().unwrap_or("background").to_string();
-            if t.join().is_err() {
-                panicked.get_or_insert(name);
-            }
-        }
-        // Push the WAL's buffered bytes to the OS. Every write that returned Ok was already
-        // handed to the OS, so this normally has nothing to do.
-        let flushed = match self.inner.wal.lock().log.as_mut() {
-            Some(log) => log.flush(),
-            None => Ok(()),
-        };
-        if let Some(e) = self.inner.state.lock().bg_error.clone() {
-            return Err(Error::Background(e));
-        }
-        if let Some(name) = panicked {
-            let e = BackgroundError::from(format!("the {name} thread panicked"));
-            log::error!("siftdb {}: {e}", self.inner.dir.display());
-            return Err(Error::Background(e));
-        }
-        if let Err(e) = &flushed {
-            log::error!(
-                "siftdb {}: closing, the WAL's last bytes could not be written: {e}",
-                self.inner.dir.display()
-            );
-        }
-        flushed
-    }
-
     /// A snapshot of every counter.
     pub fn statistics(&self) -> Statistics {
         self.inner.stats.snapshot()
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        // What `close` does; a failure cannot be reported here (it was logged), and every write
-        // that returned Ok was already handed to the OS.
-        let _ = self.shut_down();
     }
 }

@@ -176,7 +176,8 @@ impl Db {
     ///
     /// # Errors
     /// Each answer is `Err` on its own: `Error::Corruption` naming the file if a table that
-    /// key's lookup must read is damaged, `Error::Io` if one cannot be read.
+    /// key's lookup must read is damaged, `Error::Io` if one cannot be read; every answer is
+    /// `Error::Closed` once the store is closed.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
         self.multi_get_at_sequence(keys, None)
     }
@@ -215,6 +216,9 @@ impl Db {
         sequence: Option<u64>,
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let inner = &self.inner;
+        if inner.is_closed() {
+            return keys.iter().map(|_| Err(inner.closed_error())).collect();
+        }
         inner.stats.add(Ticker::NumberKeysRead, keys.len() as u64);
         // As a Get: the super-version first, then the sequence, one view for the whole batch.
         let sv = inner.current.read();

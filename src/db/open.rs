@@ -24,7 +24,7 @@ use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest}
 use super::table_cache::{TableCache, TablePlacement};
 use super::version::{Retire, Version};
 use super::version_edit::VersionEdit;
-use super::{Db, DbInner, State, SuperVersion, WalState};
+use super::{Db, DbInner, Lifecycle, State, SuperVersion, WalState};
 use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
 use crate::filter::PolicyRegistry;
@@ -158,11 +158,7 @@ impl Db {
             read_only: false,
         });
         let threads = spawn_workers(&inner)?;
-        Ok(Db {
-            inner,
-            threads,
-            closed: false,
-        })
+        Ok(Db::start(inner, threads))
     }
 
     /// Opens the store in directory `path` for reading only: it writes nothing to the store's
@@ -280,11 +276,7 @@ impl Db {
             lock,
             read_only: true,
         });
-        Ok(Db {
-            inner,
-            threads: Vec::new(),
-            closed: false,
-        })
+        Ok(Db::start(inner, Vec::new()))
     }
 }
 
@@ -423,11 +415,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         writers: Mutex::new(Default::default()),
         writers_done: Condvar::new(),
         current: RwLock::new(Arc::clone(&sv)),
-        state: Mutex::new(State {
-            sv,
-            bg_error: None,
-            shutting_down: false,
-        }),
+        state: Mutex::new(State { sv, bg_error: None }),
         changed: Condvar::new(),
         manifest: Mutex::new(manifest),
         compaction: Mutex::new(()),
@@ -438,7 +426,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         compaction_stats: Default::default(),
         options,
         read_only,
-        _lock: lock,
+        lifecycle: Lifecycle::new(lock),
     })
 }
 

@@ -116,7 +116,7 @@ impl Db {
     ///
     /// # Errors
     /// `Error::Corruption` naming the file if a table it must read is damaged; `Error::Io` if a
-    /// table cannot be read.
+    /// table cannot be read; `Error::Closed` once the store is [closed](Db::close).
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.get_at_sequence::<CopyValue>(key.as_ref(), None, |v| v)
     }
@@ -197,6 +197,7 @@ impl Db {
         from_memtable: impl FnOnce(Vec<u8>) -> T::Value,
     ) -> Result<Option<T::Value>> {
         let inner = &self.inner;
+        inner.check_open()?;
         inner.stats.inc(Ticker::NumberKeysRead);
         // As `read_view`: the super-version first, then the sequence. The read lock is held for
         // the whole Get; installers wait for it, briefly. A snapshot's sequence is older than

@@ -2,10 +2,12 @@
 //! version of each key first, tombstones hiding what they delete; from either end of the range.
 
 use std::iter::FusedIterator;
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::sync::Arc;
 
-use super::iterator::{DbIterator, Sources};
+use super::close::DirLock;
+use super::cursor::{Cursor, Sources};
+use super::key_range::KeyRange;
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::Result;
@@ -14,26 +16,84 @@ use crate::prefix::prefix_successor;
 use crate::stats::Ticker;
 
 impl Db {
+    /// Every live entry of the store, in key order, as of this call: an [`Iterator`] of
+    /// `Result<(key, value)>`, the same [`Scan`] as [`scan(..)`](Db::scan) returns. Later writes
+    /// are not seen, and `.rev()` walks from the last key backward.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("b", "2")?;
+    /// db.put("a", "1")?;
+    /// for kv in db.iter() {
+    ///     let (key, value) = kv?;
+    ///     println!("{key:?} = {value:?}");
+    /// }
+    /// let keys: Vec<Vec<u8>> = db.iter().map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+    /// let last = db.iter().next_back().transpose()?;
+    /// assert_eq!(last, Some((b"b".to_vec(), b"2".to_vec())));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Each item is `Err` if a table the walk reads is damaged (the walk ends after it), or
+    /// [`Error::Closed`](crate::Error::Closed) once, if the store was closed before the call. For
+    /// a cursor that seeks and steps both ways without copying each entry, see
+    /// [`cursor`](Db::cursor).
+    pub fn iter(&self) -> Scan {
+        self.scan(..)
+    }
+
+    /// [`iter`](Db::iter) as of `snapshot`: every live entry when the snapshot was taken.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("a", "1")?;
+    /// let snapshot = db.snapshot();
+    /// db.put("b", "2")?;
+    /// db.delete("a")?;
+    /// let then: Vec<_> = db.iter_at(&snapshot).collect::<Result<_, _>>()?;
+    /// assert_eq!(then, [(b"a".to_vec(), b"1".to_vec())]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    /// If `snapshot` was taken from another `Db`.
+    pub fn iter_at(&self, snapshot: &Snapshot) -> Scan {
+        self.scan_at(snapshot, ..)
+    }
+
     /// The live entries whose keys fall in `range`, in key order, as of this call: later writes are
-    /// not seen, and compactions that run meanwhile change nothing the scan returns. The scan is a
-    /// [`DoubleEndedIterator`]: `.rev()` walks from the range's end bound backward, and `next` and
-    /// `next_back` may be mixed (they meet in the middle, each entry returned once).
+    /// not seen, and compactions that run meanwhile change nothing the scan returns. `range` is
+    /// any range expression over keys (`..`, `"a".."m"`, `b"k".to_vec()..`, `..=&key[..]`, see
+    /// [`KeyRange`]). The scan is a [`DoubleEndedIterator`]: `.rev()` walks from the range's end
+    /// bound backward, and `next` and `next_back` may be mixed (they meet in the middle, each
+    /// entry returned once).
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// for k in ["a", "b", "c", "d"] { db.put(k, k)?; }
-    /// let keys: Vec<Vec<u8>> = db.scan(b"b".to_vec()..).map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
-    /// assert_eq!(keys, vec![b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
-    /// let keys: Vec<Vec<u8>> = db.scan(b"a".to_vec()..b"d".to_vec()).rev().map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
-    /// assert_eq!(keys, vec![b"c".to_vec(), b"b".to_vec(), b"a".to_vec()]);
+    /// let keys = |scan: siftdb::Scan| -> siftdb::Result<Vec<Vec<u8>>> {
+    ///     scan.map(|kv| kv.map(|(k, _)| k)).collect()
+    /// };
+    /// assert_eq!(keys(db.scan(..))?.len(), 4);
+    /// assert_eq!(keys(db.scan("b".."d"))?, [b"b".to_vec(), b"c".to_vec()]);
+    /// assert_eq!(keys(db.scan(b"c".to_vec()..))?, [b"c".to_vec(), b"d".to_vec()]);
+    /// let backward: Vec<_> = db.scan("a"..="c").rev().map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(backward, [b"c".to_vec(), b"b".to_vec(), b"a".to_vec()]);
     /// # Ok(()) }
     /// ```
     ///
-    /// Each item is `Err` if a table the scan reads is damaged; the scan ends after it. For a
-    /// cursor that seeks and turns around without copying each entry, see [`Db::iter`].
-    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Scan {
+    /// Each item is `Err` if a table the scan reads is damaged (the scan ends after it), or
+    /// [`Error::Closed`](crate::Error::Closed) once, if the store was closed before the call. For
+    /// a cursor that seeks and turns around without copying each entry, see
+    /// [`Db::cursor`].
+    pub fn scan<R: KeyRange>(&self, range: R) -> Scan {
         let (sv, seq) = self.inner.read_view();
         self.scan_view(range, sv, seq)
     }
@@ -50,18 +110,14 @@ impl Db {
     /// let snapshot = db.snapshot();
     /// db.delete("b")?;
     /// db.put("c", "3")?;
-    /// let newest_first: Vec<_> = db.scan_at(&snapshot, b"a".to_vec()..).rev().collect::<Result<_, _>>()?;
+    /// let newest_first: Vec<_> = db.scan_at(&snapshot, "a"..).rev().collect::<Result<_, _>>()?;
     /// assert_eq!(newest_first, [(b"b".to_vec(), b"2".to_vec()), (b"a".to_vec(), b"1".to_vec())]);
     /// # Ok(()) }
     /// ```
     ///
     /// # Panics
     /// If `snapshot` was taken from another `Db`.
-    pub fn scan_at<K: AsRef<[u8]>, R: RangeBounds<K>>(
-        &self,
-        snapshot: &Snapshot,
-        range: R,
-    ) -> Scan {
+    pub fn scan_at<R: KeyRange>(&self, snapshot: &Snapshot, range: R) -> Scan {
         self.check_snapshot(snapshot);
         self.scan_view(range, self.inner.super_version(), snapshot.sequence())
     }
@@ -74,21 +130,14 @@ impl Db {
         self.scan_at(snapshot, prefix_range(prefix.as_ref()))
     }
 
-    fn scan_view<K: AsRef<[u8]>, R: RangeBounds<K>>(
-        &self,
-        range: R,
-        sv: Arc<SuperVersion>,
-        seq: u64,
-    ) -> Scan {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let (start, end) = (own(range.start_bound()), own(range.end_bound()));
+    fn scan_view<R: KeyRange>(&self, range: R, sv: Arc<SuperVersion>, seq: u64) -> Scan {
+        let (start, end) = range.into_bounds();
         let prefix = self.shared_prefix(&start, &end);
+        let lock = self.inner.hold_lock().ok();
         Scan {
             inner: Arc::clone(&self.inner),
+            closed: lock.is_none(),
+            _lock: lock,
             sv,
             seq,
             prefix,
@@ -159,7 +208,7 @@ fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     (Bound::Included(prefix.to_vec()), end)
 }
 
-/// The iterator [`Db::scan`] and [`Db::scan_prefix`] return: `Result<(key, value)>` items in key
+/// The iterator [`Db::iter`], [`Db::scan`] and [`Db::scan_prefix`] return: `Result<(key, value)>` items in key
 /// order, or from the end of the range backward with `.rev()` ([`DoubleEndedIterator`]).
 ///
 /// ```
@@ -167,7 +216,7 @@ fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 /// # let dir = tempfile::tempdir()?;
 /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
 /// for k in ["a", "b", "c", "d", "e"] { db.put(k, k)?; }
-/// let mut scan = db.scan(b"b".to_vec()..=b"d".to_vec());
+/// let mut scan = db.scan("b"..="d");
 /// assert_eq!(scan.next().transpose()?.map(|(k, _)| k), Some(b"b".to_vec()));
 /// assert_eq!(scan.next_back().transpose()?.map(|(k, _)| k), Some(b"d".to_vec()));
 /// assert_eq!(scan.next().transpose()?.map(|(k, _)| k), Some(b"c".to_vec()));
@@ -176,15 +225,21 @@ fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 /// ```
 ///
 /// Each item is a copy of an entry. A scan reads nothing until its first `next` or `next_back`,
-/// and the first call from each end builds a [`DbIterator`] positioned at that end of the range.
+/// and the first call from each end builds a [`Cursor`] positioned at that end of the range.
 ///
-/// **What it holds**, like a [`DbIterator`]: the memtables and tables it reads (flushes and
+/// **What it holds**, like a [`Cursor`]: the memtables and tables it reads (flushes and
 /// compactions change nothing it returns; the files of replaced tables are deleted once it is
-/// dropped), and the store's shared state, so it keeps working after its [`Db`] is dropped or
-/// closed, but the directory's `LOCK` stays held, and [`Db::open`] of that directory fails with
-/// [`Error::Locked`](crate::Error::Locked), until the scan is dropped.
+/// dropped), and the directory's `LOCK`. So it keeps working after its store is
+/// [closed](Db::close) or its last handle dropped, but [`Db::open`] of that directory fails with
+/// [`Error::Locked`](crate::Error::Locked) until the scan is dropped. A scan made after the store
+/// closed holds nothing: its only item is [`Error::Closed`](crate::Error::Closed).
 pub struct Scan {
     inner: Arc<DbInner>,
+    /// The directory's `LOCK`, held while the scan reads the store's files; `None` if the store
+    /// was closed when the scan was made (`closed`).
+    _lock: Option<Arc<DirLock>>,
+    /// Made after the store closed: the only item is `Error::Closed`.
+    closed: bool,
     sv: Arc<SuperVersion>,
     seq: u64,
     /// The extractor prefix all keys of the range share: tables whose filter rules it out are
@@ -195,9 +250,9 @@ pub struct Scan {
     /// The memtables and tables both ends read, chosen at the first call.
     sources: Option<Sources>,
     /// The cursor of `next`, on the entry it returned last.
-    front: Option<DbIterator>,
+    front: Option<Cursor>,
     /// The cursor of `next_back`, on the entry it returned last.
-    back: Option<DbIterator>,
+    back: Option<Cursor>,
     done: bool,
 }
 
@@ -210,7 +265,7 @@ enum End {
 
 impl Scan {
     /// A new cursor over the scan's range, unpositioned. The first one chooses the tables.
-    fn cursor(&mut self) -> Result<DbIterator> {
+    fn cursor(&mut self) -> Result<Cursor> {
         let sources = match &self.sources {
             Some(s) => s.clone(),
             None => {
@@ -219,7 +274,7 @@ impl Scan {
                 s
             }
         };
-        Ok(DbIterator::new(&self.inner, sources, self.seq)
+        Ok(Cursor::new(&self.inner, sources, self.seq)
             .bounded(self.start.clone(), self.end.clone()))
     }
 
@@ -295,6 +350,10 @@ impl Scan {
     fn item(&mut self, end: End) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         if self.done {
             return None;
+        }
+        if self.closed {
+            self.done = true;
+            return Some(Err(self.inner.closed_error()));
         }
         match self.advance(end) {
             Ok(Some(item)) => Some(Ok(item)),

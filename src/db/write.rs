@@ -27,7 +27,8 @@ impl Db {
     /// # Errors
     /// `InvalidArgument` for a key over 64 KiB or a value over 256 MiB; `Io` if the WAL cannot be
     /// written; `Background` after an earlier flush or compaction failed; `ReadOnly` on a store
-    /// opened with [`open_read_only`](Db::open_read_only).
+    /// opened with [`open_read_only`](Db::open_read_only); `Closed` once the store is
+    /// [closed](Db::close) (the write was not applied).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         // A kind byte and two length varints (at most 5 bytes each) besides the bytes themselves.
@@ -65,6 +66,7 @@ impl Db {
     /// # Errors
     /// As [`put`](Db::put).
     pub fn write_opt(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        self.inner.check_open()?;
         if self.inner.read_only {
             return Err(self.inner.read_only_error());
         }
@@ -117,10 +119,12 @@ impl Db {
     /// # Errors
     /// `Error::Io` naming the WAL whose write or fsync failed. The WAL's tail is then unknown, so
     /// this becomes the store's background error: later writes fail with `Error::Background`
-    /// until the store is reopened.
+    /// until the store is reopened. `Error::Closed` once the store is closed.
     pub fn sync_wal(&self) -> Result<()> {
         let inner = &self.inner;
         let mut wal = inner.wal.lock();
+        // Under the WAL lock: `close` takes it after marking the store closed.
+        inner.check_open()?;
         let WalState { log, older, .. } = &mut *wal;
         let Some(log) = log.as_mut() else {
             return Ok(()); // read-only: nothing was written
@@ -221,6 +225,9 @@ impl DbInner {
     /// Logs and applies `group` as consecutive sequences.
     fn commit_group(&self, group: &mut [PendingWrite]) -> Result<()> {
         let mut wal = self.wal.lock();
+        // Under the WAL lock: `close` marks the store closed, then waits for this lock, so a group
+        // either commits before `close` goes on or sees `closed` and writes nothing.
+        self.check_open()?;
         let mem = self.make_room_for_write(&mut wal)?;
         let WalState { log, older, .. } = &mut *wal;
         let Some(log) = log.as_mut() else {
@@ -284,6 +291,8 @@ impl DbInner {
         let mut slowed = false;
         let mut st = self.state.lock();
         loop {
+            // A writer stalled here when the store closes gives up: no flush will make room.
+            self.check_open()?;
             if let Some(e) = &st.bg_error {
                 return Err(Error::Background(e.clone()));
             }

@@ -1,16 +1,17 @@
-//! [`DbIterator`]: a cursor over the store's live entries that moves both ways, and the merge of
-//! memtables and tables under it that [`Scan`](super::Scan) shares.
+//! [`Cursor`]: a cursor over the store's live entries that seeks and moves both ways, and the
+//! merge of memtables and tables under it that [`Scan`](super::Scan) shares.
 //!
-//! The logic is LevelDB's `DBIter`. Going forward, the merge is on the entry the iterator shows
+//! The logic is LevelDB's `DBIter`. Going forward, the merge is on the entry the cursor shows
 //! (the newest visible version of its user key), and `key`/`value` borrow from it. Going backward,
 //! the merge is on the last entry *before* every version of the current user key: walking back, the
 //! versions of a user key come oldest first, so the newest visible one is only known once the walk
-//! has passed it; its key and value are then copied into buffers the iterator reuses.
+//! has passed it; its key and value are then copied into buffers the cursor reuses.
 
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::close::DirLock;
 use super::level_iter::LevelIter;
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
@@ -18,11 +19,11 @@ use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{append_internal_key, compare_bytes, parse_internal_key, user_key, ValueKind};
 
-/// The memtables and tables an iterator merges: a super-version's, with (for a prefix scan) only
+/// The memtables and tables a cursor merges: a super-version's, with (for a prefix scan) only
 /// the tables that may hold the prefix.
 #[derive(Clone)]
 pub(crate) struct Sources {
-    /// Held for as long as the iterator lives: its memtables and tables (and so their files) stay.
+    /// Held for as long as the cursor lives: its memtables and tables (and so their files) stay.
     sv: Arc<SuperVersion>,
     /// L0 tables to read, newest first.
     l0: Vec<Arc<FileMeta>>,
@@ -86,7 +87,7 @@ fn malformed(dir: &Path) -> Error {
     Error::corruption(dir, "iterator met a malformed internal key")
 }
 
-/// Which way a [`DbIterator`] last moved, which says where its merge is (see the module docs).
+/// Which way a [`Cursor`] last moved, which says where its merge is (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
     Forward,
@@ -94,7 +95,8 @@ enum Direction {
 }
 
 /// A cursor over the store's live entries as of the moment it was created, in key order, that
-/// moves both ways. [`Db::iter`] returns one.
+/// seeks and moves both ways. [`Db::cursor`] and [`Db::cursor_at`] return one. (It was called
+/// `DbIterator`, a name kept as an alias; [`Db::iter`] is now an [`Iterator`].)
 ///
 /// It starts nowhere: position it with [`seek_to_first`](Self::seek_to_first),
 /// [`seek_to_last`](Self::seek_to_last), [`seek`](Self::seek) or
@@ -112,7 +114,7 @@ enum Direction {
 ///     db.put(k, k.to_uppercase())?;
 /// }
 /// db.delete("c")?;
-/// let mut it = db.iter();
+/// let mut it = db.cursor();
 /// it.seek("b")?;
 /// assert_eq!((it.key(), it.value()), (&b"b"[..], &b"B"[..]));
 /// it.next()?; // "c" is deleted
@@ -131,24 +133,30 @@ enum Direction {
 /// # Ok(()) }
 /// ```
 ///
-/// **What it holds.** An iterator keeps the memtables and tables it reads: flushes and
-/// compactions that run meanwhile change nothing it returns, and the files of tables they replace
-/// are deleted only once it is dropped. It also keeps the store's shared state, so it stays usable
-/// after its [`Db`] is dropped or closed (the background threads have stopped then, and it reads
-/// only what it already held); but that state includes the directory's `LOCK`, so
-/// [`Db::open`] of the same directory fails with [`Error::Locked`] until every iterator and
-/// [`Scan`](crate::Scan) of the old `Db` is dropped. Hold iterators only as long as needed.
+/// **What it holds.** A cursor keeps the memtables and tables it reads: flushes and compactions
+/// that run meanwhile change nothing it returns, and the files of tables they replace are deleted
+/// only once it is dropped. It stays usable after its store is [closed](Db::close) or its last
+/// [`Db`] handle dropped (the background threads have stopped then, and it reads only what it
+/// already held); but it keeps the directory's `LOCK` too, so [`Db::open`] of the same directory
+/// fails with [`Error::Locked`] until every cursor and [`Scan`](crate::Scan) made before the
+/// close is dropped. Hold cursors only as long as needed. A cursor made after the store closed
+/// holds nothing, and every seek returns [`Error::Closed`].
 ///
 /// **Costs.** A step forward borrows the entry from its data block or memtable copy and allocates
-/// nothing; a step backward copies the entry into buffers the iterator reuses. Each step visits
+/// nothing; a step backward copies the entry into buffers the cursor reuses. Each step visits
 /// every version of the keys it passes, so a run of deleted or overwritten keys costs a step per
 /// version. Turning around re-seeks each memtable, L0 table and level once.
-pub struct DbIterator {
+pub struct Cursor {
     inner: Arc<DbInner>,
+    /// The directory's `LOCK`, held while the cursor reads the store's files; `None` for a cursor
+    /// made by a scan (which holds it) or after the store closed (`closed`).
+    _lock: Option<Arc<DirLock>>,
+    /// Made after the store closed: every seek returns `Error::Closed`.
+    closed: bool,
     sources: Sources,
     /// Entries newer than this are invisible.
     sequence: u64,
-    /// The range this iterator stops at (a [`Scan`](super::Scan)'s): forward walks end at the
+    /// The range this cursor stops at (a [`Scan`](super::Scan)'s): forward walks end at the
     /// first key past `upper`, backward walks at the first key before `lower`.
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
@@ -166,28 +174,38 @@ pub struct DbIterator {
 }
 
 impl Db {
-    /// A [`DbIterator`] over the store as it is now: it sees every write acknowledged before this
-    /// call and none after.
+    /// A [`Cursor`] over the store as it is now: it sees every write acknowledged before this
+    /// call and none after. It seeks ([`seek`](Cursor::seek),
+    /// [`seek_for_prev`](Cursor::seek_for_prev), [`seek_to_first`](Cursor::seek_to_first),
+    /// [`seek_to_last`](Cursor::seek_to_last)), steps both ways and borrows each entry; for an
+    /// [`Iterator`] of owned entries, see [`iter`](Db::iter) and [`scan`](Db::scan).
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
     /// # let dir = tempfile::tempdir()?;
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
-    /// db.put("x", "1")?;
-    /// let mut it = db.iter();
-    /// db.put("y", "2")?; // after the iterator: not seen
-    /// it.seek_to_first()?;
-    /// assert_eq!(it.key(), b"x");
-    /// it.next()?;
-    /// assert!(!it.valid());
+    /// db.put("apple", "1")?;
+    /// db.put("cherry", "2")?;
+    /// let mut cursor = db.cursor();
+    /// db.put("date", "3")?; // after the cursor: not seen
+    /// cursor.seek("banana")?; // the first key ≥ "banana"
+    /// assert_eq!((cursor.key(), cursor.value()), (&b"cherry"[..], &b"2"[..]));
+    /// cursor.prev()?;
+    /// assert_eq!(cursor.key(), b"apple");
+    /// cursor.seek_to_last()?;
+    /// assert_eq!(cursor.key(), b"cherry");
+    /// cursor.next()?;
+    /// assert!(!cursor.valid());
     /// # Ok(()) }
     /// ```
-    pub fn iter(&self) -> DbIterator {
+    ///
+    /// On a closed store the cursor's seeks return [`Error::Closed`].
+    pub fn cursor(&self) -> Cursor {
         let (sv, sequence) = self.inner.read_view();
-        DbIterator::new(&self.inner, Sources::all_of(sv), sequence)
+        Cursor::new(&self.inner, Sources::all_of(sv), sequence).holding_lock()
     }
 
-    /// A [`DbIterator`] over the store as it was when `snapshot` was taken: it sees the writes
+    /// A [`Cursor`] over the store as it was when `snapshot` was taken: it sees the writes
     /// the snapshot sees, however much is written, flushed or compacted meanwhile.
     ///
     /// ```
@@ -198,7 +216,7 @@ impl Db {
     /// let snapshot = db.snapshot();
     /// db.put("b", "2")?;
     /// db.delete("a")?;
-    /// let mut it = db.iter_at(&snapshot);
+    /// let mut it = db.cursor_at(&snapshot);
     /// it.seek_to_last()?;
     /// assert_eq!((it.key(), it.value()), (&b"a"[..], &b"1"[..]));
     /// it.prev()?;
@@ -208,17 +226,17 @@ impl Db {
     ///
     /// # Panics
     /// If `snapshot` was taken from another `Db`.
-    pub fn iter_at(&self, snapshot: &Snapshot) -> DbIterator {
+    pub fn cursor_at(&self, snapshot: &Snapshot) -> Cursor {
         self.check_snapshot(snapshot);
-        self.iter_at_sequence(snapshot.sequence())
+        self.cursor_at_sequence(snapshot.sequence())
     }
 
-    /// A [`DbIterator`] that sees the entries with sequence ≤ `sequence`, over the current
+    /// A [`Cursor`] that sees the entries with sequence ≤ `sequence`, over the current
     /// super-version. The caller keeps the versions that sequence sees from being dropped (a
     /// registered snapshot does).
-    pub(crate) fn iter_at_sequence(&self, sequence: u64) -> DbIterator {
+    pub(crate) fn cursor_at_sequence(&self, sequence: u64) -> Cursor {
         let sv = self.inner.super_version();
-        DbIterator::new(&self.inner, Sources::all_of(sv), sequence)
+        Cursor::new(&self.inner, Sources::all_of(sv), sequence).holding_lock()
     }
 }
 
@@ -238,11 +256,14 @@ impl Sources {
     }
 }
 
-impl DbIterator {
-    /// An unpositioned iterator over `sources` at `sequence`.
-    pub(crate) fn new(inner: &Arc<DbInner>, sources: Sources, sequence: u64) -> DbIterator {
-        DbIterator {
+impl Cursor {
+    /// An unpositioned cursor over `sources` at `sequence`, holding no `LOCK` (a scan's, which
+    /// holds it).
+    pub(crate) fn new(inner: &Arc<DbInner>, sources: Sources, sequence: u64) -> Cursor {
+        Cursor {
             inner: Arc::clone(inner),
+            _lock: None,
+            closed: false,
             sources,
             sequence,
             lower: Bound::Unbounded,
@@ -256,15 +277,25 @@ impl DbIterator {
         }
     }
 
+    /// Holds the directory's `LOCK` while it lives, or, if the store is closed, refuses every
+    /// seek with `Error::Closed`.
+    fn holding_lock(mut self) -> Cursor {
+        match self.inner.hold_lock() {
+            Ok(lock) => self._lock = Some(lock),
+            Err(_) => self.closed = true,
+        }
+        self
+    }
+
     /// Stops forward walks at the first key past `upper` and backward walks at the first key
     /// before `lower`, without reading further (a scan's range).
-    pub(crate) fn bounded(mut self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>) -> DbIterator {
+    pub(crate) fn bounded(mut self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>) -> Cursor {
         self.lower = lower;
         self.upper = upper;
         self
     }
 
-    /// Whether the iterator is on an entry. It is not before the first positioning call, after
+    /// Whether the cursor is on an entry. It is not before the first positioning call, after
     /// stepping past either end, or after an error (see [`status`](Self::status)).
     ///
     /// ```
@@ -272,7 +303,7 @@ impl DbIterator {
     /// # let dir = tempfile::tempdir()?;
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("k", "v")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// assert!(!it.valid()); // not positioned yet
     /// it.seek_to_first()?;
     /// assert!(it.valid());
@@ -291,7 +322,7 @@ impl DbIterator {
     /// # let dir = tempfile::tempdir()?;
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("k", "v")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek("a")?;
     /// assert_eq!(it.key(), b"k");
     /// # Ok(()) }
@@ -313,7 +344,7 @@ impl DbIterator {
     /// # let dir = tempfile::tempdir()?;
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("k", "v")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek_to_last()?;
     /// assert_eq!(it.value(), b"v");
     /// # Ok(()) }
@@ -336,7 +367,7 @@ impl DbIterator {
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("b", "2")?;
     /// db.put("a", "1")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek_to_first()?;
     /// assert_eq!(it.key(), b"a");
     /// # Ok(()) }
@@ -344,8 +375,8 @@ impl DbIterator {
     ///
     /// # Errors
     /// `Error::Corruption` naming the file if a table it reads is damaged; `Error::Io` if one
-    /// cannot be read. The iterator is then invalid, and [`status`](Self::status) returns the
-    /// error until the next seek.
+    /// cannot be read; `Error::Closed` for a cursor made after the store closed. The cursor is
+    /// then invalid, and [`status`](Self::status) returns the error until the next seek.
     pub fn seek_to_first(&mut self) -> Result<()> {
         self.run(true, Self::try_seek_to_first)
     }
@@ -358,7 +389,7 @@ impl DbIterator {
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("b", "2")?;
     /// db.put("a", "1")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek_to_last()?;
     /// assert_eq!(it.key(), b"b");
     /// # Ok(()) }
@@ -378,7 +409,7 @@ impl DbIterator {
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("apple", "1")?;
     /// db.put("cherry", "2")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek("banana")?;
     /// assert_eq!(it.key(), b"cherry");
     /// it.seek("cherry")?;
@@ -402,7 +433,7 @@ impl DbIterator {
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("apple", "1")?;
     /// db.put("cherry", "2")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek_for_prev("banana")?;
     /// assert_eq!(it.key(), b"apple");
     /// it.seek_for_prev("cherry")?;
@@ -418,7 +449,7 @@ impl DbIterator {
         self.run(true, |it| it.try_seek_for_prev(key.as_ref()))
     }
 
-    /// Moves to the next key (invalid past the last). Does nothing on an invalid iterator.
+    /// Moves to the next key (invalid past the last). Does nothing on an invalid cursor.
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
@@ -426,7 +457,7 @@ impl DbIterator {
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("a", "1")?;
     /// db.put("b", "2")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek_to_first()?;
     /// it.next()?;
     /// assert_eq!(it.key(), b"b");
@@ -436,16 +467,16 @@ impl DbIterator {
     /// ```
     ///
     /// # Errors
-    /// As [`seek_to_first`](Self::seek_to_first); on an iterator already invalid after an error,
+    /// As [`seek_to_first`](Self::seek_to_first); on a cursor already invalid after an error,
     /// that error again.
-    // A cursor, not a `std::iter::Iterator`: keys and values borrow from it. (`Scan` is the
-    // `Iterator`.)
+    // A cursor, not a `std::iter::Iterator`: keys and values borrow from it. (`Scan`, from
+    // `Db::iter` and `Db::scan`, is the `Iterator`.)
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<()> {
         self.run(false, Self::try_next)
     }
 
-    /// Moves to the previous key (invalid before the first). Does nothing on an invalid iterator.
+    /// Moves to the previous key (invalid before the first). Does nothing on an invalid cursor.
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
@@ -453,7 +484,7 @@ impl DbIterator {
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
     /// db.put("a", "1")?;
     /// db.put("b", "2")?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek_to_last()?;
     /// it.prev()?;
     /// assert_eq!(it.key(), b"a");
@@ -468,14 +499,14 @@ impl DbIterator {
         self.run(false, Self::try_prev)
     }
 
-    /// The error the last seek or step met, if any: `Ok` while the iterator is positioned or has
+    /// The error the last seek or step met, if any: `Ok` while the cursor is positioned or has
     /// simply run off an end.
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
     /// # let dir = tempfile::tempdir()?;
     /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
-    /// let mut it = db.iter();
+    /// let mut it = db.cursor();
     /// it.seek_to_first()?;
     /// assert!(!it.valid()); // an empty store
     /// it.status()?;
@@ -492,12 +523,15 @@ impl DbIterator {
         }
     }
 
-    /// Runs a move: a seek (`seek` true) starts afresh, a step on an invalid iterator does nothing
-    /// (and repeats the last error). An error leaves the iterator invalid and is kept for
+    /// Runs a move: a seek (`seek` true) starts afresh, a step on an invalid cursor does nothing
+    /// (and repeats the last error). An error leaves the cursor invalid and is kept for
     /// `status`.
     fn run(&mut self, seek: bool, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if seek {
             self.error = None;
+            if self.closed {
+                return self.fail(self.inner.closed_error());
+            }
             if self.merged.is_none() {
                 match self.sources.merge(&self.inner) {
                     Ok(m) => self.merged = Some(m),
@@ -558,7 +592,7 @@ impl DbIterator {
         self.direction = Direction::Forward;
         self.saved_value.clear();
         self.saved_key.clear();
-        // The newest version of `key` visible at the iterator's sequence sorts first.
+        // The newest version of `key` visible at the cursor's sequence sorts first.
         append_internal_key(&mut self.saved_key, key, self.sequence, ValueKind::Value);
         if let Some(it) = self.merged.as_mut() {
             it.seek(&self.saved_key)?;
@@ -752,10 +786,10 @@ mod tests {
 
     /// Walks `it` against `model` (the live keys it should see): whole walks both ways, then
     /// random seeks of every kind, each followed by random steps that turn around often.
-    fn check(it: &mut DbIterator, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng) {
+    fn check(it: &mut Cursor, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng) {
         let entries: Vec<(&Vec<u8>, &Vec<u8>)> = model.iter().collect();
         let n = entries.len();
-        let at = |it: &DbIterator, pos: usize, what: &str| match entries.get(pos) {
+        let at = |it: &Cursor, pos: usize, what: &str| match entries.get(pos) {
             Some((k, v)) => {
                 assert!(it.valid(), "{what}: expected {k:?}, iterator invalid");
                 assert_eq!((it.key(), it.value()), (&k[..], &v[..]), "{what}");
@@ -848,10 +882,10 @@ mod tests {
         // Sequences start at 1 in a new store, so model i is the store at sequence i.
         let models = write_versions(&db, &mut rng, 1500, BTreeMap::new());
         for seq in [0, 1, 2, 50, 700, 1499, 1500] {
-            let mut it = db.iter_at_sequence(seq);
+            let mut it = db.cursor_at_sequence(seq);
             check(&mut it, &models[seq as usize], &mut rng);
         }
-        let mut it = db.iter();
+        let mut it = db.cursor();
         check(&mut it, &models[1500], &mut rng);
     }
 
@@ -872,7 +906,7 @@ mod tests {
                 1 => db.compact().unwrap(),
                 _ => {}
             }
-            let mut it = db.iter();
+            let mut it = db.cursor();
             check(&mut it, &model, &mut rng);
         }
     }
@@ -884,7 +918,7 @@ mod tests {
         for i in 0..100 {
             db.put(format!("k{i:03}"), "old").unwrap();
         }
-        let mut it = db.iter();
+        let mut it = db.cursor();
         for i in 0..100 {
             if i % 2 == 0 {
                 db.delete(format!("k{i:03}")).unwrap();
