@@ -82,22 +82,13 @@ impl Db {
             Some(recovered) => recovered,
             None => create_store(&fs, dir, &options)?,
         };
-        let files = list_files(dir)?;
-        account_for_files(dir, &recovered, &files)?;
+        let (files, mut next_file) = accounted_files(dir, &recovered)?;
         let RecoveredManifest {
             version,
             counters,
             store_id,
             ..
         } = recovered;
-        // Past every file in the directory, not only those the MANIFEST knows: WALs created after
-        // its last edit, and tables of an interrupted flush, carry numbers at or above its counter.
-        // Every number is below `MAX_FILE_NUMBER` (checked above), so none of this overflows.
-        let mut next_file = files
-            .iter()
-            .filter_map(FileKind::number)
-            .map(|n| n + 1)
-            .fold(counters.next_file_number, u64::max);
         let (recovered, last_sequence) = catch_panic("recovery", || {
             let mut edit = VersionEdit::default();
             let mut flush = |mem: &Arc<MemTable>| -> Result<()> {
@@ -242,19 +233,13 @@ impl Db {
         let Some(recovered) = Manifest::recover(dir)? else {
             return Err(no_store());
         };
-        let files = list_files(dir)?;
-        account_for_files(dir, &recovered, &files)?;
+        let (files, next_file) = accounted_files(dir, &recovered)?;
         let RecoveredManifest {
             version,
             counters,
             store_id,
             ..
         } = recovered;
-        let next_file = files
-            .iter()
-            .filter_map(FileKind::number)
-            .map(|n| n + 1)
-            .fold(counters.next_file_number, u64::max);
         let (mem, last_sequence) = replay_logs(dir, &options, counters, &files, None)?;
         let stats = Arc::new(Stats::new());
         let fs = options.file_system();
@@ -496,6 +481,22 @@ fn create_store(fs: &FileSystem, dir: &Path, options: &Options) -> Result<Recove
         counters,
         store_id,
     })
+}
+
+/// The store's files, once [`account_for_files`] has found the MANIFEST explains them, and the
+/// first file number open may hand out: past every file in the directory, not only those the
+/// MANIFEST knows (WALs created after its last edit, and tables of an interrupted flush, carry
+/// numbers at or above its counter). Every number is below `MAX_FILE_NUMBER`, so this does not
+/// overflow.
+fn accounted_files(dir: &Path, recovered: &RecoveredManifest) -> Result<(Vec<FileKind>, u64)> {
+    let files = list_files(dir)?;
+    account_for_files(dir, recovered, &files)?;
+    let next_file = files
+        .iter()
+        .filter_map(FileKind::number)
+        .map(|n| n + 1)
+        .fold(recovered.counters.next_file_number, u64::max);
+    Ok((files, next_file))
 }
 
 /// Checks, before open writes or removes anything, that the MANIFEST accounts for the store's
