@@ -51,8 +51,8 @@ impl Db {
     ///   tail) or a table needed to open is damaged, if a table is not the one the MANIFEST
     ///   describes, if the directory holds a store's files but no CURRENT, if the MANIFEST
     ///   cannot account for the store's files (a table it names or a WAL it needs is missing:
-    ///   it lost edits the store acted on), or if a file is numbered past
-    ///   the largest file number a store allocates. Open then writes and removes nothing;
+    ///   it lost edits the store acted on), or if a file is numbered past the largest file
+    ///   number a store allocates. Open then writes and removes nothing;
     /// - `Error::Io` naming the file for operating-system failures.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
