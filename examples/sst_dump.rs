@@ -102,7 +102,7 @@ fn dump(path: &Path, list_blocks: bool) -> Result<(), siftdb::Error> {
         .count();
     let codec = t
         .compression
-        .map_or_else(|| "not recorded".to_string(), |c| format!("{c:?}"));
+        .map_or_else(|| "not recorded".to_string(), |c| c.to_string());
     if let (Some(min), Some(max)) = (sizes.iter().min(), sizes.iter().max()) {
         println!(
             "  data blocks {} (checksums verified), stored {}..{} B, avg {} B; codec {codec}: {} compressed, {} stored raw",
@@ -117,7 +117,7 @@ fn dump(path: &Path, list_blocks: bool) -> Result<(), siftdb::Error> {
     if list_blocks {
         for (i, b) in t.data_blocks.iter().enumerate() {
             println!(
-                "    block {i:>5} @{:<10} {:>6} B  {:?}",
+                "    block {i:>5} @{:<10} {:>6} B  {}",
                 b.block.offset, b.block.size, b.compression
             );
         }

@@ -200,17 +200,6 @@ impl CompressionArg {
     }
 }
 
-/// A codec as the results name it: `none`, `snappy`, `lz4`, `zstd:3`.
-fn codec_name(c: Compression) -> String {
-    match c {
-        Compression::None => "none".into(),
-        Compression::Snappy => "snappy".into(),
-        Compression::Lz4 => "lz4".into(),
-        Compression::Zstd(level) => format!("zstd:{level}"),
-        other => format!("{other:?}"),
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum AllocationArg {
     Uniform,
@@ -301,12 +290,10 @@ impl RunKind {
     fn text(&self) -> String {
         let bottom = self
             .bottommost
-            .map_or(String::new(), |c| format!(", {} bottommost", codec_name(c)));
+            .map_or(String::new(), |c| format!(", {c} bottommost"));
         format!(
             "[{} B values, compression ratio {:.2}; {}{bottom}]",
-            self.value_size,
-            self.compression_ratio,
-            codec_name(self.compression)
+            self.value_size, self.compression_ratio, self.compression
         )
     }
 
@@ -314,8 +301,8 @@ impl RunKind {
         json!({
             "value_size": self.value_size,
             "compression_ratio": self.compression_ratio,
-            "compression": codec_name(self.compression),
-            "bottommost_compression": self.bottommost.map(codec_name),
+            "compression": self.compression.to_string(),
+            "bottommost_compression": self.bottommost.map(|c| c.to_string()),
         })
     }
 }
@@ -461,8 +448,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             args.key_size,
             args.value_size,
             args.compression_ratio,
-            codec_name(kind.compression),
-            kind.bottommost.map_or(String::new(), |c| format!(" ({} bottommost)", codec_name(c))),
+            kind.compression,
+            kind.bottommost.map_or(String::new(), |c| format!(" ({c} bottommost)")),
             filter,
             allocation,
             if args.no_filter_on_last_level { ", none on the last level" } else { "" },

@@ -28,6 +28,23 @@ pub enum Compression {
     Zstd(i32),
 }
 
+/// The codec's name, as `sst_dump`, the workload runner and a table's properties write it:
+/// `none`, `snappy`, `lz4` or `zstd:<level>`.
+///
+/// ```
+/// assert_eq!(siftdb::Compression::Zstd(3).to_string(), "zstd:3");
+/// ```
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::None => f.write_str("none"),
+            Compression::Snappy => f.write_str("snappy"),
+            Compression::Lz4 => f.write_str("lz4"),
+            Compression::Zstd(level) => write!(f, "zstd:{level}"),
+        }
+    }
+}
+
 /// Options for [`Db::open`](crate::Db::open). Start from `Options::default()` and change what you
 /// need with the builder methods.
 ///

@@ -15,7 +15,7 @@ use super::flush::{table_options, write_level0_table};
 use super::manifest::{Manifest, ManifestCounters};
 use super::version::Version;
 use super::version_edit::VersionEdit;
-use super::{Db, DbInner};
+use super::Db;
 use crate::error::{Error, Result};
 use crate::fs::{io_at, FileSystem};
 
@@ -142,8 +142,9 @@ impl Db {
                     .load(std::sync::atomic::Ordering::Acquire);
             }
         }
-        // Past every table the copy names; no WAL in the copy is needed.
-        let number = new_number(inner, &version)?;
+        // Past every table the copy names (the counter starts past every file of the store); no
+        // WAL in the copy is needed.
+        let number = inner.new_file_number()?;
         made.push(dir.join(super::filename::manifest_name(number)));
         made.push(super::filename::current_temp_path(dir));
         made.push(super::filename::current_path(dir));
@@ -161,19 +162,6 @@ impl Db {
         )?;
         Ok(())
     }
-}
-
-/// A file number above every table of `version` (and unused by this store).
-fn new_number(inner: &DbInner, version: &Version) -> Result<u64> {
-    let highest = version
-        .levels
-        .iter()
-        .flatten()
-        .map(|f| f.number)
-        .max()
-        .unwrap_or(0);
-    // Every table's number came from the counter, so it is already past `highest`.
-    Ok(inner.new_file_number()?.max(highest + 1))
 }
 
 /// Creates the checkpoint's directory `dir`, which must not exist yet, with any missing parents,

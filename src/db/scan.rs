@@ -133,11 +133,9 @@ impl Db {
     fn scan_view<R: KeyRange>(&self, range: R, sv: Arc<SuperVersion>, seq: u64) -> Scan {
         let (start, end) = range.into_bounds();
         let prefix = self.shared_prefix(&start, &end);
-        let lock = self.inner.hold_lock().ok();
         Scan {
             inner: Arc::clone(&self.inner),
-            closed: lock.is_none(),
-            _lock: lock,
+            lock: self.inner.hold_lock().ok(),
             sv,
             seq,
             prefix,
@@ -236,10 +234,8 @@ fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 pub struct Scan {
     inner: Arc<DbInner>,
     /// The directory's `LOCK`, held while the scan reads the store's files; `None` if the store
-    /// was closed when the scan was made (`closed`).
-    _lock: Option<Arc<DirLock>>,
-    /// Made after the store closed: the only item is `Error::Closed`.
-    closed: bool,
+    /// was closed when the scan was made, whose only item is then `Error::Closed`.
+    lock: Option<Arc<DirLock>>,
     sv: Arc<SuperVersion>,
     seq: u64,
     /// The extractor prefix all keys of the range share: tables whose filter rules it out are
@@ -351,7 +347,7 @@ impl Scan {
         if self.done {
             return None;
         }
-        if self.closed {
+        if self.lock.is_none() {
             self.done = true;
             return Some(Err(self.inner.closed_error()));
         }

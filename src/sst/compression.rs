@@ -32,17 +32,8 @@ thread_local! {
 }
 
 impl Compression {
-    /// The name written into a table's properties: `none`, `snappy`, `lz4` or `zstd:<level>`.
-    pub(crate) fn property_name(self) -> String {
-        match self {
-            Compression::None => "none".into(),
-            Compression::Snappy => "snappy".into(),
-            Compression::Lz4 => "lz4".into(),
-            Compression::Zstd(level) => format!("zstd:{level}"),
-        }
-    }
-
-    /// The codec a table's properties name; `None` for a name this crate does not know.
+    /// The codec a table's properties name (its [`Display`](std::fmt::Display) form); `None` for a
+    /// name this crate does not know.
     pub(crate) fn from_property_name(name: &str) -> Option<Compression> {
         match name {
             "none" => Some(Compression::None),
@@ -391,7 +382,7 @@ mod tests {
             .into_iter()
             .chain([Compression::None, Compression::Zstd(0)])
         {
-            let name = codec.property_name();
+            let name = codec.to_string();
             assert_eq!(
                 Compression::from_property_name(&name),
                 Some(codec),

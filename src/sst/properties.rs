@@ -28,7 +28,7 @@ pub(crate) struct TableProperties {
     pub(crate) filter_whole_keys: bool,
     /// The name of the prefix extractor whose prefixes the filter holds, or empty.
     pub(crate) prefix_extractor: String,
-    /// The codec the table's blocks were compressed with (`Compression::property_name`), or empty
+    /// The codec the table's blocks were compressed with (`Compression`'s `Display` form), or empty
     /// if not recorded.
     pub(crate) compression: String,
     /// The identity of the store that wrote the table (16 bytes; empty if not recorded).

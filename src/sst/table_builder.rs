@@ -75,7 +75,7 @@ impl TableBuilder {
         let props = TableProperties {
             store_id: options.store_id.to_vec(),
             table_number: number,
-            compression: options.compression.property_name(),
+            compression: options.compression.to_string(),
             ..TableProperties::default()
         };
         Ok(TableBuilder {
