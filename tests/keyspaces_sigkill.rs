@@ -172,8 +172,16 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
             .collect();
         let got: Vec<u64> = entries.iter().map(|(k, _)| parse_key(k)).collect();
         if got != expected {
-            let missing: Vec<_> = expected.iter().filter(|j| !got.contains(j)).take(10).collect();
-            let extra: Vec<_> = got.iter().filter(|j| !expected.contains(j)).take(10).collect();
+            let missing: Vec<_> = expected
+                .iter()
+                .filter(|j| !got.contains(j))
+                .take(10)
+                .collect();
+            let extra: Vec<_> = got
+                .iter()
+                .filter(|j| !expected.contains(j))
+                .take(10)
+                .collect();
             panic!(
                 "kill {kill}: keyspace {} is not the state after operations 0..{m} (the newest \
                  found in any keyspace): missing {missing:?}, extra {extra:?}",
@@ -181,7 +189,12 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
             );
         }
         for (k, v) in entries {
-            assert_eq!(*v, value(parse_key(k)), "kill {kill}: wrong value in {}", SPACES[s]);
+            assert_eq!(
+                *v,
+                value(parse_key(k)),
+                "kill {kill}: wrong value in {}",
+                SPACES[s]
+            );
         }
     }
     // Point reads go through each keyspace's filters; none may deny a present key.
@@ -189,12 +202,21 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
         let before = ks.statistics();
         for (k, v) in entries {
             let got = ks.get(k).unwrap();
-            assert_eq!(got.as_ref(), Some(v), "kill {kill}: get lost a key in {}", SPACES[s]);
+            assert_eq!(
+                got.as_ref(),
+                Some(v),
+                "kill {kill}: get lost a key in {}",
+                SPACES[s]
+            );
         }
         let st = ks.statistics().since(&before);
         let counts = st.filter_totals();
         if SPACES[s] == "unfiltered" {
-            assert_eq!(counts.checks(), 0, "kill {kill}: a filter in the unfiltered keyspace");
+            assert_eq!(
+                counts.checks(),
+                0,
+                "kill {kill}: a filter in the unfiltered keyspace"
+            );
         } else {
             // A key found in a table passed its filter once; one found in a memtable asked none.
             assert_eq!(
@@ -254,7 +276,10 @@ fn sigkill_keeps_batches_across_keyspaces_whole_and_in_order() {
         }
         start = m;
     }
-    assert!(acked_total > 0, "no operation was acknowledged before a kill");
+    assert!(
+        acked_total > 0,
+        "no operation was acknowledged before a kill"
+    );
     eprintln!(
         "keyspace crash loop: {kills} SIGKILLs survived in {:.1?}, {acked_total} batches over two \
          keyspaces acknowledged, {recovered_extra} unacknowledged ones also recovered",

@@ -148,4 +148,3 @@ pub fn power_fails(faults: &FaultInjector, rng: &mut StdRng, tally: &mut Tally) 
     tally.names_reverted += report.names_reverted;
     true
 }
-
