@@ -830,24 +830,31 @@ fn the_stats_property_has_a_section_per_keyspace() {
     assert_eq!(db.property("siftdb.num-files-at-level0").unwrap(), "0");
 }
 
-/// The WAL bound of `a_hundred_keyspaces_keep_the_wals_under_max_total_wal_size`.
+/// `max_total_wal_size` of `a_hundred_keyspaces_keep_the_wals_under_max_total_wal_size`.
 const MAX_TOTAL_WAL: u64 = 256 << 10;
+/// Its memtables: a quarter of that (as the default bound is four memtables).
+const WRITE_BUFFER: u64 = MAX_TOTAL_WAL / 4;
 
 #[test]
 fn a_hundred_keyspaces_keep_the_wals_under_max_total_wal_size() {
     let dir = scratch();
-    // Memtables far larger than what any keyspace receives: only the WAL bound makes them flush.
     let options = Options::default()
-        .write_buffer_size(1 << 20)
+        .write_buffer_size(WRITE_BUFFER as usize)
         .max_total_wal_size(MAX_TOTAL_WAL);
     let db = Db::open(dir.path(), options).unwrap();
     let spaces: Vec<Keyspace> = (0..100)
         .map(|n| db.keyspace(&format!("ks{n:03}")).unwrap())
         .collect();
-    // 8 MiB in 100-byte values: half to one busy keyspace, the rest spread over the others (each
-    // gets ~42 KiB, far below its memtable's 1 MiB).
+    // 8 MiB in 100-byte values: half to one busy keyspace, whose memtable fills (and starts a new
+    // WAL) every 64 KiB, the rest spread over the 99 others, which get ~42 KiB each: less than a
+    // memtable, so without the bound each would keep every WAL since its first write (all 8 MiB).
+    //
+    // The bound, once the flushes the writes started have run (they run beside the writer, so
+    // the WALs may pass it for a while): `max_total_wal_size` for the WALs the writes were
+    // checked against, plus the newest WAL's writes since, less than one more.
+    let bound = 2 * MAX_TOTAL_WAL;
     let value = [b'v'; 100];
-    let mut peak = 0u64;
+    let (mut peak, mut settled_peak) = (0u64, 0u64);
     let mut written = 0u64;
     let mut n = 0u32;
     while written < 8 << 20 {
@@ -862,23 +869,24 @@ fn a_hundred_keyspaces_keep_the_wals_under_max_total_wal_size() {
         if n % 64 == 0 {
             peak = peak.max(wal_bytes(dir.path()));
         }
+        // Every 512 KiB, the writer pauses until the flushes it started have retired their WALs.
+        if n % 4096 == 0 {
+            eventually("the WALs back under 2 × max_total_wal_size", || {
+                wal_bytes(dir.path()) <= bound
+            });
+            settled_peak = settled_peak.max(wal_bytes(dir.path()));
+        }
     }
-    // The bound, and the slack over it of the writes made while the flushes it starts run: one
-    // more `max_total_wal_size`.
-    let bound = 2 * MAX_TOTAL_WAL;
     eprintln!(
-        "{n} writes, {written} bytes: WALs peaked at {peak} bytes (max_total_wal_size {MAX_TOTAL_WAL})"
+        "{n} writes, {written} bytes over 100 keyspaces: the WALs held at most {settled_peak} \
+         bytes once the flushes ran (bound {bound}), {peak} while they ran (max_total_wal_size \
+         {MAX_TOTAL_WAL})"
     );
     assert!(
-        peak <= bound,
-        "the WALs reached {peak} bytes, over {bound} (2 × max_total_wal_size)"
+        db.statistics().ticker(Ticker::Flushes) > 100,
+        "the quiet keyspaces were flushed"
     );
-    assert!(db.statistics().ticker(Ticker::Flushes) > 0);
     // Everything is still there.
-    for (i, ks) in spaces.iter().enumerate().step_by(9) {
-        let n_in = contents(ks).len();
-        assert!(n_in > 0, "keyspace {i} is empty");
-    }
     assert_eq!(
         spaces
             .iter()
