@@ -97,7 +97,7 @@ fn flush_loop(inner: &DbInner) {
                 let after = Arc::clone(&tree.super_version().version);
                 let added = new_tables(&before, &after, 0);
                 log::debug!(
-                    "siftdb {}: flush of keyspace {}'s memtable of WAL {log_number} \
+                    "siftdb {}: keyspace {}: flush of the memtable of WAL {log_number} \
                      (~{bytes} bytes) into L0 {} in {:.1} ms",
                     inner.dir.display(),
                     tree.name,
@@ -227,7 +227,7 @@ fn compaction_loop(inner: &DbInner) {
                 let added = new_tables(&before, &after, level + 1);
                 let numbers: Vec<String> = inputs.iter().map(|(n, _)| n.to_string()).collect();
                 log::debug!(
-                    "siftdb {}: compaction of keyspace {} L{level} → L{}: {} tables [{}] \
+                    "siftdb {}: keyspace {}: compaction of L{level} → L{}: {} tables [{}] \
                      ({} bytes) into {} in {:.1} ms",
                     inner.dir.display(),
                     tree.name,

@@ -422,6 +422,7 @@ impl DbInner {
                             number,
                             table_options(
                                 &job.tree.options,
+                                &job.tree.name,
                                 out_level,
                                 bottommost,
                                 filter.clone(),

@@ -41,6 +41,7 @@ impl Db {
         self.tree.check_live()?;
         let (sv, seq) = inner.read_view(&self.tree);
         let mut e = GetExplanation {
+            keyspace: self.tree.name.clone(),
             key: key.to_vec(),
             sequence: seq,
             memtables: 1 + sv.imm.len(),

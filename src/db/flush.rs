@@ -20,10 +20,12 @@ use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
 use crate::store_id::StoreId;
 
-/// The settings new tables of store `store_id` are built with, with `filter` as their filter and
-/// the codec of `level` (`bottommost` when they go into the deepest level that holds data).
+/// The settings new tables of keyspace `keyspace` of store `store_id` are built with, with
+/// `filter` as their filter and the codec of `level` (`bottommost` when they go into the deepest
+/// level that holds data).
 pub(crate) fn table_options(
     options: &Options,
+    keyspace: &str,
     level: usize,
     bottommost: bool,
     filter: Filter,
@@ -31,6 +33,7 @@ pub(crate) fn table_options(
 ) -> TableOptions {
     TableOptions {
         store_id,
+        keyspace: keyspace.to_string(),
         block_size: options.block_size,
         restart_interval: options.block_restart_interval,
         compression: options.compression_for_level(level, bottommost),
@@ -106,7 +109,7 @@ impl DbInner {
         let filter = tree.filter_for_flush(&version, &mem)?;
         drop(version);
         let number = self.new_file_number()?;
-        let options = table_options(&tree.options, 0, false, filter, self.store_id);
+        let options = table_options(&tree.options, &tree.name, 0, false, filter, self.store_id);
         // A panic in user code (a filter policy, a prefix extractor) fails the flush like an
         // error: the memtable and its WAL stay, and the error reaches every waiter.
         let file = catch_panic("flush", || {

@@ -97,11 +97,11 @@ impl Db {
         let (added, last_sequence) = catch_panic("recovery", || {
             let mut added: BTreeMap<u32, VersionEdit> = BTreeMap::new();
             let mut flush = |id: u32, mem: &Arc<MemTable>| -> Result<()> {
-                let Some((o, _)) = keyspaces.get(&id) else {
+                let (Some((o, _)), Some(record)) = (keyspaces.get(&id), records.get(&id)) else {
                     return Ok(());
                 };
                 let number = take_number(dir, &mut next_file)?;
-                let table = table_options(o, 0, false, o.filter.clone(), store_id);
+                let table = table_options(o, &record.name, 0, false, o.filter.clone(), store_id);
                 // A store being opened has no snapshots.
                 if let Some(f) =
                     write_level0_table(&fs, dir, number, table, &stats, &[], &mut mem.iter())?

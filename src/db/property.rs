@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use super::version_edit::DEFAULT_KEYSPACE_ID;
 use super::Db;
 use crate::filter::FilterLayout;
 use crate::options::NUM_LEVELS;
@@ -28,8 +29,12 @@ impl Db {
     ///   per level, what the flushes or compactions into it read (from the level above and from
     ///   itself), wrote and took, as RocksDB's compaction stats; the write amplification (table
     ///   bytes written ÷ key and value bytes written) and the write stall time by cause; then
-    ///   every counter.
-    /// - `siftdb.num-files-at-level<N>`: the number of tables in level N.
+    ///   every counter. In a store with several keyspaces, the per-level parts come once per
+    ///   keyspace under a `** keyspace <name> **` line, and the counters are the store's totals;
+    ///   on a [`Keyspace`](crate::Keyspace) other than the default one, the report is that
+    ///   keyspace's alone, with its own counters.
+    /// - `siftdb.num-files-at-level<N>`: the number of tables in level N (of this handle's
+    ///   keyspace, as the two below).
     /// - `siftdb.total-sst-bytes`: bytes of all live tables.
     /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`. L0 is over
     ///   its budget at `level0_compaction_trigger` tables, even while its compaction waits for the
@@ -62,19 +67,23 @@ impl Db {
     }
 
     fn stats_report(&self) -> String {
-        let trees = if self.tree.id == super::version_edit::DEFAULT_KEYSPACE_ID {
+        let trees = if self.tree.id == DEFAULT_KEYSPACE_ID {
             self.inner.trees()
         } else {
             vec![std::sync::Arc::clone(&self.tree)]
         };
         let mut out = String::new();
+        // A store of one keyspace prints its report as before keyspaces existed.
+        let named = trees.len() > 1 || trees.iter().any(|t| t.id != DEFAULT_KEYSPACE_ID);
         for tree in &trees {
-            let _ = writeln!(out, "** keyspace {} **", tree.name);
+            if named {
+                let _ = writeln!(out, "** keyspace {} **", tree.name);
+            }
             self.keyspace_report(tree, &mut out);
             out.push('\n');
         }
         let stats = match trees.as_slice() {
-            [one] if one.id != super::version_edit::DEFAULT_KEYSPACE_ID => one.stats.snapshot(),
+            [one] if one.id != DEFAULT_KEYSPACE_ID => one.stats.snapshot(),
             _ => self.statistics(),
         };
         let cache = self.inner.tables.block_cache();

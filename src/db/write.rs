@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::filename::log_path;
+use super::tree::Tree;
 use super::{Db, DbInner, State, WalInfo, WalState};
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
@@ -321,22 +322,30 @@ impl DbInner {
         if sync {
             self.stats.inc(Ticker::WalSyncs);
         }
-        let mut user_bytes = 0;
+        // Per keyspace of the group: its tree and memtable, and the entries and bytes written.
+        let mut targets: Vec<(Arc<Tree>, Arc<MemTable>, u64, u64)> = mems
+            .into_iter()
+            .map(|(tree, mem)| (tree, mem, 0, 0))
+            .collect();
         for w in group.iter() {
             // `WriteBatch` encoded these records itself, so they decode whole.
             let entries = BatchEntries::new(w.batch.encoded())
                 .ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
             for e in entries {
                 let e = e.ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
-                user_bytes += e.key.len() + e.value.len();
-                // Every keyspace of the group has its memtable in `mems` (a handful at most).
-                if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == e.keyspace) {
+                // Every keyspace of the group has its memtable here (a handful at most).
+                if let Some((_, mem, n, b)) = targets.iter_mut().find(|t| t.0.id == e.keyspace) {
                     mem.add(e.seq, e.kind, e.key, e.value);
+                    *n += 1;
+                    *b += (e.key.len() + e.value.len()) as u64;
                 }
             }
         }
-        self.stats.add(Ticker::NumberKeysWritten, next - first);
-        self.stats.add(Ticker::UserBytesWritten, user_bytes as u64);
+        // Counted per keyspace, for its write amplification; the store's totals add them up.
+        for (tree, _, n, b) in &targets {
+            tree.stats.add(Ticker::NumberKeysWritten, *n);
+            tree.stats.add(Ticker::UserBytesWritten, *b);
+        }
         // Readers take their snapshot from here: the group becomes visible all at once.
         self.last_sequence.store(next - 1, Ordering::Release);
         Ok(())
@@ -352,7 +361,7 @@ impl DbInner {
         wal: &mut WalState,
         ids: &[u32],
         bytes: u64,
-    ) -> Result<Vec<(u32, Arc<MemTable>)>> {
+    ) -> Result<Vec<(Arc<Tree>, Arc<MemTable>)>> {
         let mut slowed = false;
         let mut st = self.state.lock();
         loop {
@@ -407,7 +416,10 @@ impl DbInner {
                 }
                 return Ok(ids
                     .iter()
-                    .filter_map(|id| Some((*id, Arc::clone(&st.trees.get(id)?.sv.mem))))
+                    .filter_map(|id| {
+                        let t = st.trees.get(id)?;
+                        Some((Arc::clone(&t.tree), Arc::clone(&t.sv.mem)))
+                    })
                     .collect());
             }
             drop(st);
