@@ -73,7 +73,12 @@ fn dump(path: &Path, list_blocks: bool) -> Result<(), siftdb::Error> {
         )),
         e => e,
     })?;
-    println!("{} ({} bytes)", t.path.display(), t.file_size);
+    println!(
+        "{} ({} bytes) of keyspace {}",
+        t.path.display(),
+        t.file_size,
+        t.keyspace
+    );
     println!(
         "  footer      metaindex @{} ({} B), index @{} ({} B)",
         t.metaindex.offset, t.metaindex.size, t.index.offset, t.index.size

@@ -91,7 +91,8 @@ pub use fs::fault_injection;
 #[doc(hidden)]
 pub mod bench_internals;
 
-pub use db::{Cursor, Db, KeyRange, Scan, Snapshot};
+pub use db::keyspace::{DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME_BYTES};
+pub use db::{Cursor, Db, KeyRange, Keyspace, Scan, Snapshot};
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
 /// [`Iterator`], it returned this cursor).
 pub type DbIterator = Cursor;

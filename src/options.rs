@@ -85,6 +85,7 @@ pub struct Options {
     pub(crate) max_bytes_for_level_base: u64,
     pub(crate) level_size_multiplier: u64,
     pub(crate) max_subcompactions: usize,
+    pub(crate) max_total_wal_size: u64,
     pub(crate) compact_l0_for_reads: bool,
     pub(crate) read_compaction_tuning: crate::db::read_compaction::ReadCompactionTuning,
     #[cfg(feature = "__fault-injection")]
@@ -135,6 +136,7 @@ impl Default for Options {
             max_bytes_for_level_base: 10 << 20,
             level_size_multiplier: 10,
             max_subcompactions: 2,
+            max_total_wal_size: 0,
             compact_l0_for_reads: true,
             read_compaction_tuning: crate::db::read_compaction::TUNING,
             #[cfg(feature = "__fault-injection")]
@@ -155,6 +157,24 @@ impl Options {
     pub fn write_buffer_size(mut self, bytes: usize) -> Self {
         self.write_buffer_size = bytes.max(4096);
         self
+    }
+
+    /// Bytes the live WALs may hold before the keyspaces whose unflushed writes keep the oldest
+    /// WAL alive are flushed, so that a keyspace written rarely does not keep old WALs (and a
+    /// long replay at open) forever (RocksDB's option of the same name). Store-wide. Default 0:
+    /// four times [`write_buffer_size`](Self::write_buffer_size).
+    pub fn max_total_wal_size(mut self, bytes: u64) -> Self {
+        self.max_total_wal_size = bytes;
+        self
+    }
+
+    /// The WAL total past which quiet keyspaces are flushed (`max_total_wal_size`, or its
+    /// default).
+    pub(crate) fn total_wal_limit(&self) -> u64 {
+        match self.max_total_wal_size {
+            0 => 4 * self.write_buffer_size as u64,
+            n => n,
+        }
     }
 
     /// Frozen memtables waiting for flush before writers wait for the flush (default 2).

@@ -393,6 +393,24 @@ impl Statistics {
         self.filter_bytes_in_memory
     }
 
+    /// Adds `other`'s counters to these (a store's totals over its keyspaces).
+    pub(crate) fn merge(&mut self, other: &Statistics) {
+        for (a, b) in self.tickers.iter_mut().zip(other.tickers.iter()) {
+            *a += *b;
+        }
+        for (row, orow) in self.filters.iter_mut().zip(other.filters.iter()) {
+            for (c, o) in row.iter_mut().zip(orow.iter()) {
+                c.add(o);
+            }
+        }
+        self.filter_bytes_in_memory += other.filter_bytes_in_memory;
+    }
+
+    /// Sets the filter memory gauge to zero (the counters of a keyspace whose tables are gone).
+    pub(crate) fn forget_filter_memory(&mut self) {
+        self.filter_bytes_in_memory = 0;
+    }
+
     /// The counters accrued between `earlier` and this snapshot.
     pub fn since(&self, earlier: &Statistics) -> Statistics {
         let mut out = self.clone();

@@ -2,10 +2,16 @@
 //!
 //! Format: `docs/log_format.md`, *WAL records: write batches*.
 
-use crate::coding::{fixed32_at, fixed64_at, put_length_prefixed, Decoder};
+use crate::coding::{fixed32_at, fixed64_at, put_length_prefixed, put_varint64, Decoder};
+use crate::db::Keyspace;
 use crate::key::ValueKind;
+use crate::store_id::StoreId;
 
 const HEADER_LEN: usize = 12;
+
+/// Set in an entry's kind byte when a keyspace id (a varint) follows it; entries without it are
+/// the default keyspace's, as in every batch written before keyspaces existed.
+const IN_KEYSPACE: u8 = 0x80;
 
 /// A group of puts and deletes that [`Db::write`](crate::Db::write) applies atomically: after a
 /// crash either all of them are there or none.
@@ -22,6 +28,14 @@ pub struct WriteBatch {
     count: u32,
     max_key: usize,
     max_value: usize,
+    /// The keyspaces it writes to besides the default one, each once.
+    keyspaces: Vec<u32>,
+    /// The store of the keyspaces named by `put_in` and `delete_in`; `mixed` if they were of
+    /// several stores (the write is refused).
+    store: Option<StoreId>,
+    mixed: bool,
+    /// Whether it writes to the default keyspace.
+    default: bool,
 }
 
 impl Default for WriteBatch {
@@ -45,26 +59,108 @@ impl WriteBatch {
             count: 0,
             max_key: 0,
             max_value: 0,
+            keyspaces: Vec::new(),
+            store: None,
+            mixed: false,
+            default: false,
         }
     }
 
-    /// Sets `key` to `value`.
+    /// Sets `key` to `value` in the default keyspace.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.rep.push(ValueKind::Value as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_length_prefixed(&mut self.rep, value);
+        self.default = true;
+        self.note(key.len(), value.len());
+        self
+    }
+
+    /// Removes `key` from the default keyspace (a tombstone; deleting an absent key is fine).
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        let key = key.as_ref();
+        self.rep.push(ValueKind::Deletion as u8);
+        put_length_prefixed(&mut self.rep, key);
+        self.default = true;
+        self.note(key.len(), 0);
+        self
+    }
+
+    /// Sets `key` to `value` in `keyspace`. One batch may write to any keyspaces of one store:
+    /// [`Db::write`](crate::Db::write) applies all of it or, after a crash, none of it, in every
+    /// keyspace.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// let (users, names) = (db.keyspace("users")?, db.keyspace("names")?);
+    /// let mut batch = siftdb::WriteBatch::new();
+    /// batch.put_in(&users, b"u1", b"Ada").put_in(&names, b"Ada", b"u1");
+    /// db.write(batch)?;
+    /// assert_eq!(names.get(b"Ada")?, Some(b"u1".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn put_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.put_to(
+            keyspace.id(),
+            keyspace.store_id(),
+            key.as_ref(),
+            value.as_ref(),
+        )
+    }
+
+    /// Sets `key` to `value` in keyspace `id` of store `store`.
+    pub(crate) fn put_to(
+        &mut self,
+        id: u32,
+        store: StoreId,
+        key: &[u8],
+        value: &[u8],
+    ) -> &mut Self {
+        self.entry_in(id, store, ValueKind::Value);
         put_length_prefixed(&mut self.rep, key);
         put_length_prefixed(&mut self.rep, value);
         self.note(key.len(), value.len());
         self
     }
 
-    /// Removes `key` (a tombstone; deleting an absent key is fine).
-    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        let key = key.as_ref();
-        self.rep.push(ValueKind::Deletion as u8);
+    /// Removes `key` from `keyspace` (see [`put_in`](Self::put_in)).
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
+        self.delete_to(keyspace.id(), keyspace.store_id(), key.as_ref())
+    }
+
+    /// Removes `key` from keyspace `id` of store `store`.
+    pub(crate) fn delete_to(&mut self, id: u32, store: StoreId, key: &[u8]) -> &mut Self {
+        self.entry_in(id, store, ValueKind::Deletion);
         put_length_prefixed(&mut self.rep, key);
         self.note(key.len(), 0);
         self
+    }
+
+    /// Starts an entry of `kind` in keyspace `id` of store `store`.
+    fn entry_in(&mut self, id: u32, store: StoreId, kind: ValueKind) {
+        if self.store.is_some_and(|s| s != store) {
+            self.mixed = true;
+        }
+        self.store = Some(store);
+        if id == crate::db::version_edit::DEFAULT_KEYSPACE_ID {
+            self.rep.push(kind as u8);
+            self.default = true;
+            return;
+        }
+        self.rep.push(kind as u8 | IN_KEYSPACE);
+        put_varint64(&mut self.rep, u64::from(id));
+        if !self.keyspaces.contains(&id) {
+            self.keyspaces.push(id);
+        }
     }
 
     fn note(&mut self, key: usize, value: usize) {
@@ -94,6 +190,22 @@ impl WriteBatch {
         self.rep.len()
     }
 
+    /// The keyspaces it writes to: the default one (id 0) if it does, then the others.
+    pub(crate) fn keyspaces(&self) -> impl Iterator<Item = u32> + '_ {
+        let default = self
+            .default
+            .then_some(crate::db::version_edit::DEFAULT_KEYSPACE_ID);
+        default.into_iter().chain(self.keyspaces.iter().copied())
+    }
+
+    /// The store its keyspaces belong to, or `Err(())` if they belong to several.
+    pub(crate) fn store(&self) -> Result<Option<StoreId>, ()> {
+        if self.mixed {
+            return Err(());
+        }
+        Ok(self.store)
+    }
+
     pub(crate) fn largest_key_and_value(&self) -> (usize, usize) {
         (self.max_key, self.max_value)
     }
@@ -110,6 +222,7 @@ impl WriteBatch {
 /// One entry of a decoded batch.
 pub(crate) struct BatchEntry<'a> {
     pub(crate) seq: u64,
+    pub(crate) keyspace: u32,
     pub(crate) kind: ValueKind,
     pub(crate) key: &'a [u8],
     pub(crate) value: &'a [u8],
@@ -148,7 +261,13 @@ impl<'a> BatchEntries<'a> {
     }
 
     fn entry(&mut self) -> Option<BatchEntry<'a>> {
-        let kind = ValueKind::from_byte(self.d.u8()?)?;
+        let byte = self.d.u8()?;
+        let keyspace = if byte & IN_KEYSPACE != 0 {
+            self.d.varint32()?
+        } else {
+            crate::db::version_edit::DEFAULT_KEYSPACE_ID
+        };
+        let kind = ValueKind::from_byte(byte & !IN_KEYSPACE)?;
         let key = self.d.length_prefixed()?;
         let value = match kind {
             ValueKind::Value => self.d.length_prefixed()?,
@@ -161,6 +280,7 @@ impl<'a> BatchEntries<'a> {
         }
         Some(BatchEntry {
             seq,
+            keyspace,
             kind,
             key,
             value,

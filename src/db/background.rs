@@ -6,15 +6,17 @@
 //! reported through the `log` facade as they happen (`error`), and every flush and compaction at
 //! `debug` level (tables, levels, bytes, duration).
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::read_compaction::ReadRent;
+use super::tree::Tree;
 use super::version::Version;
 use super::write_burst::WriteBurst;
-use super::DbInner;
+use super::{DbInner, State};
 use crate::error::{BackgroundError, Error, Result};
 use crate::stats::Ticker;
 
@@ -52,33 +54,53 @@ pub(crate) fn spawn_workers(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>>
     Ok(vec![flusher, compactor])
 }
 
+/// The keyspace whose oldest frozen memtable is the oldest of all (its WAL is the one most worth
+/// retiring), if any has one.
+fn tree_to_flush(st: &State) -> Option<Arc<Tree>> {
+    st.trees
+        .values()
+        .filter_map(|t| Some((t.sv.imm.last()?.log_number(), &t.tree)))
+        .min_by_key(|(log, _)| *log)
+        .map(|(_, tree)| Arc::clone(tree))
+}
+
 fn flush_loop(inner: &DbInner) {
     loop {
-        let (log_number, bytes, before) = {
+        let (tree, log_number, bytes, before) = {
             let mut st = inner.state.lock();
-            while !inner.is_closed() && (st.bg_error.is_some() || st.sv.imm.is_empty()) {
+            let tree = loop {
+                if inner.is_closed() {
+                    return;
+                }
+                if st.bg_error.is_none() {
+                    if let Some(tree) = tree_to_flush(&st) {
+                        break tree;
+                    }
+                }
                 inner.changed.wait(&mut st);
-            }
-            if inner.is_closed() {
-                return;
-            }
-            let oldest = st.sv.imm.last();
+            };
+            let Some(sv) = st.sv(tree.id) else {
+                continue;
+            };
+            let oldest = sv.imm.last();
             (
+                Arc::clone(&tree),
                 oldest.map_or(0, |m| m.log_number()),
                 oldest.map_or(0, |m| m.approximate_bytes()),
-                table_numbers(&st.sv.version, 0),
+                table_numbers(&sv.version, 0),
             )
         };
         let start = Instant::now();
-        match catch_panic("flush", || inner.flush_oldest_memtable()) {
+        match catch_panic("flush", || inner.flush_oldest_memtable(&tree)) {
             Ok(()) if log::log_enabled!(log::Level::Debug) => {
                 // Only the flush thread adds L0 tables: the new ones are this flush's.
-                let after = Arc::clone(&inner.state.lock().sv.version);
+                let after = Arc::clone(&tree.super_version().version);
                 let added = new_tables(&before, &after, 0);
                 log::debug!(
-                    "siftdb {}: flush of the memtable of WAL {log_number} (~{bytes} bytes) \
-                     into L0 {} in {:.1} ms",
+                    "siftdb {}: keyspace {}: flush of the memtable of WAL {log_number} \
+                     (~{bytes} bytes) into L0 {} in {:.1} ms",
                     inner.dir.display(),
+                    tree.name,
                     describe(&added),
                     start.elapsed().as_secs_f64() * 1e3
                 );
@@ -89,42 +111,76 @@ fn flush_loop(inner: &DbInner) {
     }
 }
 
+/// What the compaction thread keeps per keyspace between looks.
+#[derive(Default)]
+struct TreeWatch {
+    rent: ReadRent,
+    burst: WriteBurst,
+}
+
+/// The keyspace to compact now, its L0 trigger, and whether the job is the one reads paid for;
+/// else how long to wait before looking again (`None`: until something changes).
+fn tree_to_compact(
+    st: &State,
+    watches: &mut HashMap<u32, TreeWatch>,
+) -> std::result::Result<(Arc<Tree>, usize, bool), Option<Duration>> {
+    let now = Instant::now();
+    watches.retain(|id, _| st.trees.contains_key(id));
+    let mut wait: Option<Duration> = None;
+    let mut paid_for = None;
+    let mut best: Option<(f64, &Arc<Tree>, usize)> = None;
+    for (id, t) in &st.trees {
+        let w = watches.entry(*id).or_default();
+        let options = &t.tree.options;
+        let (l0_trigger, writes_pause_in) = w.burst.l0_trigger(&t.sv, options, now);
+        let version = &t.sv.version;
+        if let Some((_, score)) = version.compaction_level(options, l0_trigger) {
+            if best.is_none_or(|(b, _, _)| score > b) {
+                best = Some((score, &t.tree, l0_trigger));
+            }
+            continue;
+        }
+        if paid_for.is_none() && w.rent.paid(version, &t.tree.stats, options) {
+            paid_for = Some((&t.tree, l0_trigger));
+        }
+        // While L0 holds tables, look again now and then at what reads paid for them, and when
+        // the writes that hold its compaction back would have paused.
+        for d in [w.rent.next_look(version, options), writes_pause_in]
+            .into_iter()
+            .flatten()
+        {
+            wait = Some(wait.map_or(d, |w| w.min(d)));
+        }
+    }
+    match (best, paid_for) {
+        (Some((_, tree, trigger)), _) => Ok((Arc::clone(tree), trigger, false)),
+        (None, Some((tree, trigger))) => Ok((Arc::clone(tree), trigger, true)),
+        (None, None) => Err(wait),
+    }
+}
+
 fn compaction_loop(inner: &DbInner) {
-    let mut rent = ReadRent::default();
-    let mut burst = WriteBurst::default();
+    let mut watches: HashMap<u32, TreeWatch> = HashMap::new();
     loop {
-        let (for_reads, l0_trigger) = {
+        let (tree, l0_trigger, for_reads) = {
             let mut st = inner.state.lock();
             loop {
                 if inner.is_closed() {
                     return;
                 }
-                let (l0_trigger, writes_pause_in) =
-                    burst.l0_trigger(&st.sv, &inner.options, Instant::now());
-                if st.bg_error.is_none() {
-                    let version = &st.sv.version;
-                    if version
-                        .compaction_level(&inner.options, l0_trigger)
-                        .is_some()
-                    {
-                        break (false, l0_trigger);
+                let wait = if st.bg_error.is_none() {
+                    match tree_to_compact(&st, &mut watches) {
+                        Ok(picked) => break picked,
+                        Err(wait) => wait,
                     }
-                    if rent.paid(version, &inner.stats, &inner.options) {
-                        break (true, l0_trigger);
-                    }
-                }
-                // While L0 holds tables, look again now and then at what reads paid for them,
-                // and when the writes that hold its compaction back would have paused.
-                let look = rent.next_look(&st.sv.version, &inner.options);
-                let wait = match (look, writes_pause_in) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
+                } else {
+                    None
                 };
                 match wait {
-                    Some(wait) if st.bg_error.is_none() => {
+                    Some(wait) => {
                         inner.changed.wait_for(&mut st, wait);
                     }
-                    _ => inner.changed.wait(&mut st),
+                    None => inner.changed.wait(&mut st),
                 }
             }
         };
@@ -133,12 +189,12 @@ fn compaction_loop(inner: &DbInner) {
         let mut picked = None;
         let done = catch_panic("compaction", || {
             // A level over its budget goes first, even if reads paid for L0.
-            let job = match inner.pick_compaction(l0_trigger) {
+            let job = match inner.pick_compaction(&tree, l0_trigger) {
                 Some(job) => Some(job),
                 None if for_reads => {
-                    let job = inner.pick_l0_for_reads();
+                    let job = inner.pick_l0_for_reads(&tree);
                     if job.is_some() {
-                        inner.stats.inc(Ticker::ReadTriggeredCompactions);
+                        tree.stats.inc(Ticker::ReadTriggeredCompactions);
                     }
                     job
                 }
@@ -167,13 +223,14 @@ fn compaction_loop(inner: &DbInner) {
             (Ok(()), Some((level, inputs, before))) if log::log_enabled!(log::Level::Debug) => {
                 // This thread holds the compaction lock, and flushes add only to L0: the new
                 // tables of the output level are this compaction's.
-                let after = Arc::clone(&inner.state.lock().sv.version);
+                let after = Arc::clone(&tree.super_version().version);
                 let added = new_tables(&before, &after, level + 1);
                 let numbers: Vec<String> = inputs.iter().map(|(n, _)| n.to_string()).collect();
                 log::debug!(
-                    "siftdb {}: compaction of L{level} → L{}: {} tables [{}] ({} bytes) into {} \
-                     in {:.1} ms",
+                    "siftdb {}: keyspace {}: compaction of L{level} → L{}: {} tables [{}] \
+                     ({} bytes) into {} in {:.1} ms",
                     inner.dir.display(),
+                    tree.name,
                     level + 1,
                     inputs.len(),
                     numbers.join(", "),

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use super::filename::table_path;
 use super::flush::{table_options, write_level0_table};
 use super::manifest::{Manifest, ManifestCounters};
-use super::version::Version;
 use super::version_edit::VersionEdit;
 use super::Db;
 use crate::error::{Error, Result};
@@ -100,43 +99,56 @@ impl Db {
     fn write_checkpoint(&self, dir: &Path, made: &mut Vec<PathBuf>) -> Result<()> {
         let inner = &self.inner;
         if !inner.read_only {
-            self.flush()?;
+            // Every keyspace's acknowledged writes into tables: the copy holds no WAL.
+            for tree in inner.trees() {
+                inner.flush_tree(&tree)?;
+            }
         }
-        // One version and the sequence its tables hold, taken together under the MANIFEST lock:
-        // holding the version keeps its tables from being deleted while they are linked.
-        let (version, counters) = {
+        // Every keyspace's version and the sequence their tables hold, taken together under the
+        // MANIFEST lock: holding the versions keeps their tables from being deleted while they
+        // are linked.
+        let (mut trees, counters) = {
             let manifest = inner.manifest.lock();
-            (Arc::clone(manifest.current()), manifest.counters)
+            (manifest.trees().clone(), manifest.counters)
         };
         let mut linking = true;
-        for f in version.levels.iter().flatten() {
-            let from = table_path(&inner.dir, f.number);
-            let to = table_path(dir, f.number);
-            link_or_copy(&inner.fs, &from, &to, &mut linking, made)?;
+        for tree in trees.values() {
+            for f in tree.version.levels.iter().flatten() {
+                let from = table_path(&inner.dir, f.number);
+                let to = table_path(dir, f.number);
+                link_or_copy(&inner.fs, &from, &to, &mut linking, made)?;
+            }
         }
-        let mut version = Version::clone(&version);
         let mut last_sequence = counters.last_sequence;
         if inner.read_only {
-            // The replayed WALs, which a reader keeps in memory, become one table of the copy.
-            let sv = inner.super_version();
-            if !sv.mem.is_empty() {
+            // The replayed WALs, which a reader keeps in memory, become one table per keyspace
+            // of the copy.
+            for live in inner.trees() {
+                let sv = live.super_version();
+                let Some(record) = trees.get_mut(&live.id) else {
+                    continue;
+                };
+                if sv.mem.is_empty() {
+                    continue;
+                }
                 let number = inner.new_file_number()?;
-                let filter = inner.options.filter.clone();
-                let table = table_options(&inner.options, 0, false, filter, inner.store_id);
+                let o = &live.options;
+                let table =
+                    table_options(o, &live.name, 0, false, o.filter.clone(), inner.store_id);
                 made.push(table_path(dir, number));
                 let added = write_level0_table(
                     &inner.fs,
                     dir,
                     number,
                     table,
-                    &inner.stats,
+                    &live.stats,
                     &[],
                     &mut sv.mem.iter(),
                 )?;
-                version = version.apply(&VersionEdit {
+                record.version = Arc::new(record.version.apply(&VersionEdit {
                     added: added.into_iter().collect(),
                     ..Default::default()
-                });
+                }));
                 last_sequence = inner
                     .last_sequence
                     .load(std::sync::atomic::Ordering::Acquire);
@@ -148,15 +160,20 @@ impl Db {
         made.push(dir.join(super::filename::manifest_name(number)));
         made.push(super::filename::current_temp_path(dir));
         made.push(super::filename::current_path(dir));
+        for tree in trees.values_mut() {
+            tree.log_number = number;
+        }
         Manifest::create(
             &inner.fs,
             dir,
             number,
-            version,
+            trees,
             ManifestCounters {
                 log_number: number,
                 next_file_number: number + 1,
                 last_sequence,
+                log_start_sequence: last_sequence,
+                next_keyspace_id: counters.next_keyspace_id,
             },
             inner.store_id,
         )?;

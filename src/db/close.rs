@@ -29,7 +29,7 @@ pub(crate) struct Lifecycle {
     /// it when woken). Every call checks it.
     closed: AtomicBool,
     /// The live `Db` handles.
-    handles: AtomicUsize,
+    pub(crate) handles: AtomicUsize,
     /// The background threads while the store is open; `None` once closed. Held for the whole
     /// of a close, so a second `close` waits for the first to finish.
     threads: Mutex<Option<Vec<JoinHandle<()>>>>,
@@ -147,7 +147,8 @@ impl Db {
     pub(crate) fn start(inner: Arc<DbInner>, threads: Vec<JoinHandle<()>>) -> Db {
         *inner.lifecycle.threads.lock() = Some(threads);
         inner.lifecycle.handles.store(1, Ordering::Release);
-        Db { inner }
+        let tree = Arc::clone(&inner.default_tree);
+        Db { inner, tree }
     }
 
     /// Closes the store, for every handle, and says whether all went well, which dropping the
@@ -213,6 +214,7 @@ impl Clone for Db {
         self.inner.lifecycle.handles.fetch_add(1, Ordering::Relaxed);
         Db {
             inner: Arc::clone(&self.inner),
+            tree: Arc::clone(&self.tree),
         }
     }
 }

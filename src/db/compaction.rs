@@ -10,6 +10,7 @@ use super::filename::table_path;
 use super::flush::table_options;
 use super::level_iter::LevelIter;
 use super::snapshot::VersionRetention;
+use super::tree::Tree;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
 use super::{Db, DbInner};
@@ -25,8 +26,9 @@ use crate::stats::Ticker;
 /// bytes two levels down (LevelDB's rule).
 const MAX_MOVE_OVERLAP_TABLES: u64 = 10;
 
-/// One compaction: its inputs and the version they were chosen from.
+/// One compaction: its keyspace, its inputs and the version they were chosen from.
 pub(crate) struct CompactionJob {
+    pub(crate) tree: Arc<Tree>,
     pub(crate) level: usize,
     pub(crate) inputs: Vec<Arc<FileMeta>>,
     pub(crate) next_level_inputs: Vec<Arc<FileMeta>>,
@@ -35,12 +37,14 @@ pub(crate) struct CompactionJob {
 
 impl CompactionJob {
     fn new(
+        tree: &Arc<Tree>,
         version: Arc<Version>,
         level: usize,
         inputs: Vec<Arc<FileMeta>>,
     ) -> Option<CompactionJob> {
         let (lo, hi) = key_range(&inputs)?;
         Some(CompactionJob {
+            tree: Arc::clone(tree),
             next_level_inputs: version.overlapping(level + 1, &lo, &hi),
             level,
             inputs,
@@ -80,11 +84,15 @@ fn least_overlapping<'f>(
 }
 
 impl DbInner {
-    /// The compaction the current version most needs, if any level is over its budget (L0: holds
-    /// `l0_trigger` tables).
-    pub(crate) fn pick_compaction(&self, l0_trigger: usize) -> Option<CompactionJob> {
-        let version = Arc::clone(self.manifest.lock().current());
-        let (level, _) = version.compaction_level(&self.options, l0_trigger)?;
+    /// The compaction `tree`'s current version most needs, if any level is over its budget (L0:
+    /// holds `l0_trigger` tables).
+    pub(crate) fn pick_compaction(
+        &self,
+        tree: &Arc<Tree>,
+        l0_trigger: usize,
+    ) -> Option<CompactionJob> {
+        let version = self.manifest.lock().version(tree.id);
+        let (level, _) = version.compaction_level(&tree.options, l0_trigger)?;
         let inputs = if level == 0 {
             // L0 tables overlap each other: take them all.
             version.levels[0].clone()
@@ -94,17 +102,17 @@ impl DbInner {
                 &version.levels[level + 1],
             )?)]
         };
-        CompactionJob::new(version, level, inputs)
+        CompactionJob::new(tree, version, level, inputs)
     }
 
     /// L0 into L1, all of its tables, if L0 holds any: the job [`ReadRent`] asks for when reads
     /// have paid for it below the L0 trigger.
     ///
     /// [`ReadRent`]: super::read_compaction::ReadRent
-    pub(crate) fn pick_l0_for_reads(&self) -> Option<CompactionJob> {
-        let version = Arc::clone(self.manifest.lock().current());
+    pub(crate) fn pick_l0_for_reads(&self, tree: &Arc<Tree>) -> Option<CompactionJob> {
+        let version = self.manifest.lock().version(tree.id);
         let inputs = version.levels[0].clone();
-        CompactionJob::new(version, 0, inputs)
+        CompactionJob::new(tree, version, 0, inputs)
     }
 
     /// Runs a job the background thread picked. Input tables that overlap nothing in the next
@@ -133,38 +141,42 @@ impl DbInner {
                 .sum(),
             _ => 0,
         };
-        if below > MAX_MOVE_OVERLAP_TABLES * self.options.target_file_size {
+        let tree = &job.tree;
+        if below > MAX_MOVE_OVERLAP_TABLES * tree.options.target_file_size {
             return self.run_compaction(job);
         }
         // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that
         // tombstones do not come to rest in the last level by moves. Asked last: it opens the
         // tables.
         for t in &inputs {
-            if self.tables.get(t)?.properties().num_deletions > 0 {
+            if tree.tables.get(t)?.properties().num_deletions > 0 {
                 return self.run_compaction(job);
             }
         }
         // The same files, listed one level down; they stay on disk since they are not obsolete.
-        self.install(VersionEdit {
-            deleted: inputs.iter().map(|t| (job.level, t.number)).collect(),
-            added: inputs
-                .iter()
-                .map(|t| NewFile {
-                    level: out_level,
-                    number: t.number,
-                    size: t.size,
-                    smallest: t.smallest.clone(),
-                    largest: t.largest.clone(),
-                })
-                .collect(),
-            ..Default::default()
-        })?;
+        self.install(
+            tree,
+            VersionEdit {
+                deleted: inputs.iter().map(|t| (job.level, t.number)).collect(),
+                added: inputs
+                    .iter()
+                    .map(|t| NewFile {
+                        level: out_level,
+                        number: t.number,
+                        size: t.size,
+                        smallest: t.smallest.clone(),
+                        largest: t.largest.clone(),
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        )?;
         // A reader opened for the old level may hold that level's pinning of index and filter
         // blocks; the table is reopened for its new level when next read.
         for t in &inputs {
-            self.tables.evict(t.number);
+            tree.tables.evict(t.number);
         }
-        self.stats.add(Ticker::TrivialMoves, inputs.len() as u64);
+        tree.stats.add(Ticker::TrivialMoves, inputs.len() as u64);
         Ok(())
     }
 
@@ -200,7 +212,14 @@ impl DbInner {
             // An edit whose write or sync failed may still reach the disk (or be read back from
             // the page cache by the next open), so the outputs it names stay; if it did not, the
             // next open removes them as garbage.
-            self.install(edit)?;
+            let numbers: Vec<u64> = edit.added.iter().map(|f| f.number).collect();
+            if !self.install(&job.tree, edit)? {
+                // The keyspace was dropped meanwhile: the outputs are garbage.
+                for n in numbers {
+                    let _ = self.fs.remove_file(&table_path(&self.dir, n));
+                }
+                return Ok(());
+            }
         }
         // The edit is durable: the inputs' files go once no reader holds them.
         for f in job.inputs.iter().chain(&job.next_level_inputs) {
@@ -208,24 +227,30 @@ impl DbInner {
         }
         let bytes = |files: &[Arc<FileMeta>]| files.iter().map(|f| f.size).sum::<u64>();
         let (read_upper, read_this) = (bytes(&job.inputs), bytes(&job.next_level_inputs));
-        self.stats
+        let tree = &job.tree;
+        tree.stats
             .add(Ticker::CompactionBytesRead, read_upper + read_this);
-        self.stats.inc(Ticker::Compactions);
-        self.compaction_stats
+        tree.stats.inc(Ticker::Compactions);
+        tree.compaction_stats
             .record(out_level, read_upper, read_this, written, started.elapsed());
         Ok(())
     }
 
-    /// Applies `edit` to the MANIFEST and publishes the version it makes.
-    fn install(&self, edit: VersionEdit) -> Result<()> {
+    /// Applies `edit` (of `tree`'s tables) to the MANIFEST and publishes the version it makes;
+    /// `false` if the keyspace was dropped (nothing is written).
+    fn install(&self, tree: &Tree, mut edit: VersionEdit) -> Result<bool> {
         let mut manifest = self.manifest.lock();
+        if tree.is_dropped() {
+            return Ok(false);
+        }
+        edit.keyspace = tree.id;
         let version = manifest.log_and_apply(edit, self.next_file.load(Ordering::SeqCst))?;
         let mut st = self.state.lock();
-        self.install_super_version(&mut st, |sv| sv.version = version);
+        self.install_super_version(&mut st, tree, |sv| sv.version = version);
         drop(st);
         drop(manifest);
         self.changed.notify_all();
-        Ok(())
+        Ok(true)
     }
 
     /// Writes the job's output tables into `outputs`, splitting its key range between up to
@@ -235,18 +260,20 @@ impl DbInner {
         job: &CompactionJob,
         outputs: &mut Vec<NewFile>,
     ) -> Result<()> {
-        let filter = self.filter_for_compaction(job);
+        let filter = job.tree.filter_for_compaction(job);
         let snapshots = self.snapshots.sequences();
         let splits = split_points(
             job,
-            self.options.max_subcompactions,
-            self.options.target_file_size,
+            job.tree.options.max_subcompactions,
+            job.tree.options.target_file_size,
         );
         let ranges = key_ranges(&splits);
         if ranges.len() == 1 {
             return self.write_compaction_range(job, (None, None), &filter, &snapshots, outputs);
         }
-        self.stats.add(Ticker::Subcompactions, ranges.len() as u64);
+        job.tree
+            .stats
+            .add(Ticker::Subcompactions, ranges.len() as u64);
         let (filter, snapshots) = (&filter, &snapshots);
         let results: Vec<(Result<()>, Vec<NewFile>)> = std::thread::scope(|scope| {
             let run = move |range: KeyRange<'_>| {
@@ -305,13 +332,13 @@ impl DbInner {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         if job.level == 0 {
             for f in &job.inputs {
-                children.push(Box::new(self.tables.get(f)?.iter(false)));
+                children.push(Box::new(job.tree.tables.get(f)?.iter(false)));
             }
         } else {
-            children.push(Box::new(self.level_iter(&job.inputs)));
+            children.push(Box::new(level_iter(&job.tree, &job.inputs)));
         }
         if !job.next_level_inputs.is_empty() {
-            children.push(Box::new(self.level_iter(&job.next_level_inputs)));
+            children.push(Box::new(level_iter(&job.tree, &job.next_level_inputs)));
         }
         let mut it = MergingIterator::new(children);
         match lo {
@@ -324,7 +351,9 @@ impl DbInner {
             let (number, builder) = b;
             // A builder that fails to finish removes its own partial file.
             let summary = builder.finish()?;
-            self.stats.add(Ticker::TableBytesWritten, summary.file_size);
+            job.tree
+                .stats
+                .add(Ticker::TableBytesWritten, summary.file_size);
             outputs.push(NewFile {
                 level: out_level,
                 number,
@@ -365,7 +394,7 @@ impl DbInner {
                         // Past half its size, a table ends where a table of the level below the
                         // output's does, so that it later compacts into whole tables there.
                         cut_pending = builder.as_ref().is_some_and(|(_, b)| {
-                            b.estimated_file_size() >= self.options.target_file_size / 2
+                            b.estimated_file_size() >= job.tree.options.target_file_size / 2
                         });
                     }
                     if cut_pending {
@@ -392,7 +421,8 @@ impl DbInner {
                             &table_path(&self.dir, number),
                             number,
                             table_options(
-                                &self.options,
+                                &job.tree.options,
+                                &job.tree.name,
                                 out_level,
                                 bottommost,
                                 filter.clone(),
@@ -410,7 +440,7 @@ impl DbInner {
                     };
                     if let Some((_, b)) = builder.as_mut() {
                         b.add(key, it.value())?;
-                        cut_pending = b.estimated_file_size() >= self.options.target_file_size;
+                        cut_pending = b.estimated_file_size() >= job.tree.options.target_file_size;
                     }
                 }
                 it.next()?;
@@ -426,27 +456,28 @@ impl DbInner {
         outcome
     }
 
-    /// The tables of one level ≥ 1 (in key order, none overlapping) as one iterator that opens
-    /// each table when the walk reaches it, without filling the block cache.
-    fn level_iter(&self, files: &[Arc<FileMeta>]) -> LevelIter {
-        LevelIter::new(files.to_vec(), Arc::clone(&self.tables), false)
-    }
-
-    /// Compacts every level into the next, down to the deepest level that holds data.
-    fn compact_all(&self) -> Result<()> {
+    /// Compacts every level of `tree` into the next, down to the deepest level that holds data.
+    fn compact_all(&self, tree: &Arc<Tree>) -> Result<()> {
         for level in 0..NUM_LEVELS - 1 {
             self.check_open()?;
-            let version = Arc::clone(self.manifest.lock().current());
+            tree.check_live()?;
+            let version = self.manifest.lock().version(tree.id);
             if level >= version.deepest_nonempty_level().max(1) {
                 break;
             }
             let inputs = version.levels[level].clone();
-            if let Some(job) = CompactionJob::new(version, level, inputs) {
+            if let Some(job) = CompactionJob::new(tree, version, level, inputs) {
                 self.run_compaction(job)?;
             }
         }
         Ok(())
     }
+}
+
+/// The tables of one level ≥ 1 of `tree` (in key order, none overlapping) as one iterator that
+/// opens each table when the walk reaches it, without filling the block cache.
+fn level_iter(tree: &Tree, files: &[Arc<FileMeta>]) -> LevelIter {
+    LevelIter::new(files.to_vec(), Arc::clone(&tree.tables), false)
 }
 
 /// A range of user keys: from the first, up to but not including the second; `None` is
@@ -561,9 +592,9 @@ impl Db {
         self.flush()?;
         let _compacting = self.inner.compaction.lock();
         self.inner.check_background_error()?;
-        let result = catch_panic("compaction", || self.inner.compact_all());
+        let result = catch_panic("compaction", || self.inner.compact_all(&self.tree));
         if let Err(e) = &result {
-            if !matches!(e, Error::Closed(_)) {
+            if !matches!(e, Error::Closed(_) | Error::InvalidArgument(_)) {
                 self.inner.set_background_error(e);
             }
         }

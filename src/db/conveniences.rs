@@ -165,7 +165,7 @@ impl Db {
         if inner.is_closed() {
             return 0;
         }
-        let sv = inner.super_version();
+        let sv = self.tree.super_version();
         let memtables: usize = std::iter::once(&sv.mem)
             .chain(&sv.imm)
             .map(|m| m.len())
@@ -175,7 +175,13 @@ impl Db {
             .levels
             .iter()
             .flatten()
-            .filter_map(|f| inner.tables.get(f).ok().map(|t| t.properties().num_entries))
+            .filter_map(|f| {
+                self.tree
+                    .tables
+                    .get(f)
+                    .ok()
+                    .map(|t| t.properties().num_entries)
+            })
             .sum();
         memtables as u64 + tables
     }
@@ -201,8 +207,14 @@ impl Db {
     pub fn disk_space(&self) -> Result<u64> {
         let inner = &self.inner;
         inner.check_open()?;
-        let version = inner.super_version().version.clone();
-        let tables: u64 = (0..NUM_LEVELS).map(|l| version.level_bytes(l)).sum();
+        let tables: u64 = inner
+            .trees()
+            .iter()
+            .map(|t| {
+                let version = t.super_version().version.clone();
+                (0..NUM_LEVELS).map(|l| version.level_bytes(l)).sum::<u64>()
+            })
+            .sum();
         let mut wals = 0;
         for entry in fs::read_dir(&inner.dir).map_err(io_at(&inner.dir))? {
             let entry = entry.map_err(io_at(&inner.dir))?;

@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use super::close::DirLock;
 use super::level_iter::LevelIter;
+use super::table_cache::TableCache;
+use super::tree::Tree;
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::{Error, Result};
@@ -29,12 +31,15 @@ pub(crate) struct Sources {
     l0: Vec<Arc<FileMeta>>,
     /// Per level ≥ 1 that has tables to read, its tables in key order.
     levels: Vec<Vec<Arc<FileMeta>>>,
+    /// The readers of the keyspace's tables.
+    tables: Arc<TableCache>,
 }
 
 impl Sources {
-    /// The memtables of `sv` and those of its tables `keep` accepts.
+    /// The memtables of `sv` (a super-version of `tree`) and those of its tables `keep` accepts.
     pub(crate) fn filtered(
         sv: Arc<SuperVersion>,
+        tree: &Tree,
         mut keep: impl FnMut(&FileMeta) -> Result<bool>,
     ) -> Result<Sources> {
         let mut l0 = Vec::new();
@@ -55,7 +60,12 @@ impl Sources {
                 levels.push(kept);
             }
         }
-        Ok(Sources { sv, l0, levels })
+        Ok(Sources {
+            sv,
+            l0,
+            levels,
+            tables: Arc::clone(&tree.tables),
+        })
     }
 
     /// The merge of every source: memtables newest first, L0 tables newest first, then one
@@ -63,7 +73,7 @@ impl Sources {
     ///
     /// # Errors
     /// `Error::Corruption` or `Error::Io` if an L0 table cannot be opened.
-    fn merge(&self, inner: &DbInner) -> Result<MergingIterator> {
+    fn merge(&self) -> Result<MergingIterator> {
         let sv = &self.sv;
         let mut children: Vec<Box<dyn InternalIterator>> =
             Vec::with_capacity(1 + sv.imm.len() + self.l0.len() + self.levels.len());
@@ -72,10 +82,10 @@ impl Sources {
             children.push(Box::new(m.iter()));
         }
         for f in &self.l0 {
-            children.push(Box::new(inner.tables.get(f)?.iter(true)));
+            children.push(Box::new(self.tables.get(f)?.iter(true)));
         }
         for files in &self.levels {
-            let tables = Arc::clone(&inner.tables);
+            let tables = Arc::clone(&self.tables);
             children.push(Box::new(LevelIter::new(files.clone(), tables, true)));
         }
         Ok(MergingIterator::new(children))
@@ -151,8 +161,9 @@ pub struct Cursor {
     /// The directory's `LOCK`, held while the cursor reads the store's files; `None` for a cursor
     /// made by a scan (which holds it) or after the store closed (`closed`).
     _lock: Option<Arc<DirLock>>,
-    /// Made after the store closed: every seek returns `Error::Closed`.
-    closed: bool,
+    /// Why every seek fails: made after the store closed (`Error::Closed`) or its keyspace was
+    /// dropped.
+    refused: Option<Error>,
     sources: Sources,
     /// Entries newer than this are invisible.
     sequence: u64,
@@ -201,8 +212,8 @@ impl Db {
     ///
     /// On a closed store the cursor's seeks return [`Error::Closed`].
     pub fn cursor(&self) -> Cursor {
-        let (sv, sequence) = self.inner.read_view();
-        Cursor::new(&self.inner, Sources::all_of(sv), sequence).holding_lock()
+        let (sv, sequence) = self.inner.read_view(&self.tree);
+        Cursor::new(&self.inner, Sources::all_of(sv, &self.tree), sequence).holding_lock(&self.tree)
     }
 
     /// A [`Cursor`] over the store as it was when `snapshot` was taken: it sees the writes
@@ -235,14 +246,15 @@ impl Db {
     /// super-version. The caller keeps the versions that sequence sees from being dropped (a
     /// registered snapshot does).
     pub(crate) fn cursor_at_sequence(&self, sequence: u64) -> Cursor {
-        let sv = self.inner.super_version();
-        Cursor::new(&self.inner, Sources::all_of(sv), sequence).holding_lock()
+        let sv = self.tree.super_version();
+        Cursor::new(&self.inner, Sources::all_of(sv, &self.tree), sequence).holding_lock(&self.tree)
     }
 }
 
 impl Sources {
-    /// Every memtable and table of `sv`; choosing them reads nothing, so it cannot fail.
-    fn all_of(sv: Arc<SuperVersion>) -> Sources {
+    /// Every memtable and table of `sv`, a super-version of `tree`; choosing them reads nothing,
+    /// so it cannot fail.
+    fn all_of(sv: Arc<SuperVersion>, tree: &Tree) -> Sources {
         let l0 = sv.version.levels[0].iter().rev().cloned().collect();
         let levels = sv
             .version
@@ -252,7 +264,12 @@ impl Sources {
             .filter(|files| !files.is_empty())
             .cloned()
             .collect();
-        Sources { sv, l0, levels }
+        Sources {
+            sv,
+            l0,
+            levels,
+            tables: Arc::clone(&tree.tables),
+        }
     }
 }
 
@@ -263,7 +280,7 @@ impl Cursor {
         Cursor {
             inner: Arc::clone(inner),
             _lock: None,
-            closed: false,
+            refused: None,
             sources,
             sequence,
             lower: Bound::Unbounded,
@@ -277,12 +294,16 @@ impl Cursor {
         }
     }
 
-    /// Holds the directory's `LOCK` while it lives, or, if the store is closed, refuses every
-    /// seek with `Error::Closed`.
-    fn holding_lock(mut self) -> Cursor {
+    /// Holds the directory's `LOCK` while it lives, or, if the store is closed (or `tree`'s
+    /// keyspace dropped), refuses every seek with `Error::Closed` (or the drop's error).
+    fn holding_lock(mut self, tree: &Tree) -> Cursor {
+        if let Err(e) = tree.check_live() {
+            self.refused = Some(e);
+            return self;
+        }
         match self.inner.hold_lock() {
             Ok(lock) => self._lock = Some(lock),
-            Err(_) => self.closed = true,
+            Err(e) => self.refused = Some(e),
         }
         self
     }
@@ -529,11 +550,11 @@ impl Cursor {
     fn run(&mut self, seek: bool, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if seek {
             self.error = None;
-            if self.closed {
-                return self.fail(self.inner.closed_error());
+            if let Some(e) = &self.refused {
+                return self.fail(e.duplicate());
             }
             if self.merged.is_none() {
-                match self.sources.merge(&self.inner) {
+                match self.sources.merge() {
                     Ok(m) => self.merged = Some(m),
                     Err(e) => return self.fail(e),
                 }

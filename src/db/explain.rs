@@ -38,8 +38,10 @@ impl Db {
         let key = key.as_ref();
         let inner = &self.inner;
         inner.check_open()?;
-        let (sv, seq) = inner.read_view();
+        self.tree.check_live()?;
+        let (sv, seq) = inner.read_view(&self.tree);
         let mut e = GetExplanation {
+            keyspace: self.tree.name.clone(),
             key: key.to_vec(),
             sequence: seq,
             memtables: 1 + sv.imm.len(),
@@ -64,7 +66,7 @@ impl Db {
         }
 
         let mut steps = Vec::new();
-        let found = inner.search_tables::<CopyValue>(
+        let found = self.tree.search_tables::<CopyValue>(
             &sv.version,
             &lookup,
             &FilterProbe::new(key),

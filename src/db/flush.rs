@@ -1,11 +1,13 @@
 //! Flush: a frozen memtable becomes an L0 table, and its WAL is retired.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::background::catch_panic;
 use super::filename::{log_path, table_path};
 use super::snapshot::VersionRetention;
+use super::tree::Tree;
 use super::version_edit::{NewFile, VersionEdit};
 use super::{Db, DbInner};
 use crate::error::{Error, Result};
@@ -18,10 +20,12 @@ use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
 use crate::store_id::StoreId;
 
-/// The settings new tables of store `store_id` are built with, with `filter` as their filter and
-/// the codec of `level` (`bottommost` when they go into the deepest level that holds data).
+/// The settings new tables of keyspace `keyspace` of store `store_id` are built with, with
+/// `filter` as their filter and the codec of `level` (`bottommost` when they go into the deepest
+/// level that holds data).
 pub(crate) fn table_options(
     options: &Options,
+    keyspace: &str,
     level: usize,
     bottommost: bool,
     filter: Filter,
@@ -29,6 +33,7 @@ pub(crate) fn table_options(
 ) -> TableOptions {
     TableOptions {
         store_id,
+        keyspace: keyspace.to_string(),
         block_size: options.block_size,
         restart_interval: options.block_restart_interval,
         compression: options.compression_for_level(level, bottommost),
@@ -83,32 +88,28 @@ pub(crate) fn write_level0_table(
 }
 
 impl DbInner {
-    /// Flushes the oldest frozen memtable, if there is one.
-    pub(crate) fn flush_oldest_memtable(&self) -> Result<()> {
+    /// Flushes the oldest frozen memtable of `tree`, if there is one, then removes the WALs no
+    /// keyspace needs any more.
+    pub(crate) fn flush_oldest_memtable(&self, tree: &Tree) -> Result<()> {
         let started = std::time::Instant::now();
         let (mem, newer_log, version) = {
             let st = self.state.lock();
-            let Some(mem) = st.sv.imm.last() else {
+            let Some(sv) = st.sv(tree.id) else {
+                return Ok(()); // dropped
+            };
+            let Some(mem) = sv.imm.last() else {
                 return Ok(());
             };
-            // The next memtable's WAL is the oldest one still needed once this one is a table.
-            let newer = st
-                .sv
-                .imm
-                .len()
-                .checked_sub(2)
-                .map_or(&st.sv.mem, |i| &st.sv.imm[i]);
-            (
-                Arc::clone(mem),
-                newer.log_number(),
-                Arc::clone(&st.sv.version),
-            )
+            // The next memtable's WAL is the oldest one that may hold this keyspace's writes once
+            // this one is a table.
+            let newer = sv.imm.len().checked_sub(2).map_or(&sv.mem, |i| &sv.imm[i]);
+            (Arc::clone(mem), newer.log_number(), Arc::clone(&sv.version))
         };
         // Outside the lock: choosing the filter may walk the memtable and open tables.
-        let filter = self.filter_for_flush(&version, &mem)?;
+        let filter = tree.filter_for_flush(&version, &mem)?;
         drop(version);
         let number = self.new_file_number()?;
-        let options = table_options(&self.options, 0, false, filter, self.store_id);
+        let options = table_options(&tree.options, &tree.name, 0, false, filter, self.store_id);
         // A panic in user code (a filter policy, a prefix extractor) fails the flush like an
         // error: the memtable and its WAL stay, and the error reaches every waiter.
         let file = catch_panic("flush", || {
@@ -117,37 +118,63 @@ impl DbInner {
                 &self.dir,
                 number,
                 options,
-                &self.stats,
+                &tree.stats,
                 &self.snapshots.sequences(),
                 &mut mem.iter(),
             )
         })?;
         self.fs.sync_dir(&self.dir)?;
         let written = file.as_ref().map_or(0, |f| f.size);
-        // The tables now hold every write up to the memtable's last; the next WAL starts after it.
+        let mut manifest = self.manifest.lock();
+        if tree.is_dropped() {
+            // Dropped meanwhile (under the MANIFEST lock): the table is garbage.
+            drop(manifest);
+            let _ = self.fs.remove_file(&table_path(&self.dir, number));
+            return Ok(());
+        }
+        // Read before the state: a write this misses went to this WAL or a later one.
+        let current_log = self.current_log.load(Ordering::Acquire);
+        let (oldest, start_sequence) = {
+            let st = self.state.lock();
+            let oldest = st.oldest_needed_wal(current_log, Some(&mem));
+            let start = st.wals.get(&oldest).map(|w| w.start_sequence);
+            (oldest, start)
+        };
+        let start_sequence = start_sequence
+            .ok_or_else(|| Error::corruption(&self.dir, "the oldest WAL needed is not tracked"))?;
+        // The tables now hold every write of this keyspace up to the memtable's last.
         let edit = VersionEdit {
-            log_number: Some(newer_log),
+            keyspace: tree.id,
+            keyspace_log_number: Some(newer_log),
+            log_number: Some(oldest),
+            log_start_sequence: Some(start_sequence),
             last_sequence: mem.frozen_at(),
             added: file.into_iter().collect(),
             ..Default::default()
         };
-        let mut manifest = self.manifest.lock();
-        let version = manifest.log_and_apply(
-            edit,
-            self.next_file.load(std::sync::atomic::Ordering::SeqCst),
-        )?;
-        self.install_super_version(&mut self.state.lock(), |sv| {
-            sv.imm.retain(|m| !Arc::ptr_eq(m, &mem));
-            sv.version = version;
-        });
+        let version = manifest.log_and_apply(edit, self.next_file.load(Ordering::SeqCst))?;
+        let removable: Vec<u64> = {
+            let mut st = self.state.lock();
+            self.install_super_version(&mut st, tree, |sv| {
+                sv.imm.retain(|m| !Arc::ptr_eq(m, &mem));
+                sv.version = version;
+            });
+            let removable: Vec<u64> = st.wals.range(..oldest).map(|(n, _)| *n).collect();
+            for n in &removable {
+                st.wals.remove(n);
+            }
+            removable
+        };
         drop(manifest);
         self.changed.notify_all();
-        self.stats.inc(Ticker::Flushes);
-        self.compaction_stats
+        tree.stats.inc(Ticker::Flushes);
+        tree.compaction_stats
             .record(0, 0, 0, written, started.elapsed());
-        // The edit that makes the WAL unnecessary is durable; a failed delete leaves garbage that
-        // the next open removes.
-        let _ = self.fs.remove_file(&log_path(&self.dir, mem.log_number()));
+        // The edit that makes these WALs unnecessary is durable; a failed delete leaves garbage
+        // that the next open removes.
+        for n in removable {
+            let _ = self.fs.remove_file(&log_path(&self.dir, n));
+        }
         Ok(())
     }
 }
@@ -155,23 +182,45 @@ impl DbInner {
 impl Db {
     /// Freezes the memtable and waits until every frozen memtable is an L0 table. When it returns
     /// `Ok`, every write acknowledged before the call is durable (in fsynced tables named by an
-    /// fsynced MANIFEST edit).
+    /// fsynced MANIFEST edit). On a [`Keyspace`](crate::Keyspace), it flushes that keyspace's
+    /// memtables (and makes every write before the call durable: the WAL is synced too).
     ///
     /// # Errors
     /// The background error, if a flush failed; `Error::Closed` if the store is closed before
-    /// the flush is done (what it had not flushed stays in the WALs, as before the call).
+    /// the flush is done (what it had not flushed stays in the WALs, as before the call);
+    /// `Error::InvalidArgument` if the keyspace was dropped.
     pub fn flush(&self) -> Result<()> {
-        let inner = &self.inner;
+        let others_hold_writes = self.inner.flush_tree(&self.tree)?;
+        if others_hold_writes {
+            // Writes to other keyspaces acknowledged before the call are in WALs, not tables.
+            self.sync_wal()?;
+        }
+        Ok(())
+    }
+}
+
+impl DbInner {
+    /// Freezes `tree`'s memtable and waits until every frozen memtable of it is an L0 table.
+    /// Returns whether the store has other keyspaces (whose writes this leaves in the WALs).
+    ///
+    /// # Errors
+    /// As [`Db::flush`].
+    pub(crate) fn flush_tree(&self, tree: &Tree) -> Result<bool> {
+        let inner = self;
         let target = {
             let mut wal = inner.wal.lock();
             inner.check_background_error()?;
-            if !inner.super_version().mem.is_empty() {
-                inner.switch_memtable(&mut wal)?;
+            tree.check_live()?;
+            if !tree.super_version().mem.is_empty() {
+                inner.switch_memtable(&mut wal, &[tree.id])?;
             }
             wal.log_number
         };
         let mut st = inner.state.lock();
-        while st.sv.imm.iter().any(|m| m.log_number() < target) {
+        while st
+            .sv(tree.id)
+            .is_some_and(|sv| sv.imm.iter().any(|m| m.log_number() < target))
+        {
             // Closing stops the flush thread: nothing more will be flushed.
             inner.check_open()?;
             if let Some(e) = &st.bg_error {
@@ -179,6 +228,9 @@ impl Db {
             }
             inner.changed.wait(&mut st);
         }
-        Ok(())
+        let others = st.trees.len() > 1;
+        drop(st);
+        tree.check_live()?;
+        Ok(others)
     }
 }

@@ -208,7 +208,7 @@ mod tests {
             db.put(format!("key{i:05}"), format!("value-{i}")).unwrap();
         }
         db.compact().unwrap();
-        let sv = db.inner.super_version();
+        let sv = db.tree.super_version();
         let files = sv
             .version
             .levels
@@ -217,7 +217,7 @@ mod tests {
             .find(|l| !l.is_empty())
             .unwrap();
         assert!(files.len() > 5, "{} tables", files.len());
-        let tables = &db.inner.tables;
+        let tables = &db.tree.tables;
         // The model: each table's entries, table after table.
         let entries_of = |files: &[Arc<FileMeta>]| {
             let mut out = Vec::new();

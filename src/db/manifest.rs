@@ -5,6 +5,7 @@
 //! write-temp, fsync, rename, fsync of the directory. Every later edit is appended and synced
 //! before the version it makes is used.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use super::filename::{
     current_path, current_temp_path, manifest_name, parse_file_name, FileKind, MAX_FILE_NUMBER,
 };
 use super::version::Version;
-use super::version_edit::{NewFile, VersionEdit};
+use super::version_edit::{KeyspaceRecord, NewFile, VersionEdit, DEFAULT_KEYSPACE_ID};
 use crate::error::{Error, Result};
 use crate::fs::{io_at, FileSystem};
 use crate::store_id::StoreId;
@@ -26,24 +27,57 @@ pub(crate) struct ManifestCounters {
     /// The oldest WAL still needed: older ones are all in tables.
     pub(crate) log_number: u64,
     pub(crate) next_file_number: u64,
-    /// The sequence of the last write the tables hold. The WAL `log_number` begins right after
-    /// it, and WAL records follow each other without gaps, so recovery can tell a lost write.
+    /// The largest sequence any table holds: new writes get larger ones.
     pub(crate) last_sequence: u64,
+    /// The sequence just before the first record of WAL `log_number`. WAL records follow each
+    /// other without gaps from there, so recovery can tell a lost write. (A MANIFEST written
+    /// before keyspaces existed has no such field: its `last_sequence` is that sequence.)
+    pub(crate) log_start_sequence: u64,
+    /// No keyspace has had this id or a larger one: ids are never reused, so a WAL record of a
+    /// dropped keyspace never lands in a new one.
+    pub(crate) next_keyspace_id: u32,
 }
 
-/// The live MANIFEST and the version it describes.
+/// A keyspace as the MANIFEST describes it: its name, options and tables.
+#[derive(Clone)]
+pub(crate) struct TreeRecord {
+    pub(crate) name: String,
+    /// Its options, as `keyspace_options::describe` wrote them (empty for the default keyspace,
+    /// which takes the options the store is opened with).
+    pub(crate) options: String,
+    /// The oldest WAL that may hold a write of this keyspace that is in no table.
+    pub(crate) log_number: u64,
+    pub(crate) version: Arc<Version>,
+}
+
+impl TreeRecord {
+    /// The default keyspace of a new store, or of a MANIFEST written before keyspaces existed.
+    fn default_keyspace() -> TreeRecord {
+        TreeRecord {
+            name: crate::db::keyspace::DEFAULT_KEYSPACE.to_string(),
+            options: String::new(),
+            log_number: 0,
+            version: Arc::new(Version::default()),
+        }
+    }
+}
+
+/// Every keyspace's record, by id.
+pub(crate) type TreeRecords = BTreeMap<u32, TreeRecord>;
+
+/// The live MANIFEST and the keyspaces it describes.
 pub(crate) struct Manifest {
     /// `None` in a store opened read-only, which never appends an edit.
     writer: Option<LogWriter>,
     pub(crate) counters: ManifestCounters,
-    current: Arc<Version>,
+    trees: TreeRecords,
 }
 
 /// What a MANIFEST says.
 pub(crate) struct RecoveredManifest {
     /// The MANIFEST it was read from, for the errors recovery names it in.
     pub(crate) path: PathBuf,
-    pub(crate) version: Version,
+    pub(crate) trees: TreeRecords,
     pub(crate) counters: ManifestCounters,
     pub(crate) store_id: StoreId,
 }
@@ -73,9 +107,14 @@ impl Manifest {
             ));
         }
         let edits = read_edits(&path)?;
-        let mut version = Version::default();
-        let mut counters = ManifestCounters::default();
+        let mut trees = TreeRecords::new();
+        trees.insert(DEFAULT_KEYSPACE_ID, TreeRecord::default_keyspace());
+        let mut counters = ManifestCounters {
+            next_keyspace_id: DEFAULT_KEYSPACE_ID + 1,
+            ..Default::default()
+        };
         let (mut have_log, mut have_next, mut have_seq) = (false, false, false);
+        let mut log_start_sequence = None;
         let store_id = edits
             .first()
             .and_then(|e| e.store_id)
@@ -90,18 +129,17 @@ impl Manifest {
                 have_next = true;
             }
             if let Some(n) = edit.last_sequence {
-                counters.last_sequence = n;
+                counters.last_sequence = counters.last_sequence.max(n);
                 have_seq = true;
             }
-            for &(level, number) in &edit.deleted {
-                if !version.levels[level].iter().any(|f| f.number == number) {
-                    return Err(Error::corruption(
-                        &path,
-                        format!("deletes table {number} not in L{level}"),
-                    ));
-                }
+            if let Some(n) = edit.log_start_sequence {
+                log_start_sequence = Some(n);
             }
-            version = version.apply(edit);
+            if let Some(n) = edit.next_keyspace_id {
+                counters.next_keyspace_id = counters.next_keyspace_id.max(n);
+            }
+            apply_to_trees(&mut trees, &mut counters, edit)
+                .map_err(|what| Error::corruption(&path, what))?;
         }
         if !(have_log && have_next && have_seq) {
             return Err(Error::corruption(
@@ -109,19 +147,23 @@ impl Manifest {
                 "missing log number, next file number or last sequence",
             ));
         }
-        if let Some((level, a, b)) = version.find_overlap() {
-            return Err(Error::corruption(
-                &path,
-                format!("tables {a} and {b} overlap in L{level}"),
-            ));
+        counters.log_start_sequence = log_start_sequence.unwrap_or(counters.last_sequence);
+        let mut max_file = 0;
+        for tree in trees.values_mut() {
+            // Every write in a WAL older than the store's log number is in a table.
+            tree.log_number = tree.log_number.max(counters.log_number);
+            if let Some((level, a, b)) = tree.version.find_overlap() {
+                return Err(Error::corruption(
+                    &path,
+                    format!(
+                        "tables {a} and {b} overlap in L{level} of keyspace {}",
+                        tree.name
+                    ),
+                ));
+            }
+            let tree_max = tree.version.levels.iter().flatten().map(|f| f.number).max();
+            max_file = max_file.max(tree_max.unwrap_or(0));
         }
-        let max_file = version
-            .levels
-            .iter()
-            .flatten()
-            .map(|f| f.number)
-            .max()
-            .unwrap_or(0);
         if max_file >= counters.next_file_number || counters.log_number >= counters.next_file_number
         {
             return Err(Error::corruption(
@@ -140,46 +182,53 @@ impl Manifest {
         }
         Ok(Some(RecoveredManifest {
             path,
-            version,
+            trees,
             counters,
             store_id,
         }))
     }
 
-    /// Writes MANIFEST-`number` holding `version`, `counters` and `store_id`, makes it durable
-    /// (file and directory entry), and points CURRENT at it.
+    /// Writes MANIFEST-`number` holding every keyspace of `trees`, `counters` and `store_id`,
+    /// makes it durable (file and directory entry), and points CURRENT at it. The first record
+    /// holds the store's identity and counters and the default keyspace's tables; each other
+    /// keyspace follows in a record of its own that creates it with its tables.
     pub(crate) fn create(
         fs: &FileSystem,
         dir: &Path,
         number: u64,
-        version: Version,
+        mut trees: TreeRecords,
         counters: ManifestCounters,
         store_id: StoreId,
     ) -> Result<Manifest> {
+        // Every store has the default keyspace, and its record comes first.
+        trees
+            .entry(DEFAULT_KEYSPACE_ID)
+            .or_insert_with(TreeRecord::default_keyspace);
         let path = dir.join(manifest_name(number));
         let mut writer = LogWriter::create(fs, &path)?;
-        let snapshot = VersionEdit {
-            log_number: Some(counters.log_number),
-            next_file_number: Some(counters.next_file_number),
-            last_sequence: Some(counters.last_sequence),
-            deleted: Vec::new(),
-            added: version
-                .levels
-                .iter()
-                .enumerate()
-                .flat_map(|(level, files)| {
-                    files.iter().map(move |f| NewFile {
-                        level,
-                        number: f.number,
-                        size: f.size,
-                        smallest: f.smallest.clone(),
-                        largest: f.largest.clone(),
-                    })
-                })
-                .collect(),
-            store_id: Some(store_id),
-        };
-        writer.add_record(&snapshot.encode())?;
+        for (&id, tree) in &trees {
+            let mut edit = VersionEdit {
+                keyspace: id,
+                keyspace_log_number: Some(tree.log_number),
+                added: tables_of(&tree.version),
+                ..Default::default()
+            };
+            if id == DEFAULT_KEYSPACE_ID {
+                edit.log_number = Some(counters.log_number);
+                edit.log_start_sequence = Some(counters.log_start_sequence);
+                edit.next_file_number = Some(counters.next_file_number);
+                edit.last_sequence = Some(counters.last_sequence);
+                edit.next_keyspace_id = Some(counters.next_keyspace_id);
+                edit.store_id = Some(store_id);
+            } else {
+                edit.created = Some(KeyspaceRecord {
+                    id,
+                    name: tree.name.clone(),
+                    options: tree.options.clone(),
+                });
+            }
+            writer.add_record(&edit.encode())?;
+        }
         writer.sync()?;
         // CURRENT must never name a MANIFEST whose directory entry could still be lost.
         fs.sync_dir(dir)?;
@@ -187,22 +236,30 @@ impl Manifest {
         Ok(Manifest {
             writer: Some(writer),
             counters,
-            current: Arc::new(version),
+            trees,
         })
     }
 
-    /// The MANIFEST of a store opened read-only: `version` and `counters` as recovered, and no
+    /// The MANIFEST of a store opened read-only: `trees` and `counters` as recovered, and no
     /// file to append to.
-    pub(crate) fn read_only(version: Version, counters: ManifestCounters) -> Manifest {
+    pub(crate) fn read_only(trees: TreeRecords, counters: ManifestCounters) -> Manifest {
         Manifest {
             writer: None,
             counters,
-            current: Arc::new(version),
+            trees,
         }
     }
 
-    pub(crate) fn current(&self) -> &Arc<Version> {
-        &self.current
+    /// Every keyspace, by id.
+    pub(crate) fn trees(&self) -> &TreeRecords {
+        &self.trees
+    }
+
+    /// The current version of keyspace `id` (empty if it was dropped).
+    pub(crate) fn version(&self, id: u32) -> Arc<Version> {
+        self.trees
+            .get(&id)
+            .map_or_else(Default::default, |t| Arc::clone(&t.version))
     }
 
     /// Appends `edit` (with the counters filled in: its own log number and last sequence if it
@@ -221,18 +278,104 @@ impl Manifest {
         if let Some(n) = edit.log_number {
             self.counters.log_number = n;
         }
+        if let Some(n) = edit.log_start_sequence {
+            self.counters.log_start_sequence = n;
+        }
         self.counters.next_file_number = next_file_number;
         if let Some(s) = edit.last_sequence {
             self.counters.last_sequence = self.counters.last_sequence.max(s);
         }
+        if let Some(k) = &edit.created {
+            self.counters.next_keyspace_id = self.counters.next_keyspace_id.max(k.id + 1);
+        }
         edit.next_file_number = Some(self.counters.next_file_number);
         edit.last_sequence = Some(self.counters.last_sequence);
         edit.log_number = Some(self.counters.log_number);
+        edit.log_start_sequence = Some(self.counters.log_start_sequence);
+        edit.next_keyspace_id = Some(self.counters.next_keyspace_id);
+        let mut trees = self.trees.clone();
+        let mut counters = self.counters;
+        apply_to_trees(&mut trees, &mut counters, &edit).map_err(Error::InvalidArgument)?;
         writer.add_record(&edit.encode())?;
         writer.sync()?;
-        self.current = Arc::new(self.current.apply(&edit));
-        Ok(Arc::clone(&self.current))
+        self.trees = trees;
+        Ok(self.version(edit.keyspace))
     }
+}
+
+/// The tables of `version`, as a MANIFEST records them.
+fn tables_of(version: &Version) -> Vec<NewFile> {
+    version
+        .levels
+        .iter()
+        .enumerate()
+        .flat_map(|(level, files)| {
+            files.iter().map(move |f| NewFile {
+                level,
+                number: f.number,
+                size: f.size,
+                smallest: f.smallest.clone(),
+                largest: f.largest.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Applies what `edit` does to the keyspaces: creates or drops one, changes the tables and log
+/// number of its keyspace. Returns what makes the edit impossible (a damaged MANIFEST).
+fn apply_to_trees(
+    trees: &mut TreeRecords,
+    counters: &mut ManifestCounters,
+    edit: &VersionEdit,
+) -> std::result::Result<(), String> {
+    if let Some(k) = &edit.created {
+        if trees.contains_key(&k.id) || trees.values().any(|t| t.name == k.name) {
+            return Err(format!("creates keyspace {} ({}) twice", k.name, k.id));
+        }
+        trees.insert(
+            k.id,
+            TreeRecord {
+                name: k.name.clone(),
+                options: k.options.clone(),
+                log_number: 0,
+                version: Arc::new(Version::default()),
+            },
+        );
+        counters.next_keyspace_id = counters.next_keyspace_id.max(k.id.saturating_add(1));
+    }
+    if let Some(id) = edit.dropped {
+        if id == DEFAULT_KEYSPACE_ID || trees.remove(&id).is_none() {
+            return Err(format!("drops keyspace {id}, which is not there"));
+        }
+        return Ok(());
+    }
+    let Some(tree) = trees.get_mut(&edit.keyspace) else {
+        if edit.added.is_empty() && edit.deleted.is_empty() && edit.keyspace_log_number.is_none() {
+            return Ok(());
+        }
+        return Err(format!(
+            "changes keyspace {}, which is not there",
+            edit.keyspace
+        ));
+    };
+    for &(level, number) in &edit.deleted {
+        if !tree.version.levels[level]
+            .iter()
+            .any(|f| f.number == number)
+        {
+            return Err(format!(
+                "deletes table {number} not in L{level} of keyspace {}",
+                tree.name
+            ));
+        }
+    }
+    if !(edit.added.is_empty() && edit.deleted.is_empty()) {
+        tree.version = Arc::new(tree.version.apply(edit));
+    }
+    if let Some(n) = edit.keyspace_log_number {
+        tree.log_number = n;
+    }
+    Ok(())
 }
 
 /// The edits of the MANIFEST at `path`, in order.

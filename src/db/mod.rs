@@ -16,6 +16,8 @@ mod explain;
 pub(crate) mod filename;
 mod flush;
 mod key_range;
+pub(crate) mod keyspace;
+mod keyspace_options;
 mod level_iter;
 pub(crate) mod manifest;
 mod multi_get;
@@ -27,6 +29,7 @@ mod scan;
 mod snapshot;
 mod table_cache;
 mod table_filter;
+pub(crate) mod tree;
 pub(crate) mod version;
 pub(crate) mod version_edit;
 mod write;
@@ -34,11 +37,12 @@ mod write_burst;
 
 pub(crate) use write::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 
 use crate::error::{BackgroundError, Error, Result};
 use crate::fs::FileSystem;
@@ -49,15 +53,17 @@ use crate::store_id::StoreId;
 use crate::wal::writer::LogWriter;
 use manifest::Manifest;
 use table_cache::TableCache;
+use tree::{Tree, TreeState};
 use version::Version;
 
 pub(crate) use close::Lifecycle;
 pub use cursor::Cursor;
 pub use key_range::KeyRange;
+pub use keyspace::Keyspace;
 pub use scan::Scan;
 pub use snapshot::Snapshot;
 
-/// The memtables and tables a read sees, swapped as one whenever any of them changes, so a reader
+/// The memtables and tables of one keyspace a read sees, swapped as one whenever any of them changes, so a reader
 /// takes one `Arc` under the lock and then reads without it.
 #[derive(Clone)]
 pub(crate) struct SuperVersion {
@@ -78,11 +84,50 @@ impl SuperVersion {
     }
 }
 
+/// A live WAL as the store tracks it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WalInfo {
+    /// The sequence just before its first record.
+    pub(crate) start_sequence: u64,
+    /// Bytes written to it (for `max_total_wal_size`).
+    pub(crate) bytes: u64,
+}
+
 /// State shared under `DbInner::state`.
 pub(crate) struct State {
-    pub(crate) sv: Arc<SuperVersion>,
+    /// Every live keyspace's tree and super-version, by id.
+    pub(crate) trees: BTreeMap<u32, TreeState>,
     /// The first background failure; writes fail with it until reopen.
     pub(crate) bg_error: Option<BackgroundError>,
+    /// The WALs not yet removed, by number.
+    pub(crate) wals: BTreeMap<u64, WalInfo>,
+}
+
+impl State {
+    /// The super-version of keyspace `id`, if it is live.
+    pub(crate) fn sv(&self, id: u32) -> Option<&Arc<SuperVersion>> {
+        self.trees.get(&id).map(|t| &t.sv)
+    }
+
+    /// The oldest WAL that may hold a write in no table, given that `current` is the WAL writes
+    /// go to (read before the state lock was taken, so a write it missed is in `current` or
+    /// later), and leaving out `flushed`, a memtable whose table is being installed.
+    pub(crate) fn oldest_needed_wal(&self, current: u64, flushed: Option<&Arc<MemTable>>) -> u64 {
+        let mut oldest = current;
+        for t in self.trees.values() {
+            let imm =
+                t.sv.imm
+                    .iter()
+                    .filter(|m| !flushed.is_some_and(|f| Arc::ptr_eq(f, m)))
+                    .map(|m| m.log_number())
+                    .min();
+            let mem = (!t.sv.mem.is_empty()).then(|| t.sv.mem.log_number());
+            for n in imm.into_iter().chain(mem) {
+                oldest = oldest.min(n);
+            }
+        }
+        oldest
+    }
 }
 
 /// The WAL and the writer-side state, owned by whichever writer holds the lock.
@@ -102,19 +147,26 @@ pub(crate) struct DbInner {
     pub(crate) fs: FileSystem,
     /// Written into every table; a table that does not carry it is refused.
     pub(crate) store_id: StoreId,
+    /// The options the store was opened with: the store-wide ones, and the default keyspace's.
     pub(crate) options: Options,
+    /// The store-wide counters (the WAL, writes, stalls); each keyspace counts its reads, filters
+    /// and compactions in its own (`Tree::stats`), and [`Db::statistics`] adds them up.
     pub(crate) stats: Arc<Stats>,
+    /// The counters of keyspaces dropped since open, kept in the store's totals.
+    pub(crate) dropped_stats: Mutex<Option<Statistics>>,
+    /// The table cache each keyspace's own is made from (the open-file budget, the block cache).
     pub(crate) tables: Arc<TableCache>,
+    /// The default keyspace's tree: `Db`'s own reads and writes go to it without a lookup.
+    pub(crate) default_tree: Arc<Tree>,
+    /// The number of the WAL writes go to, readable without the WAL lock (see
+    /// [`State::oldest_needed_wal`]).
+    pub(crate) current_log: AtomicU64,
     pub(crate) wal: Mutex<WalState>,
     /// Writers waiting to commit; the one at the front commits a group for all (`write.rs`).
     pub(crate) writers: Mutex<write::WriteQueue>,
     /// Signalled when a group commit finishes.
     pub(crate) writers_done: Condvar,
     pub(crate) state: Mutex<State>,
-    /// The same super-version as `state.sv`, for Gets: a Get holds this read lock for its
-    /// duration instead of cloning the `Arc` under the state mutex (two locked instructions
-    /// instead of four per Get). Installers write it while holding the state lock.
-    pub(crate) current: RwLock<Arc<SuperVersion>>,
     /// Signalled on every change of `state`: new work, work done, an error, closing.
     pub(crate) changed: Condvar,
     pub(crate) manifest: Mutex<Manifest>,
@@ -126,8 +178,6 @@ pub(crate) struct DbInner {
     pub(crate) retire: version::Retire,
     /// The live snapshots, which flushes and compactions keep versions for.
     pub(crate) snapshots: Arc<snapshot::SnapshotList>,
-    /// What flushes and compactions read and wrote per level, for `siftdb.stats`.
-    pub(crate) compaction_stats: compaction_stats::CompactionStats,
     /// Opened with `Db::open_read_only`: writes nothing, runs no background work.
     pub(crate) read_only: bool,
     /// Whether the store is closed, its handles, background threads and `LOCK` (`close.rs`).
@@ -151,36 +201,43 @@ impl DbInner {
         Ok(n)
     }
 
-    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
-        Arc::clone(&self.state.lock().sv)
-    }
-
-    /// Makes the current super-version, changed by `change`, the one readers see. The one place a
-    /// super-version is replaced (writes freeze memtables, flushes and compactions install
-    /// versions). Called with the state lock held (`st`).
+    /// Makes keyspace `tree`'s current super-version, changed by `change`, the one readers see.
+    /// The one place a super-version is replaced (writes freeze memtables, flushes and
+    /// compactions install versions). Called with the state lock held (`st`); a dropped
+    /// keyspace's is left alone.
     pub(crate) fn install_super_version(
         &self,
         st: &mut State,
+        tree: &Tree,
         change: impl FnOnce(&mut SuperVersion),
     ) {
-        let mut sv = SuperVersion::clone(&st.sv);
+        let Some(ts) = st.trees.get_mut(&tree.id) else {
+            return;
+        };
+        let mut sv = SuperVersion::clone(&ts.sv);
         change(&mut sv);
         let sv = Arc::new(sv);
-        let old_current = std::mem::replace(&mut *self.current.write(), Arc::clone(&sv));
-        st.sv = sv;
+        let old_current = std::mem::replace(&mut *ts.tree.current.write(), Arc::clone(&sv));
+        ts.sv = sv;
         // The last reference to the old one may close and delete table files: not under the
         // readers' lock.
         drop(old_current);
     }
 
-    /// What a read sees: the super-version, then the sequence to read at, in that order. Every
-    /// table entry was written before its table was installed, so it is older than a sequence read
-    /// afterwards; flushes and compactions keep only the newest version of each key, which is
-    /// therefore always visible. (The other order lets a read miss a key whose only surviving
-    /// version is newer than its sequence.)
-    pub(crate) fn read_view(&self) -> (Arc<SuperVersion>, u64) {
-        let sv = self.super_version();
+    /// What a read of `tree` sees: the super-version, then the sequence to read at, in that
+    /// order. Every table entry was written before its table was installed, so it is older than a
+    /// sequence read afterwards; flushes and compactions keep only the newest version of each
+    /// key, which is therefore always visible. (The other order lets a read miss a key whose
+    /// only surviving version is newer than its sequence.)
+    pub(crate) fn read_view(&self, tree: &Tree) -> (Arc<SuperVersion>, u64) {
+        let sv = tree.super_version();
         (sv, self.last_sequence.load(Ordering::Acquire))
+    }
+
+    /// Every live keyspace's tree, by id.
+    pub(crate) fn trees(&self) -> Vec<Arc<Tree>> {
+        let st = self.state.lock();
+        st.trees.values().map(|t| Arc::clone(&t.tree)).collect()
     }
 
     /// Whether work that changes the store may go ahead: `Error::Closed` in a closed store,
@@ -269,6 +326,9 @@ impl DbInner {
 /// reopening recovers every acknowledged write.
 pub struct Db {
     inner: Arc<DbInner>,
+    /// The keyspace this handle's reads and writes act on: the default one for a `Db`, the
+    /// keyspace's own inside a [`Keyspace`].
+    tree: Arc<Tree>,
 }
 
 impl Db {
@@ -304,8 +364,16 @@ impl Db {
         self.inner.read_only
     }
 
-    /// A snapshot of every counter.
+    /// A snapshot of every counter: the store's totals over every keyspace (those dropped since
+    /// open included). [`Keyspace::statistics`] has one keyspace's.
     pub fn statistics(&self) -> Statistics {
-        self.inner.stats.snapshot()
+        let mut total = self.inner.stats.snapshot();
+        for tree in self.inner.trees() {
+            total.merge(&tree.stats.snapshot());
+        }
+        if let Some(dropped) = &*self.inner.dropped_stats.lock() {
+            total.merge(dropped);
+        }
+        total
     }
 }

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use super::read::with_lookup_key;
 use super::table_cache::TableRef;
+use super::tree::Tree;
 use super::version::{FileMeta, Version};
-use super::{Db, DbInner, Snapshot};
+use super::{Db, Snapshot};
 use crate::error::Result;
 use crate::filter::{FilterLayout, FilterPolicy, FilterProbe};
 use crate::key::{compare_bytes, leading_bytes, InternalKey, ValueKind};
@@ -216,12 +217,16 @@ impl Db {
         sequence: Option<u64>,
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let inner = &self.inner;
+        let tree = &*self.tree;
         if inner.is_closed() {
             return keys.iter().map(|_| Err(inner.closed_error())).collect();
         }
-        inner.stats.add(Ticker::NumberKeysRead, keys.len() as u64);
+        if let Err(e) = tree.check_live() {
+            return keys.iter().map(|_| Err(e.duplicate())).collect();
+        }
+        tree.stats.add(Ticker::NumberKeysRead, keys.len() as u64);
         // As a Get: the super-version first, then the sequence, one view for the whole batch.
-        let sv = inner.current.read();
+        let sv = tree.current.read();
         let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
 
         // Taken out of the cell for the batch: a nested use would find it empty and allocate
@@ -253,13 +258,13 @@ impl Db {
                         .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)))
                 });
                 if let Some(hit) = hit {
-                    inner.stats.inc(Ticker::MemtableHit);
+                    tree.stats.inc(Ticker::MemtableHit);
                     answers.record(d, Ok(Some(hit)));
                 }
             }
         }
-        if inner.sift(&sv.version, seq, &probes, &mut buffers, &mut answers) {
-            inner.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
+        if tree.sift(&sv.version, seq, &probes, &mut buffers, &mut answers) {
+            tree.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
         }
         drop(sv);
 
@@ -272,7 +277,7 @@ impl Db {
             values = values_per_key(values, &buffers.distinct_of);
             found = values.iter().filter(|v| matches!(v, Ok(Some(_)))).count() as u64;
         }
-        inner.stats.add(Ticker::NumberKeysFound, found);
+        tree.stats.add(Ticker::NumberKeysFound, found);
         if keys.len() <= KEPT_BUFFER_KEYS {
             buffers.done = done;
             buffers.spare.probes = recycle(probes);
@@ -354,7 +359,7 @@ fn distinct_keys<'k, K: AsRef<[u8]>>(
     }
 }
 
-impl DbInner {
+impl Tree {
     /// The batch's walk through the tables whose filters are kept in memory, before any key is
     /// sorted: stage by stage along a Get's walk (each L0 table newest first, then each deeper
     /// level), every key still walking has its table at that stage found and its filter line

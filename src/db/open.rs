@@ -7,12 +7,13 @@
 //! interrupted open (or an interrupted earlier life) left behind is ever overwritten, and a WAL
 //! replayed now is below the new MANIFEST's log number and is never replayed again.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 
 use super::background::{catch_panic, spawn_workers};
 use super::filename::{
@@ -20,11 +21,14 @@ use super::filename::{
     numbers_used_up, parse_file_name, table_path, FileKind, MAX_FILE_NUMBER,
 };
 use super::flush::{table_options, write_level0_table};
-use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest};
+use super::keyspace::make_tree;
+use super::keyspace_options::restore;
+use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords};
 use super::table_cache::{TableCache, TablePlacement};
-use super::version::{Retire, Version};
-use super::version_edit::VersionEdit;
-use super::{Db, DbInner, Lifecycle, State, SuperVersion, WalState};
+use super::tree::TreeState;
+use super::version::Retire;
+use super::version_edit::{VersionEdit, DEFAULT_KEYSPACE_ID};
+use super::{Db, DbInner, Lifecycle, State, WalInfo, WalState};
 use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
 use crate::filter::PolicyRegistry;
@@ -83,61 +87,78 @@ impl Db {
             None => create_store(&fs, dir, &options)?,
         };
         let (files, mut next_file) = accounted_files(dir, &recovered)?;
+        let keyspaces = keyspace_options(&recovered, &options)?;
         let RecoveredManifest {
-            version,
+            trees: mut records,
             counters,
             store_id,
             ..
         } = recovered;
-        let (recovered, last_sequence) = catch_panic("recovery", || {
-            let mut edit = VersionEdit::default();
-            let mut flush = |mem: &Arc<MemTable>| -> Result<()> {
+        let (added, last_sequence) = catch_panic("recovery", || {
+            let mut added: BTreeMap<u32, VersionEdit> = BTreeMap::new();
+            let mut flush = |id: u32, mem: &Arc<MemTable>| -> Result<()> {
+                let (Some((o, _)), Some(record)) = (keyspaces.get(&id), records.get(&id)) else {
+                    return Ok(());
+                };
                 let number = take_number(dir, &mut next_file)?;
-                let table = table_options(&options, 0, false, options.filter.clone(), store_id);
+                let table = table_options(o, &record.name, 0, false, o.filter.clone(), store_id);
                 // A store being opened has no snapshots.
                 if let Some(f) =
                     write_level0_table(&fs, dir, number, table, &stats, &[], &mut mem.iter())?
                 {
-                    edit.added.push(f);
+                    added.entry(id).or_default().added.push(f);
                 }
                 Ok(())
             };
-            let (mem, last_sequence) =
-                replay_logs(dir, &options, counters, &files, Some(&mut flush))?;
-            if !mem.is_empty() {
-                flush(&mem)?;
+            let (mems, last_sequence) =
+                replay_logs(dir, &keyspaces, counters, &files, Some(&mut flush))?;
+            for (id, mem) in &mems {
+                if !mem.is_empty() {
+                    flush(*id, mem)?;
+                }
             }
-            if !edit.added.is_empty() {
+            if !added.is_empty() {
                 fs.sync_dir(dir)?;
             }
-            Ok((edit, last_sequence))
+            Ok((added, last_sequence))
         })?;
-        let version = version.apply(&recovered);
         let log_number = take_number(dir, &mut next_file)?;
         let manifest_number = take_number(dir, &mut next_file)?;
+        for (id, record) in records.iter_mut() {
+            if let Some(edit) = added.get(id) {
+                record.version = Arc::new(record.version.apply(edit));
+            }
+            record.log_number = log_number;
+        }
         let log = LogWriter::create(&fs, &log_path(dir, log_number))?;
         let manifest = Manifest::create(
             &fs,
             dir,
             manifest_number,
-            version,
+            records,
             ManifestCounters {
                 log_number,
                 next_file_number: next_file,
                 last_sequence,
+                log_start_sequence: last_sequence,
+                next_keyspace_id: counters.next_keyspace_id,
             },
             store_id,
         )?;
-        remove_obsolete_files(&fs, dir, manifest.current(), log_number, manifest_number);
-        let mem = Arc::new(MemTable::new(log_number));
+        remove_obsolete_files(&fs, dir, manifest.trees(), log_number, manifest_number);
+        let mems = keyspaces
+            .keys()
+            .map(|&id| (id, Arc::new(MemTable::new(log_number))))
+            .collect();
         let inner = assemble(Parts {
             dir,
             fs,
             options,
+            keyspaces,
             stats,
             store_id,
             manifest,
-            mem,
+            mems,
             wal: WalState {
                 log: Some(log),
                 log_number,
@@ -234,23 +255,25 @@ impl Db {
             return Err(no_store());
         };
         let (files, next_file) = accounted_files(dir, &recovered)?;
+        let keyspaces = keyspace_options(&recovered, &options)?;
         let RecoveredManifest {
-            version,
+            trees: records,
             counters,
             store_id,
             ..
         } = recovered;
-        let (mem, last_sequence) = replay_logs(dir, &options, counters, &files, None)?;
+        let (mems, last_sequence) = replay_logs(dir, &keyspaces, counters, &files, None)?;
         let stats = Arc::new(Stats::new());
         let fs = options.file_system();
         let inner = assemble(Parts {
             dir,
             fs,
             options,
+            keyspaces,
             stats,
             store_id,
-            manifest: Manifest::read_only(version, counters),
-            mem,
+            manifest: Manifest::read_only(records, counters),
+            mems,
             wal: WalState {
                 log: None,
                 log_number: counters.log_number,
@@ -263,6 +286,28 @@ impl Db {
         });
         Ok(Db::start(inner, Vec::new()))
     }
+}
+
+/// Each keyspace's options (the store's own for the default keyspace, the recorded ones for the
+/// others) and the oldest WAL that may hold its writes in no table.
+type KeyspaceOptions = BTreeMap<u32, (Options, u64)>;
+
+/// The options of every keyspace `recovered` names.
+///
+/// # Errors
+/// `Error::Corruption` naming the MANIFEST if a keyspace's recorded options do not parse.
+fn keyspace_options(recovered: &RecoveredManifest, options: &Options) -> Result<KeyspaceOptions> {
+    let mut out = BTreeMap::new();
+    for (&id, record) in &recovered.trees {
+        let o = if id == DEFAULT_KEYSPACE_ID {
+            options.clone()
+        } else {
+            restore(&record.name, &record.options, options)
+                .map_err(|e| Error::corruption(&recovered.path, e.to_string()))?
+        };
+        out.insert(id, (o, record.log_number));
+    }
+    Ok(out)
 }
 
 /// The next file number, counted past; checked, as every allocation of a file number is.
@@ -329,11 +374,12 @@ struct Parts<'a> {
     dir: &'a Path,
     fs: FileSystem,
     options: Options,
+    keyspaces: KeyspaceOptions,
     stats: Arc<Stats>,
     store_id: StoreId,
     manifest: Manifest,
-    /// The memtable writes go to (a read-only store's holds the replayed WALs).
-    mem: Arc<MemTable>,
+    /// Each keyspace's memtable writes go to (a read-only store's hold the replayed WALs).
+    mems: BTreeMap<u32, Arc<MemTable>>,
     wal: WalState,
     last_sequence: u64,
     next_file: u64,
@@ -347,10 +393,11 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         dir,
         fs,
         options,
+        keyspaces,
         stats,
         store_id,
         manifest,
-        mem,
+        mems,
         wal,
         last_sequence,
         next_file,
@@ -389,18 +436,65 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
             }
         })
     };
-    let sv = Arc::new(SuperVersion::first(mem, Arc::clone(manifest.current())));
+    let mut trees = BTreeMap::new();
+    for (id, (tree_options, _)) in keyspaces {
+        let Some(record) = manifest.trees().get(&id) else {
+            continue;
+        };
+        let mem = mems
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(MemTable::new(wal.log_number)));
+        let tree = make_tree(
+            &tables,
+            id,
+            record.name.clone(),
+            tree_options,
+            mem,
+            Arc::clone(&record.version),
+        );
+        let sv = tree.super_version();
+        trees.insert(id, TreeState { tree, sv });
+    }
+    let default_tree = match trees.get(&DEFAULT_KEYSPACE_ID) {
+        Some(t) => Arc::clone(&t.tree),
+        // Every MANIFEST has the default keyspace (it cannot be dropped).
+        None => make_tree(
+            &tables,
+            DEFAULT_KEYSPACE_ID,
+            super::keyspace::DEFAULT_KEYSPACE.to_string(),
+            options.clone(),
+            Arc::new(MemTable::new(wal.log_number)),
+            Default::default(),
+        ),
+    };
+    let mut wals = BTreeMap::new();
+    if !read_only {
+        wals.insert(
+            wal.log_number,
+            WalInfo {
+                start_sequence: last_sequence,
+                bytes: 0,
+            },
+        );
+    }
     Arc::new(DbInner {
         dir: dir.to_path_buf(),
         fs,
         store_id,
         stats,
+        dropped_stats: Mutex::new(None),
         tables,
+        default_tree,
+        current_log: AtomicU64::new(wal.log_number),
         wal: Mutex::new(wal),
         writers: Mutex::new(Default::default()),
         writers_done: Condvar::new(),
-        current: RwLock::new(Arc::clone(&sv)),
-        state: Mutex::new(State { sv, bg_error: None }),
+        state: Mutex::new(State {
+            trees,
+            bg_error: None,
+            wals,
+        }),
         changed: Condvar::new(),
         manifest: Mutex::new(manifest),
         compaction: Mutex::new(()),
@@ -408,7 +502,6 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         next_file: AtomicU64::new(next_file),
         retire,
         snapshots: Default::default(),
-        compaction_stats: Default::default(),
         options,
         read_only,
         lifecycle: Lifecycle::new(lock),
@@ -473,11 +566,13 @@ fn create_store(fs: &FileSystem, dir: &Path, options: &Options) -> Result<Recove
         log_number: 0,
         next_file_number: 2,
         last_sequence: 0,
+        log_start_sequence: 0,
+        next_keyspace_id: DEFAULT_KEYSPACE_ID + 1,
     };
-    let manifest = Manifest::create(fs, dir, 1, Version::default(), counters, store_id)?;
+    let manifest = Manifest::create(fs, dir, 1, TreeRecords::new(), counters, store_id)?;
     Ok(RecoveredManifest {
         path: dir.join(manifest_name(1)),
-        version: Version::clone(manifest.current()),
+        trees: manifest.trees().clone(),
         counters,
         store_id,
     })
@@ -530,7 +625,11 @@ fn account_for_files(dir: &Path, recovered: &RecoveredManifest, files: &[FileKin
     let manifest_name = manifest
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    for f in recovered.version.levels.iter().flatten() {
+    let tables = recovered
+        .trees
+        .values()
+        .flat_map(|t| t.version.levels.iter().flatten());
+    for f in tables {
         let path = table_path(dir, f.number);
         let size = match fs::metadata(&path) {
             Ok(m) => m.len(),
@@ -585,26 +684,28 @@ fn account_for_files(dir: &Path, recovered: &RecoveredManifest, files: &[FileKin
     }
 }
 
-/// What recovery does with a memtable that reached `write_buffer_size`.
-type FlushFull<'a> = &'a mut dyn FnMut(&Arc<MemTable>) -> Result<()>;
+/// What recovery does with a keyspace's memtable that reached its `write_buffer_size`.
+type FlushFull<'a> = &'a mut dyn FnMut(u32, &Arc<MemTable>) -> Result<()>;
 
-/// Replays every WAL the MANIFEST still needs, oldest first, into memtables. With `flush`, a
-/// memtable that reaches `write_buffer_size` is handed to it and replay goes on in a new one;
-/// without (a read-only open), everything stays in one. Returns the last memtable (the caller
-/// flushes it or keeps it) and the last sequence recovered.
+/// Replays every WAL the MANIFEST still needs, oldest first, into a memtable per keyspace: an
+/// entry goes to its keyspace's if the keyspace is live and its writes in that WAL are in no
+/// table yet (the WAL is at or past the keyspace's log number); entries of dropped keyspaces are
+/// skipped. With `flush`, a memtable that reaches `write_buffer_size` is handed to it and replay
+/// goes on in a new one; without (a read-only open), everything stays in memory. Returns the last
+/// memtables (the caller flushes them or keeps them) and the last sequence recovered.
 ///
-/// WAL records carry consecutive sequences, the first right after the MANIFEST's last sequence.
-/// Replay stops at the first torn tail or the first record that does not follow on from the one
-/// before (a WAL that lost unsynced writes in a power cut, while a newer WAL kept some). A synced
-/// write syncs every older WAL first, so nothing after such a point was ever acknowledged as
-/// durable; replaying it would put later writes on top of a hole in the history.
+/// WAL records carry consecutive sequences, the first right after the MANIFEST's log start
+/// sequence. Replay stops at the first torn tail or the first record that does not follow on from
+/// the one before (a WAL that lost unsynced writes in a power cut, while a newer WAL kept some).
+/// A synced write syncs every older WAL first, so nothing after such a point was ever
+/// acknowledged as durable; replaying it would put later writes on top of a hole in the history.
 fn replay_logs(
     dir: &Path,
-    options: &Options,
+    keyspaces: &KeyspaceOptions,
     counters: ManifestCounters,
     files: &[FileKind],
     mut flush: Option<FlushFull<'_>>,
-) -> Result<(Arc<MemTable>, u64)> {
+) -> Result<(BTreeMap<u32, Arc<MemTable>>, u64)> {
     let mut logs: Vec<u64> = files
         .iter()
         .filter_map(|k| match *k {
@@ -613,8 +714,11 @@ fn replay_logs(
         })
         .collect();
     logs.sort_unstable();
-    let mut last_sequence = counters.last_sequence;
-    let mut mem = Arc::new(MemTable::new(0));
+    let mut last_sequence = counters.log_start_sequence;
+    let mut mems: BTreeMap<u32, Arc<MemTable>> = keyspaces
+        .keys()
+        .map(|&id| (id, Arc::new(MemTable::new(0))))
+        .collect();
     // Where replay stopped and why.
     let mut stopped: Option<String> = None;
     for &number in &logs {
@@ -647,14 +751,24 @@ fn replay_logs(
                     break;
                 }
                 for e in &entries {
-                    mem.add(e.seq, e.kind, e.key, e.value);
+                    let needed = keyspaces
+                        .get(&e.keyspace)
+                        .is_some_and(|(_, log)| number >= *log);
+                    if let (true, Some(mem)) = (needed, mems.get(&e.keyspace)) {
+                        mem.add(e.seq, e.kind, e.key, e.value);
+                    }
                 }
                 last_sequence += entries.len() as u64;
                 replayed += 1;
                 if let Some(flush) = flush.as_mut() {
-                    if mem.approximate_bytes() >= options.write_buffer_size {
-                        flush(&mem)?;
-                        mem = Arc::new(MemTable::new(0));
+                    for (id, (o, _)) in keyspaces {
+                        let Some(mem) = mems.get_mut(id) else {
+                            continue;
+                        };
+                        if mem.approximate_bytes() >= o.write_buffer_size {
+                            flush(*id, mem)?;
+                            *mem = Arc::new(MemTable::new(0));
+                        }
                     }
                 }
             }
@@ -673,7 +787,9 @@ fn replay_logs(
             }
         }
     }
-    Ok((mem, last_sequence))
+    // Tables may hold later writes than the WALs (a keyspace flushed while another kept an
+    // older WAL alive): new writes get sequences past both.
+    Ok((mems, last_sequence.max(counters.last_sequence)))
 }
 
 fn list_files(dir: &Path) -> Result<Vec<FileKind>> {
@@ -692,12 +808,14 @@ fn list_files(dir: &Path) -> Result<Vec<FileKind>> {
 fn remove_obsolete_files(
     fs: &FileSystem,
     dir: &Path,
-    version: &Version,
+    trees: &TreeRecords,
     log_number: u64,
     manifest_number: u64,
 ) {
-    let live: std::collections::HashSet<u64> =
-        version.levels.iter().flatten().map(|f| f.number).collect();
+    let live: std::collections::HashSet<u64> = trees
+        .values()
+        .flat_map(|t| t.version.levels.iter().flatten().map(|f| f.number))
+        .collect();
     let Ok(files) = list_files(dir) else {
         return;
     };

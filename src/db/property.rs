@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use super::version_edit::DEFAULT_KEYSPACE_ID;
 use super::Db;
 use crate::filter::FilterLayout;
 use crate::options::NUM_LEVELS;
@@ -28,14 +29,18 @@ impl Db {
     ///   per level, what the flushes or compactions into it read (from the level above and from
     ///   itself), wrote and took, as RocksDB's compaction stats; the write amplification (table
     ///   bytes written ÷ key and value bytes written) and the write stall time by cause; then
-    ///   every counter.
-    /// - `siftdb.num-files-at-level<N>`: the number of tables in level N.
+    ///   every counter. In a store with several keyspaces, the per-level parts come once per
+    ///   keyspace under a `** keyspace <name> **` line, and the counters are the store's totals;
+    ///   on a [`Keyspace`](crate::Keyspace) other than the default one, the report is that
+    ///   keyspace's alone, with its own counters.
+    /// - `siftdb.num-files-at-level<N>`: the number of tables in level N (of this handle's
+    ///   keyspace, as the two below).
     /// - `siftdb.total-sst-bytes`: bytes of all live tables.
     /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`. L0 is over
     ///   its budget at `level0_compaction_trigger` tables, even while its compaction waits for the
     ///   writes to pause.
     pub fn property(&self, name: &str) -> Option<String> {
-        let version = self.inner.super_version().version.clone();
+        let version = self.tree.super_version().version.clone();
         if let Some(level) = name.strip_prefix("siftdb.num-files-at-level") {
             let level: usize = level.parse().ok()?;
             return version.levels.get(level).map(|f| f.len().to_string());
@@ -51,7 +56,7 @@ impl Db {
             "siftdb.compaction-pending" => {
                 // L0 counts at the trigger it compacts at once writes pause: work that waits for
                 // them is still pending.
-                let options = &self.inner.options;
+                let options = &self.tree.options;
                 let pending = version
                     .compaction_level(options, options.level0_compaction_trigger)
                     .is_some();
@@ -62,9 +67,53 @@ impl Db {
     }
 
     fn stats_report(&self) -> String {
-        let version = self.inner.super_version().version.clone();
-        let stats = self.statistics();
+        let trees = if self.tree.id == DEFAULT_KEYSPACE_ID {
+            self.inner.trees()
+        } else {
+            vec![std::sync::Arc::clone(&self.tree)]
+        };
         let mut out = String::new();
+        // A store of one keyspace prints its report as before keyspaces existed.
+        let named = trees.len() > 1 || trees.iter().any(|t| t.id != DEFAULT_KEYSPACE_ID);
+        for tree in &trees {
+            if named {
+                let _ = writeln!(out, "** keyspace {} **", tree.name);
+            }
+            self.keyspace_report(tree, &mut out);
+            out.push('\n');
+        }
+        let stats = match trees.as_slice() {
+            [one] if one.id != DEFAULT_KEYSPACE_ID => one.stats.snapshot(),
+            _ => self.statistics(),
+        };
+        let cache = self.inner.tables.block_cache();
+        let [data, filter, index] = cache.usage_by(|b: &CachedBlock| b.kind() as usize);
+        let _ = writeln!(
+            out,
+            "block cache: {} of {} bytes in use: data {data}, filter {filter}, index {index}",
+            cache.usage(),
+            cache.capacity()
+        );
+        let _ = writeln!(
+            out,
+            "filter memory: {} bytes pinned with their tables, {filter} charged to the block cache",
+            stats.filter_bytes_in_memory()
+        );
+        let (live, oldest) = self.inner.snapshots.summary();
+        let _ = writeln!(
+            out,
+            "snapshots: {live} live{}",
+            oldest.map_or(String::new(), |s| format!(", the oldest at sequence {s}"))
+        );
+        let _ = writeln!(out, "\n{stats}");
+        out
+    }
+
+    /// One keyspace's levels, filters (measured and theoretical false positive rates) and
+    /// compaction work.
+    fn keyspace_report(&self, tree: &super::tree::Tree, out: &mut String) {
+        let version = tree.super_version().version.clone();
+        let stats = tree.stats.snapshot();
         let _ = writeln!(
             out,
             "{:<5} {:>6} {:>12} {:>10}",
@@ -77,7 +126,7 @@ impl Db {
             }
             let mut entries = 0u64;
             for f in files {
-                let Ok(table) = self.inner.tables.get(f) else {
+                let Ok(table) = tree.tables.get(f) else {
                     continue;
                 };
                 let p = table.properties();
@@ -158,31 +207,6 @@ impl Db {
                 pct((g.theory_keys > 0).then(|| g.theory_weighted / g.theory_keys as f64))
             );
         }
-        let cache = self.inner.tables.block_cache();
-        let [data, filter, index] = cache.usage_by(|b: &CachedBlock| b.kind() as usize);
-        let _ = writeln!(
-            out,
-            "\nblock cache: {} of {} bytes in use: data {data}, filter {filter}, index {index}",
-            cache.usage(),
-            cache.capacity()
-        );
-        let _ = writeln!(
-            out,
-            "filter memory: {} bytes pinned with their tables, {filter} charged to the block cache",
-            stats.filter_bytes_in_memory()
-        );
-        let (live, oldest) = self.inner.snapshots.summary();
-        let _ = writeln!(
-            out,
-            "snapshots: {live} live{}",
-            oldest.map_or(String::new(), |s| format!(", the oldest at sequence {s}"))
-        );
-        super::compaction_stats::write_report(
-            &mut out,
-            &self.inner.compaction_stats.levels(),
-            &stats,
-        );
-        let _ = writeln!(out, "\n{stats}");
-        out
+        super::compaction_stats::write_report(out, &tree.compaction_stats.levels(), &stats);
     }
 }

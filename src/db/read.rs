@@ -7,8 +7,9 @@
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
+use super::tree::Tree;
 use super::version::{FileMeta, Version};
-use super::{Db, DbInner, Snapshot};
+use super::{Db, Snapshot};
 use crate::error::Result;
 use crate::filter::FilterProbe;
 use crate::key::{
@@ -57,7 +58,7 @@ pub(crate) enum TableVisit<'a, V = Vec<u8>> {
     Searched(&'a TableSearch<V>),
 }
 
-impl DbInner {
+impl Tree {
     /// The walk every point lookup takes through `version`: each L0 table newest first (searched
     /// if its key range holds the key), then the one table per deeper level whose range may hold
     /// it, until a table holds an entry for the key. `visit` sees every table considered, in
@@ -197,13 +198,15 @@ impl Db {
         from_memtable: impl FnOnce(Vec<u8>) -> T::Value,
     ) -> Result<Option<T::Value>> {
         let inner = &self.inner;
+        let tree = &*self.tree;
         inner.check_open()?;
-        inner.stats.inc(Ticker::NumberKeysRead);
+        tree.check_live()?;
+        tree.stats.inc(Ticker::NumberKeysRead);
         // As `read_view`: the super-version first, then the sequence. The read lock is held for
         // the whole Get; installers wait for it, briefly. A snapshot's sequence is older than
         // every version the super-version could have dropped for it (flushes and compactions
         // keep the newest version at or below every live snapshot).
-        let sv = inner.current.read();
+        let sv = tree.current.read();
         let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
         let found = with_lookup_key(
             key,
@@ -214,14 +217,14 @@ impl Db {
                     .get(lookup)
                     .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)))
                 {
-                    inner.stats.inc(Ticker::MemtableHit);
+                    tree.stats.inc(Ticker::MemtableHit);
                     return Ok(Some(match hit {
                         NewestEntry::Value(v) => NewestEntry::Value(from_memtable(v)),
                         NewestEntry::Deleted => NewestEntry::Deleted,
                     }));
                 }
                 let mut consulted = 0;
-                let found = inner.search_tables::<T>(
+                let found = tree.search_tables::<T>(
                     &sv.version,
                     lookup,
                     &FilterProbe::new(key),
@@ -233,17 +236,17 @@ impl Db {
                         // The statistics count what each table's filter answered, by level and layout.
                         if let Some((layout, maybe)) = search.filter {
                             let verdict = FilterVerdict::of(maybe, search.found.is_some());
-                            inner.stats.record_filter(level, layout, verdict);
+                            tree.stats.record_filter(level, layout, verdict);
                         }
                     },
                 )?;
-                inner.stats.add(Ticker::TablesConsulted, consulted);
+                tree.stats.add(Ticker::TablesConsulted, consulted);
                 Ok(found)
             },
         )?;
         Ok(match found {
             Some(NewestEntry::Value(v)) => {
-                inner.stats.inc(Ticker::NumberKeysFound);
+                tree.stats.inc(Ticker::NumberKeysFound);
                 Some(v)
             }
             Some(NewestEntry::Deleted) | None => None,

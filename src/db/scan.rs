@@ -8,9 +8,10 @@ use std::sync::Arc;
 use super::close::DirLock;
 use super::cursor::{Cursor, Sources};
 use super::key_range::KeyRange;
+use super::tree::Tree;
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::compare_bytes;
 use crate::prefix::prefix_successor;
 use crate::stats::Ticker;
@@ -94,7 +95,7 @@ impl Db {
     /// a cursor that seeks and turns around without copying each entry, see
     /// [`Db::cursor`].
     pub fn scan<R: KeyRange>(&self, range: R) -> Scan {
-        let (sv, seq) = self.inner.read_view();
+        let (sv, seq) = self.inner.read_view(&self.tree);
         self.scan_view(range, sv, seq)
     }
 
@@ -119,7 +120,7 @@ impl Db {
     /// If `snapshot` was taken from another `Db`.
     pub fn scan_at<R: KeyRange>(&self, snapshot: &Snapshot, range: R) -> Scan {
         self.check_snapshot(snapshot);
-        self.scan_view(range, self.inner.super_version(), snapshot.sequence())
+        self.scan_view(range, self.tree.super_version(), snapshot.sequence())
     }
 
     /// [`scan_prefix`](Db::scan_prefix) as of `snapshot`.
@@ -133,9 +134,15 @@ impl Db {
     fn scan_view<R: KeyRange>(&self, range: R, sv: Arc<SuperVersion>, seq: u64) -> Scan {
         let (start, end) = range.into_bounds();
         let prefix = self.shared_prefix(&start, &end);
+        let (lock, refused) = match self.tree.check_live().and_then(|()| self.inner.hold_lock()) {
+            Ok(lock) => (Some(lock), None),
+            Err(e) => (None, Some(e)),
+        };
         Scan {
             inner: Arc::clone(&self.inner),
-            lock: self.inner.hold_lock().ok(),
+            tree: Arc::clone(&self.tree),
+            lock,
+            refused,
             sv,
             seq,
             prefix,
@@ -179,7 +186,7 @@ impl Db {
     /// The extractor prefix every key in `[start, end]` shares, if both bounds are in the
     /// extractor's domain and have the same prefix (`scan_prefix` bounds do).
     fn shared_prefix(&self, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Option<Vec<u8>> {
-        let extractor = self.inner.options.prefix_extractor.as_ref()?;
+        let extractor = self.tree.options.prefix_extractor.as_ref()?;
         let (Bound::Included(s) | Bound::Excluded(s)) = start else {
             return None;
         };
@@ -233,9 +240,12 @@ fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 /// closed holds nothing: its only item is [`Error::Closed`](crate::Error::Closed).
 pub struct Scan {
     inner: Arc<DbInner>,
+    tree: Arc<Tree>,
     /// The directory's `LOCK`, held while the scan reads the store's files; `None` if the store
-    /// was closed when the scan was made, whose only item is then `Error::Closed`.
+    /// was closed (or the keyspace dropped) when the scan was made.
     lock: Option<Arc<DirLock>>,
+    /// Why the scan cannot read (closed, dropped): its only item.
+    refused: Option<Error>,
     sv: Arc<SuperVersion>,
     seq: u64,
     /// The extractor prefix all keys of the range share: tables whose filter rules it out are
@@ -265,7 +275,9 @@ impl Scan {
         let sources = match &self.sources {
             Some(s) => s.clone(),
             None => {
-                let s = Sources::filtered(Arc::clone(&self.sv), |f| self.may_hold_prefix(f))?;
+                let s = Sources::filtered(Arc::clone(&self.sv), &self.tree, |f| {
+                    self.may_hold_prefix(f)
+                })?;
                 self.sources = Some(s.clone());
                 s
             }
@@ -284,8 +296,8 @@ impl Scan {
         if f.largest_user() < prefix.as_slice() || past(f.smallest_user()) {
             return Ok(false);
         }
-        let stats = &self.inner.stats;
-        match self.inner.tables.get(f)?.prefix_may_match(prefix)? {
+        let stats = &self.tree.stats;
+        match self.tree.tables.get(f)?.prefix_may_match(prefix)? {
             None => Ok(true),
             Some(maybe) => {
                 stats.inc(Ticker::BloomFilterPrefixChecked);
@@ -349,7 +361,10 @@ impl Scan {
         }
         if self.lock.is_none() {
             self.done = true;
-            return Some(Err(self.inner.closed_error()));
+            return Some(Err(self
+                .refused
+                .take()
+                .unwrap_or_else(|| self.inner.closed_error())));
         }
         match self.advance(end) {
             Ok(Some(item)) => Some(Ok(item)),

@@ -41,7 +41,8 @@ pub(crate) struct TableCache {
     dir: PathBuf,
     /// Every table must carry it (see `ExpectedTable`).
     store_id: StoreId,
-    readers: ShardedLruCache<u64, Arc<TableReader>>,
+    /// Shared by every keyspace's cache: file numbers are unique in the store.
+    readers: Arc<ShardedLruCache<u64, Arc<TableReader>>>,
     pinned: Arc<AtomicUsize>,
     max_pinned: usize,
     blocks: Arc<BlockCache>,
@@ -85,7 +86,7 @@ impl TableCache {
         TableCache {
             dir,
             store_id,
-            readers: ShardedLruCache::new(lru, 4),
+            readers: Arc::new(ShardedLruCache::new(lru, 4)),
             pinned: Arc::new(AtomicUsize::new(0)),
             max_pinned: max_open_files.saturating_sub(lru),
             blocks,
@@ -144,6 +145,22 @@ impl TableCache {
             self.readers.insert(file.number, Arc::clone(&reader), 1);
         }
         Ok(TableRef::Shared(reader))
+    }
+
+    /// The cache of a keyspace's tables: the same open-file budget, LRU and block cache as this
+    /// one, with the keyspace's counters and filter policies.
+    pub(crate) fn for_keyspace(&self, stats: Arc<Stats>, policies: PolicyRegistry) -> TableCache {
+        TableCache {
+            dir: self.dir.clone(),
+            store_id: self.store_id,
+            readers: Arc::clone(&self.readers),
+            pinned: Arc::clone(&self.pinned),
+            max_pinned: self.max_pinned,
+            blocks: Arc::clone(&self.blocks),
+            stats,
+            policies,
+            placement: self.placement,
+        }
     }
 
     /// The block cache every table reads through.

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use super::compaction::CompactionJob;
+use super::tree::Tree;
 use super::version::{FileMeta, Version};
-use super::DbInner;
 use crate::error::Result;
 use crate::filter::{monkey_bits_per_key, nats_per_bit, Filter, FilterAllocation};
 use crate::iter::InternalIterator;
@@ -379,7 +379,7 @@ pub(crate) fn distinct_user_keys(it: &mut dyn InternalIterator) -> Result<u64> {
     Ok(n)
 }
 
-impl DbInner {
+impl Tree {
     /// What a live table's filter spends; `None` if the table cannot be opened.
     fn filter_spend(&self, file: &FileMeta) -> Option<FilterSpend> {
         if let Some(s) = file.filter_spend.get() {

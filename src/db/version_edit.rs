@@ -16,6 +16,24 @@ const TAG_LAST_SEQUENCE: u64 = 3;
 const TAG_DELETED_FILE: u64 = 5;
 const TAG_NEW_FILE: u64 = 6;
 const TAG_STORE_ID: u64 = 7;
+const TAG_KEYSPACE: u64 = 8;
+const TAG_KEYSPACE_LOG_NUMBER: u64 = 9;
+const TAG_CREATE_KEYSPACE: u64 = 10;
+const TAG_DROP_KEYSPACE: u64 = 11;
+const TAG_LOG_START_SEQUENCE: u64 = 12;
+const TAG_NEXT_KEYSPACE_ID: u64 = 13;
+
+/// The keyspace every store has, and the one a MANIFEST written before keyspaces existed holds.
+pub(crate) const DEFAULT_KEYSPACE_ID: u32 = 0;
+
+/// A keyspace as the MANIFEST records its creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeyspaceRecord {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    /// Its options, as `keyspace_options::describe` writes them.
+    pub(crate) options: String,
+}
 
 /// A table as the MANIFEST records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,10 +45,20 @@ pub(crate) struct NewFile {
     pub(crate) largest: Vec<u8>,
 }
 
-/// The change one MANIFEST record makes.
+/// The change one MANIFEST record makes. Tables added and deleted, and `keyspace_log_number`,
+/// belong to keyspace `keyspace`; the counters are the store's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct VersionEdit {
+    pub(crate) keyspace: u32,
+    /// The oldest WAL that may hold a write of `keyspace` in no table.
+    pub(crate) keyspace_log_number: Option<u64>,
+    /// The oldest WAL any keyspace still needs.
     pub(crate) log_number: Option<u64>,
+    /// The sequence just before the first record of WAL `log_number`.
+    pub(crate) log_start_sequence: Option<u64>,
+    pub(crate) next_keyspace_id: Option<u32>,
+    pub(crate) created: Option<KeyspaceRecord>,
+    pub(crate) dropped: Option<u32>,
     pub(crate) next_file_number: Option<u64>,
     pub(crate) last_sequence: Option<u64>,
     pub(crate) deleted: Vec<(usize, u64)>,
@@ -46,6 +74,9 @@ impl VersionEdit {
             (TAG_LOG_NUMBER, self.log_number),
             (TAG_NEXT_FILE, self.next_file_number),
             (TAG_LAST_SEQUENCE, self.last_sequence),
+            (TAG_LOG_START_SEQUENCE, self.log_start_sequence),
+            (TAG_NEXT_KEYSPACE_ID, self.next_keyspace_id.map(u64::from)),
+            (TAG_DROP_KEYSPACE, self.dropped.map(u64::from)),
         ] {
             if let Some(v) = v {
                 put_varint64(&mut b, tag);
@@ -55,6 +86,21 @@ impl VersionEdit {
         if let Some(id) = &self.store_id {
             put_varint64(&mut b, TAG_STORE_ID);
             put_length_prefixed(&mut b, id);
+        }
+        if let Some(k) = &self.created {
+            put_varint64(&mut b, TAG_CREATE_KEYSPACE);
+            put_varint64(&mut b, u64::from(k.id));
+            put_length_prefixed(&mut b, k.name.as_bytes());
+            put_length_prefixed(&mut b, k.options.as_bytes());
+        }
+        // Old MANIFESTs hold the default keyspace's edits alone, without these tags.
+        if self.keyspace != DEFAULT_KEYSPACE_ID {
+            put_varint64(&mut b, TAG_KEYSPACE);
+            put_varint64(&mut b, u64::from(self.keyspace));
+        }
+        if let Some(n) = self.keyspace_log_number {
+            put_varint64(&mut b, TAG_KEYSPACE_LOG_NUMBER);
+            put_varint64(&mut b, n);
         }
         for &(level, number) in &self.deleted {
             put_varint64(&mut b, TAG_DELETED_FILE);
@@ -80,6 +126,11 @@ impl VersionEdit {
         let bad = |what: &str| Error::corruption(file, format!("version edit: {what}"));
         let mut d = Decoder::new(record);
         let mut e = VersionEdit::default();
+        let keyspace_id =
+            |d: &mut Decoder<'_>| -> Option<u32> { u32::try_from(d.varint64()?).ok() };
+        let text = |d: &mut Decoder<'_>| -> Option<String> {
+            String::from_utf8(d.length_prefixed()?.to_vec()).ok()
+        };
         let level = |d: &mut Decoder<'_>| -> Option<usize> {
             let l = usize::try_from(d.varint64()?).ok()?;
             (l < NUM_LEVELS).then_some(l)
@@ -122,6 +173,36 @@ impl VersionEdit {
                         .ok_or_else(|| bad("bad store identity"))?;
                     e.store_id = Some(id);
                 }
+                TAG_KEYSPACE => {
+                    e.keyspace = keyspace_id(&mut d).ok_or_else(|| bad("bad keyspace"))?
+                }
+                TAG_KEYSPACE_LOG_NUMBER => {
+                    e.keyspace_log_number =
+                        Some(d.varint64().ok_or_else(|| bad("bad keyspace log number"))?)
+                }
+                TAG_LOG_START_SEQUENCE => {
+                    e.log_start_sequence =
+                        Some(d.varint64().ok_or_else(|| bad("bad log start sequence"))?)
+                }
+                TAG_NEXT_KEYSPACE_ID => {
+                    e.next_keyspace_id =
+                        Some(keyspace_id(&mut d).ok_or_else(|| bad("bad next keyspace id"))?)
+                }
+                TAG_DROP_KEYSPACE => {
+                    e.dropped =
+                        Some(keyspace_id(&mut d).ok_or_else(|| bad("bad dropped keyspace"))?)
+                }
+                TAG_CREATE_KEYSPACE => {
+                    let k = (|| {
+                        Some(KeyspaceRecord {
+                            id: keyspace_id(&mut d)?,
+                            name: text(&mut d)?,
+                            options: text(&mut d)?,
+                        })
+                    })()
+                    .ok_or_else(|| bad("bad keyspace creation"))?;
+                    e.created = Some(k);
+                }
                 other => return Err(bad(&format!("unknown tag {other}"))),
             }
         }
@@ -136,6 +217,16 @@ mod tests {
     #[test]
     fn edits_round_trip_and_truncations_fail() {
         let e = VersionEdit {
+            keyspace: 3,
+            keyspace_log_number: Some(8),
+            log_start_sequence: Some(77),
+            next_keyspace_id: Some(4),
+            created: Some(KeyspaceRecord {
+                id: 3,
+                name: "users".into(),
+                options: "block_size=4096\n".into(),
+            }),
+            dropped: Some(2),
             log_number: Some(9),
             next_file_number: Some(12),
             last_sequence: Some(1 << 40),

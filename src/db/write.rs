@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::filename::log_path;
-use super::{Db, DbInner, WalState};
+use super::tree::Tree;
+use super::{Db, DbInner, State, WalInfo, WalState};
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
@@ -32,8 +33,8 @@ impl Db {
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         // A kind byte and two length varints (at most 5 bytes each) besides the bytes themselves.
-        let mut b = WriteBatch::with_capacity(11 + key.len() + value.len());
-        b.put(key, value);
+        let mut b = WriteBatch::with_capacity(16 + key.len() + value.len());
+        b.put_to(self.tree.id, self.inner.store_id, key, value);
         self.write(b)
     }
 
@@ -43,11 +44,13 @@ impl Db {
     /// As [`put`](Db::put).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
-        b.delete(key);
+        b.delete_to(self.tree.id, self.inner.store_id, key.as_ref());
         self.write(b)
     }
 
-    /// Applies `batch` atomically, without waiting for an fsync.
+    /// Applies `batch` atomically, without waiting for an fsync. Its [`put`](WriteBatch::put)s and
+    /// [`delete`](WriteBatch::delete)s go to the default keyspace (whichever handle writes it),
+    /// its [`put_in`](WriteBatch::put_in)s and [`delete_in`](WriteBatch::delete_in)s to theirs.
     ///
     /// # Errors
     /// As [`put`](Db::put).
@@ -80,6 +83,15 @@ impl Db {
             return Err(Error::InvalidArgument(format!(
                 "value of {max_value} bytes (at most {MAX_VALUE_BYTES})"
             )));
+        }
+        match batch.store() {
+            Ok(None) => {}
+            Ok(Some(store)) if store == self.inner.store_id => {}
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "the batch writes to a keyspace of another store".into(),
+                ))
+            }
         }
         if batch.is_empty() {
             return if options.sync {
@@ -207,7 +219,7 @@ impl DbInner {
         }
         drop(q);
         // Others may queue up behind the group meanwhile: they are the next group.
-        let result = self.commit_group(&mut group);
+        let (result, rejected) = self.commit_group(&mut group);
         let mut q = self.writers.lock();
         for w in group.iter().filter(|w| w.id != id) {
             let outcome = match &result {
@@ -216,20 +228,64 @@ impl DbInner {
             };
             q.finished.insert(w.id, outcome);
         }
+        let mut result = result;
+        for (w, e) in rejected {
+            if w == id {
+                result = Err(e);
+            } else {
+                q.finished.insert(w, Err(e));
+            }
+        }
         q.leader_busy = false;
         drop(q);
         self.writers_done.notify_all();
         result
     }
 
-    /// Logs and applies `group` as consecutive sequences.
-    fn commit_group(&self, group: &mut [PendingWrite]) -> Result<()> {
+    /// Logs and applies `group` as consecutive sequences. A write to a keyspace dropped since
+    /// it was queued is taken out of the group and returned with its error.
+    fn commit_group(&self, group: &mut Vec<PendingWrite>) -> (Result<()>, Vec<(u64, Error)>) {
         let mut wal = self.wal.lock();
+        // Under the WAL lock (which `drop_keyspace` takes too): a keyspace live now stays live
+        // until the group is applied.
+        let mut rejected = Vec::new();
+        {
+            let st = self.state.lock();
+            group.retain(|w| {
+                let gone = w.batch.keyspaces().find(|id| !st.trees.contains_key(id));
+                if gone.is_some() {
+                    rejected.push((
+                        w.id,
+                        Error::InvalidArgument(
+                            "the batch writes to a keyspace that was dropped".into(),
+                        ),
+                    ));
+                }
+                gone.is_none()
+            });
+        }
+        if group.is_empty() {
+            return (Ok(()), rejected);
+        }
+        (self.log_and_apply_group(&mut wal, group), rejected)
+    }
+
+    /// Logs and applies `group` (every keyspace it writes to is live) under the WAL lock.
+    fn log_and_apply_group(&self, wal: &mut WalState, group: &mut [PendingWrite]) -> Result<()> {
         // Under the WAL lock: `close` marks the store closed, then waits for this lock, so a group
         // either commits before `close` goes on or sees `closed` and writes nothing.
         self.check_open()?;
-        let mem = self.make_room_for_write(&mut wal)?;
-        let WalState { log, older, .. } = &mut *wal;
+        let mut ids: Vec<u32> = Vec::new();
+        for w in group.iter() {
+            for id in w.batch.keyspaces() {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        let bytes: usize = group.iter().map(|w| w.batch.encoded().len()).sum();
+        let mems = self.make_room_for_write(wal, &ids, bytes as u64)?;
+        let WalState { log, older, .. } = wal;
         let Some(log) = log.as_mut() else {
             return Err(self.read_only_error());
         };
@@ -262,32 +318,50 @@ impl DbInner {
             self.set_background_error(&e);
             return Err(e);
         }
-        let bytes: usize = group.iter().map(|w| w.batch.encoded().len()).sum();
         self.stats.add(Ticker::WalBytes, bytes as u64);
         if sync {
             self.stats.inc(Ticker::WalSyncs);
         }
-        let mut user_bytes = 0;
+        // Per keyspace of the group: its tree and memtable, and the entries and bytes written.
+        let mut targets: Vec<(Arc<Tree>, Arc<MemTable>, u64, u64)> = mems
+            .into_iter()
+            .map(|(tree, mem)| (tree, mem, 0, 0))
+            .collect();
         for w in group.iter() {
             // `WriteBatch` encoded these records itself, so they decode whole.
             let entries = BatchEntries::new(w.batch.encoded())
                 .ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
             for e in entries {
                 let e = e.ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
-                user_bytes += e.key.len() + e.value.len();
-                mem.add(e.seq, e.kind, e.key, e.value);
+                // Every keyspace of the group has its memtable here (a handful at most).
+                if let Some((_, mem, n, b)) = targets.iter_mut().find(|t| t.0.id == e.keyspace) {
+                    mem.add(e.seq, e.kind, e.key, e.value);
+                    *n += 1;
+                    *b += (e.key.len() + e.value.len()) as u64;
+                }
             }
         }
-        self.stats.add(Ticker::NumberKeysWritten, next - first);
-        self.stats.add(Ticker::UserBytesWritten, user_bytes as u64);
+        // Counted per keyspace, for its write amplification; the store's totals add them up.
+        for (tree, _, n, b) in &targets {
+            tree.stats.add(Ticker::NumberKeysWritten, *n);
+            tree.stats.add(Ticker::UserBytesWritten, *b);
+        }
         // Readers take their snapshot from here: the group becomes visible all at once.
         self.last_sequence.store(next - 1, Ordering::Release);
         Ok(())
     }
 
-    /// Returns the memtable to write into, freezing a full one and waiting while the flushes or L0
-    /// compactions lag too far behind. Called with the WAL lock held.
-    pub(crate) fn make_room_for_write(&self, wal: &mut WalState) -> Result<Arc<MemTable>> {
+    /// Returns the memtable to write into of each keyspace of `ids` (all live), freezing full
+    /// ones and waiting while the flushes or L0 compactions of those keyspaces lag too far behind,
+    /// and freezing the memtables that keep the oldest WAL alive once the WALs hold more than
+    /// `max_total_wal_size`. Counts `bytes` about to be logged to the current WAL. Called with the
+    /// WAL lock held.
+    pub(crate) fn make_room_for_write(
+        &self,
+        wal: &mut WalState,
+        ids: &[u32],
+        bytes: u64,
+    ) -> Result<Vec<(Arc<Tree>, Arc<MemTable>)>> {
         let mut slowed = false;
         let mut st = self.state.lock();
         loop {
@@ -296,8 +370,28 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 return Err(Error::Background(e.clone()));
             }
-            let l0 = st.sv.version.levels[0].len();
-            if !slowed && l0 >= self.options.level0_slowdown_trigger {
+            let mut slow = false;
+            let mut stall = None;
+            let mut freeze = Vec::new();
+            for id in ids {
+                let Some(ts) = st.trees.get(id) else {
+                    continue;
+                };
+                let o = &ts.tree.options;
+                let l0 = ts.sv.version.levels[0].len();
+                slow |= l0 >= o.level0_slowdown_trigger;
+                if ts.sv.mem.approximate_bytes() < o.write_buffer_size {
+                    continue;
+                }
+                if l0 >= o.level0_stop_trigger {
+                    stall = Some(Ticker::WriteStallL0StopMicros);
+                } else if ts.sv.imm.len() >= o.max_immutable_memtables {
+                    stall = stall.or(Some(Ticker::WriteStallMemtablesMicros));
+                } else {
+                    freeze.push(*id);
+                }
+            }
+            if !slowed && slow {
                 // Give compaction a millisecond per write instead of stopping writers outright.
                 drop(st);
                 let t = Instant::now();
@@ -307,26 +401,49 @@ impl DbInner {
                 st = self.state.lock();
                 continue;
             }
-            if st.sv.mem.approximate_bytes() < self.options.write_buffer_size {
-                return Ok(Arc::clone(&st.sv.mem));
-            }
-            let cause = if l0 >= self.options.level0_stop_trigger {
-                Some(Ticker::WriteStallL0StopMicros)
-            } else if st.sv.imm.len() >= self.options.max_immutable_memtables {
-                Some(Ticker::WriteStallMemtablesMicros)
-            } else {
-                None
-            };
-            if let Some(cause) = cause {
+            if let Some(cause) = stall {
                 let t = Instant::now();
                 self.changed.wait_for(&mut st, Duration::from_millis(100));
                 self.count_stall(cause, t);
                 continue;
             }
+            if freeze.is_empty() {
+                freeze = self.memtables_pinning_old_wals(&st);
+            }
+            if freeze.is_empty() {
+                if let Some(w) = st.wals.get_mut(&wal.log_number) {
+                    w.bytes += bytes;
+                }
+                return Ok(ids
+                    .iter()
+                    .filter_map(|id| {
+                        let t = st.trees.get(id)?;
+                        Some((Arc::clone(&t.tree), Arc::clone(&t.sv.mem)))
+                    })
+                    .collect());
+            }
             drop(st);
-            self.switch_memtable(wal)?;
+            self.switch_memtable(wal, &freeze)?;
             st = self.state.lock();
         }
+    }
+
+    /// The keyspaces whose memtable (not yet frozen) holds writes in the oldest live WAL, once
+    /// the live WALs hold more than `max_total_wal_size`: freezing and flushing them lets that
+    /// WAL go, so a quiet keyspace does not keep old WALs forever.
+    fn memtables_pinning_old_wals(&self, st: &State) -> Vec<u32> {
+        let total: u64 = st.wals.values().map(|w| w.bytes).sum();
+        if total <= self.options.total_wal_limit() {
+            return Vec::new();
+        }
+        let Some(&oldest) = st.wals.keys().next() else {
+            return Vec::new();
+        };
+        st.trees
+            .iter()
+            .filter(|(_, t)| !t.sv.mem.is_empty() && t.sv.mem.log_number() <= oldest)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Counts the time since `since` as a write stall for `cause`.
@@ -336,9 +453,10 @@ impl DbInner {
         self.stats.add(cause, micros);
     }
 
-    /// Starts a new WAL and memtable; the old memtable joins the flush queue. The old WAL keeps
-    /// its file open while it holds unsynced records, so the next synced write can sync it.
-    pub(crate) fn switch_memtable(&self, wal: &mut WalState) -> Result<()> {
+    /// Starts a new WAL, and a new memtable for each keyspace of `ids` whose memtable holds
+    /// writes (the old one joins its flush queue); the other keyspaces keep theirs. The old WAL
+    /// keeps its file open while it holds unsynced records, so the next synced write can sync it.
+    pub(crate) fn switch_memtable(&self, wal: &mut WalState, ids: &[u32]) -> Result<()> {
         let Some(current) = wal.log.as_mut() else {
             return Err(self.read_only_error());
         };
@@ -353,15 +471,32 @@ impl DbInner {
             wal.older.push((old_number, old));
         }
         let mut st = self.state.lock();
-        // A WAL whose memtable is already a table needs no sync.
-        let unflushed = |n: u64| n == old_number || st.sv.imm.iter().any(|m| m.log_number() == n);
-        wal.older.retain(|(n, _)| unflushed(*n));
-        // Under the WAL lock every committed group is in the old memtable.
-        st.sv.mem.freeze(self.last_sequence.load(Ordering::Acquire));
-        self.install_super_version(&mut st, |sv| {
-            let frozen = std::mem::replace(&mut sv.mem, Arc::new(MemTable::new(number)));
-            sv.imm.insert(0, frozen);
-        });
+        // Under the WAL lock every committed group is in the old memtables.
+        let last_sequence = self.last_sequence.load(Ordering::Acquire);
+        st.wals.insert(
+            number,
+            WalInfo {
+                start_sequence: last_sequence,
+                bytes: 0,
+            },
+        );
+        self.current_log.store(number, Ordering::Release);
+        // A WAL already removed (its writes are all in tables) needs no sync.
+        wal.older.retain(|(n, _)| st.wals.contains_key(n));
+        for id in ids {
+            let Some(ts) = st.trees.get(id) else {
+                continue;
+            };
+            if ts.sv.mem.is_empty() {
+                continue;
+            }
+            ts.sv.mem.freeze(last_sequence);
+            let tree = Arc::clone(&ts.tree);
+            self.install_super_version(&mut st, &tree, |sv| {
+                let frozen = std::mem::replace(&mut sv.mem, Arc::new(MemTable::new(number)));
+                sv.imm.insert(0, frozen);
+            });
+        }
         drop(st);
         self.changed.notify_all();
         Ok(())

@@ -84,6 +84,8 @@ pub enum GetSource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GetExplanation {
+    /// The keyspace looked in.
+    pub keyspace: String,
     /// The key looked up.
     pub key: Vec<u8>,
     /// The sequence number the lookup read at.
@@ -112,8 +114,9 @@ impl fmt::Display for GetExplanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "get \"{}\" at sequence {}",
+            "get \"{}\" in keyspace {} at sequence {}",
             escape(&self.key, 64),
+            self.keyspace,
             self.sequence
         )?;
         let mem = match self.source {

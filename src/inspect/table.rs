@@ -129,6 +129,9 @@ pub struct TableInfo {
     ///
     /// [`Options::compression_per_level`]: crate::Options::compression_per_level
     pub compression: Option<Compression>,
+    /// The keyspace the table belongs to (`"default"` for a table written before keyspaces
+    /// existed).
+    pub keyspace: String,
     /// Every data block in key order, from the index block. Each was read and its checksum
     /// verified.
     pub data_blocks: Vec<DataBlockInfo>,
@@ -249,6 +252,10 @@ impl TableInfo {
             data_bytes: p.data_bytes,
             index_bytes: p.index_bytes,
             compression,
+            keyspace: match p.keyspace.as_str() {
+                "" => crate::DEFAULT_KEYSPACE.to_string(),
+                name => name.to_string(),
+            },
             data_blocks,
             filter,
         })

@@ -31,6 +31,9 @@ pub(crate) struct TableProperties {
     /// The codec the table's blocks were compressed with (`Compression`'s `Display` form), or empty
     /// if not recorded.
     pub(crate) compression: String,
+    /// The keyspace the table belongs to (empty in tables written before keyspaces existed:
+    /// the default keyspace).
+    pub(crate) keyspace: String,
     /// The identity of the store that wrote the table (16 bytes; empty if not recorded).
     pub(crate) store_id: Vec<u8>,
     /// The file number the table was written under.
@@ -58,6 +61,7 @@ impl Default for TableProperties {
             filter_whole_keys: true,
             prefix_extractor: String::new(),
             compression: String::new(),
+            keyspace: String::new(),
             store_id: Vec::new(),
             table_number: 0,
             smallest_key: Vec::new(),
@@ -104,6 +108,7 @@ impl TableProperties {
             self.prefix_extractor.as_bytes().to_vec(),
         );
         entries.insert("siftdb.compression", self.compression.as_bytes().to_vec());
+        entries.insert("siftdb.keyspace", self.keyspace.as_bytes().to_vec());
         let mut bits = Vec::new();
         put_fixed64(&mut bits, self.filter_bits_per_key.to_bits());
         entries.insert("siftdb.filter.bits_per_key", bits);
@@ -139,6 +144,7 @@ impl TableProperties {
                 b"siftdb.filter.whole_keys" => p.filter_whole_keys = v != [0],
                 b"siftdb.prefix.extractor" => p.prefix_extractor = text()?,
                 b"siftdb.compression" => p.compression = text()?,
+                b"siftdb.keyspace" => p.keyspace = text()?,
                 b"siftdb.table.number" => p.table_number = num()?,
                 b"siftdb.store.id" => p.store_id = v.to_vec(),
                 b"siftdb.smallest.key" => p.smallest_key = v.to_vec(),
@@ -176,6 +182,7 @@ mod tests {
             filter_whole_keys: false,
             prefix_extractor: "siftdb.FixedPrefix.4".into(),
             compression: "zstd:-5".into(),
+            keyspace: "users".into(),
             store_id: vec![7; 16],
             table_number: 42,
             smallest_key: b"a\x01\0\0\0\0\0\0\0".to_vec(),

@@ -32,6 +32,8 @@ pub(crate) struct TableOptions {
     pub(crate) whole_key_filtering: bool,
     /// The identity of the store the table belongs to, written into its properties.
     pub(crate) store_id: StoreId,
+    /// The name of the keyspace the table belongs to, written into its properties.
+    pub(crate) keyspace: String,
 }
 
 /// What a finished table is.
@@ -76,6 +78,7 @@ impl TableBuilder {
             store_id: options.store_id.to_vec(),
             table_number: number,
             compression: options.compression.to_string(),
+            keyspace: options.keyspace.clone(),
             ..TableProperties::default()
         };
         Ok(TableBuilder {

@@ -1083,6 +1083,7 @@ mod iter_tests {
             prefix: None,
             whole_key_filtering: true,
             store_id: new_store_id(),
+            keyspace: String::new(),
         };
         let mut b = TableBuilder::create(&FileSystem::default(), path, 1, options).unwrap();
         for (k, v) in entries {

@@ -1,0 +1,255 @@
+//! The record of a keyspace's options in the MANIFEST, so a reopened store finds each keyspace
+//! with the options it was created with.
+//!
+//! The record is text, one `name=value` line per option that belongs to a keyspace (filter,
+//! prefix extractor, blocks, codecs, memtable and level sizes); the store-wide options (block
+//! cache, open files, the file system) come from the options the store is opened with. A filter
+//! policy or prefix extractor of the caller's own is recorded by name and found again in the
+//! options the store is opened with; if they name another, the keyspace's new tables get no
+//! filter (or no prefix extractor) and a warning is logged: its existing tables still read
+//! correctly, since a table's filter is asked only through a policy of the name it was built with.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::filter::{
+    BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterLayout, FilterPolicy,
+    LevelDbBloom, Ribbon,
+};
+use crate::options::{Compression, Options};
+use crate::prefix::PrefixExtractor;
+
+const FIXED_PREFIX: &str = "siftdb.FixedPrefix.";
+
+/// The record of `options`' keyspace fields.
+pub(crate) fn describe(options: &Options) -> String {
+    let o = options;
+    let filter = match (o.filter.layout(), o.filter.policy()) {
+        (Some(layout), Some(policy)) => format!(
+            "{} {} {} {}",
+            layout.name(),
+            policy.name(),
+            policy.bits_per_key(),
+            o.filter.target_partition_bytes()
+        ),
+        _ => "none".to_string(),
+    };
+    let per_level: Vec<String> = o
+        .compression_per_level
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    let lines = [
+        ("filter", filter),
+        (
+            "filter_allocation",
+            match o.filter_allocation {
+                FilterAllocation::Uniform => "uniform".to_string(),
+                FilterAllocation::Monkey => "monkey".to_string(),
+            },
+        ),
+        (
+            "no_filter_on_last_level",
+            o.no_filter_on_last_level.to_string(),
+        ),
+        (
+            "prefix_extractor",
+            o.prefix_extractor
+                .as_ref()
+                .map_or_else(String::new, |p| p.name().to_string()),
+        ),
+        ("whole_key_filtering", o.whole_key_filtering.to_string()),
+        ("block_size", o.block_size.to_string()),
+        (
+            "block_restart_interval",
+            o.block_restart_interval.to_string(),
+        ),
+        ("compression", o.compression.to_string()),
+        ("compression_per_level", per_level.join(",")),
+        (
+            "bottommost_compression",
+            o.bottommost_compression
+                .map_or_else(String::new, |c| c.to_string()),
+        ),
+        ("write_buffer_size", o.write_buffer_size.to_string()),
+        (
+            "max_immutable_memtables",
+            o.max_immutable_memtables.to_string(),
+        ),
+        ("target_file_size", o.target_file_size.to_string()),
+        (
+            "level0_compaction_trigger",
+            o.level0_compaction_trigger.to_string(),
+        ),
+        (
+            "level0_compaction_trigger_during_writes",
+            o.level0_compaction_trigger_during_writes.to_string(),
+        ),
+        (
+            "level0_slowdown_trigger",
+            o.level0_slowdown_trigger.to_string(),
+        ),
+        ("level0_stop_trigger", o.level0_stop_trigger.to_string()),
+        (
+            "max_bytes_for_level_base",
+            o.max_bytes_for_level_base.to_string(),
+        ),
+        ("level_size_multiplier", o.level_size_multiplier.to_string()),
+        ("max_subcompactions", o.max_subcompactions.to_string()),
+        ("compact_l0_for_reads", o.compact_l0_for_reads.to_string()),
+    ];
+    lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+}
+
+/// The options of keyspace `name` whose record is `record`: `store`'s store-wide options with the
+/// recorded keyspace fields. Names no option it does not know (a newer store's) are an error.
+///
+/// # Errors
+/// `Error::InvalidArgument` naming the keyspace and the line for a record that does not parse
+/// (the caller reports it as corruption of the MANIFEST).
+pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Options> {
+    let mut o = store.clone();
+    for line in record.lines().filter(|l| !l.is_empty()) {
+        let bad = || Error::InvalidArgument(format!("keyspace {name}: bad option record {line:?}"));
+        let (key, value) = line.split_once('=').ok_or_else(bad)?;
+        let number = || value.parse::<u64>().map_err(|_| bad());
+        let size = || value.parse::<usize>().map_err(|_| bad());
+        let flag = || value.parse::<bool>().map_err(|_| bad());
+        match key {
+            "filter" => o.filter = restore_filter(name, value, store).ok_or_else(bad)?,
+            "filter_allocation" => {
+                o.filter_allocation = match value {
+                    "uniform" => FilterAllocation::Uniform,
+                    "monkey" => FilterAllocation::Monkey,
+                    _ => return Err(bad()),
+                }
+            }
+            "no_filter_on_last_level" => o.no_filter_on_last_level = flag()?,
+            "prefix_extractor" => o.prefix_extractor = restore_prefix(name, value, store),
+            "whole_key_filtering" => o.whole_key_filtering = flag()?,
+            "block_size" => o.block_size = size()?,
+            "block_restart_interval" => o.block_restart_interval = size()?,
+            "compression" => o.compression = parse_compression(value).ok_or_else(bad)?,
+            "compression_per_level" => {
+                o.compression_per_level = value
+                    .split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(parse_compression)
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(bad)?
+            }
+            "bottommost_compression" => {
+                o.bottommost_compression = match value {
+                    "" => None,
+                    c => Some(parse_compression(c).ok_or_else(bad)?),
+                }
+            }
+            "write_buffer_size" => o.write_buffer_size = size()?,
+            "max_immutable_memtables" => o.max_immutable_memtables = size()?,
+            "target_file_size" => o.target_file_size = number()?,
+            "level0_compaction_trigger" => o.level0_compaction_trigger = size()?,
+            "level0_compaction_trigger_during_writes" => {
+                o.level0_compaction_trigger_during_writes = size()?
+            }
+            "level0_slowdown_trigger" => o.level0_slowdown_trigger = size()?,
+            "level0_stop_trigger" => o.level0_stop_trigger = size()?,
+            "max_bytes_for_level_base" => o.max_bytes_for_level_base = number()?,
+            "level_size_multiplier" => o.level_size_multiplier = number()?,
+            "max_subcompactions" => o.max_subcompactions = size()?,
+            "compact_l0_for_reads" => o.compact_l0_for_reads = flag()?,
+            _ => return Err(bad()),
+        }
+    }
+    o.validate()?;
+    Ok(o)
+}
+
+/// `none`, `none`..., `zstd:3`: what `Compression`'s `Display` writes.
+fn parse_compression(s: &str) -> Option<Compression> {
+    match s {
+        "none" => Some(Compression::None),
+        "snappy" => Some(Compression::Snappy),
+        "lz4" => Some(Compression::Lz4),
+        _ => Some(Compression::Zstd(s.strip_prefix("zstd:")?.parse().ok()?)),
+    }
+}
+
+/// The filter a `filter=` line records: `none`, or layout, policy name, bits per key and
+/// partition bytes.
+fn restore_filter(keyspace: &str, value: &str, store: &Options) -> Option<Filter> {
+    if value == "none" {
+        return Some(Filter::none());
+    }
+    let mut parts = value.split(' ');
+    let layout_name = parts.next()?;
+    let layout = FilterLayout::ALL
+        .into_iter()
+        .find(|l| l.name() == layout_name)?;
+    let policy_name = parts.next()?;
+    let bits: f64 = parts.next()?.parse().ok()?;
+    let partition_bytes: usize = parts.next()?.parse().ok()?;
+    let policy: Arc<dyn FilterPolicy> = match policy_name {
+        "leveldb.BuiltinBloomFilter2" => Arc::new(LevelDbBloom::new(bits)),
+        "siftdb.CacheLocalBloom" => Arc::new(CacheLocalBloom::new(bits)),
+        "siftdb.BinaryFuse8" => Arc::new(BinaryFuse::fuse8()),
+        "siftdb.BinaryFuse16" => Arc::new(BinaryFuse::fuse16()),
+        "siftdb.Ribbon128" => Arc::new(Ribbon::new(bits)),
+        own => match store.filter.policy().filter(|p| p.name() == own) {
+            Some(p) => Arc::clone(p),
+            None => {
+                log::warn!(
+                    "keyspace {keyspace}: its filter policy {own} is not in the options the \
+                     store was opened with; its new tables get no filter"
+                );
+                return Some(Filter::none());
+            }
+        },
+    };
+    Some(Filter::new(layout, policy).partition_bytes(partition_bytes))
+}
+
+/// The prefix extractor a `prefix_extractor=` line names.
+fn restore_prefix(keyspace: &str, name: &str, store: &Options) -> Option<PrefixExtractor> {
+    if name.is_empty() {
+        return None;
+    }
+    if let Some(n) = name.strip_prefix(FIXED_PREFIX).and_then(|n| n.parse().ok()) {
+        return Some(PrefixExtractor::fixed(n));
+    }
+    let own = store
+        .prefix_extractor
+        .as_ref()
+        .filter(|p| p.name() == name)
+        .cloned();
+    if own.is_none() {
+        log::warn!(
+            "keyspace {keyspace}: its prefix extractor {name} is not in the options the store \
+             was opened with; it is used without one"
+        );
+    }
+    own
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_restores_the_options_it_describes() {
+        let o = Options::default()
+            .filter(Filter::partitioned(7.5).partition_bytes(8192))
+            .prefix_extractor(PrefixExtractor::fixed(6))
+            .compression(Compression::Zstd(-2))
+            .bottommost_compression(Compression::Lz4)
+            .block_size(16 << 10)
+            .write_buffer_size(1 << 20);
+        let record = describe(&o);
+        let back = restore("k", &record, &Options::default()).unwrap();
+        assert_eq!(describe(&back), record);
+        let none = Options::default().filter(Filter::none());
+        let back = restore("k", &describe(&none), &Options::default()).unwrap();
+        assert!(back.filter.policy().is_none());
+        assert!(restore("k", "block_size=big\n", &Options::default()).is_err());
+        assert!(restore("k", "colour=blue\n", &Options::default()).is_err());
+    }
+}

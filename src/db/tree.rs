@@ -1,0 +1,94 @@
+//! A keyspace's LSM tree: its options, memtables, levels and counters. Every keyspace has one;
+//! the store shares the WAL, the sequence counter, the block cache and the open-file budget
+//! between them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::compaction_stats::CompactionStats;
+use super::table_cache::TableCache;
+use super::SuperVersion;
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::stats::Stats;
+
+/// One keyspace's tree. Its super-version (memtables and version) is kept in `State` under the
+/// store's state lock; `current` is the copy Gets read.
+pub(crate) struct Tree {
+    /// Never reused in a store, so a WAL record of a dropped keyspace never reaches a new one.
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    /// Its keyspace fields (filter, blocks, codecs, sizes), with the store-wide fields of the
+    /// options the store was opened with.
+    pub(crate) options: Options,
+    /// Its counters: reads, filters, flushes and compactions of this keyspace.
+    pub(crate) stats: Arc<Stats>,
+    /// Its tables' readers (the store's budget and block cache, its own filter policies).
+    pub(crate) tables: Arc<TableCache>,
+    /// The same super-version as its `TreeState::sv`, for Gets: a Get holds this read lock for its
+    /// duration instead of cloning the `Arc` under the state mutex. Installers write it while
+    /// holding the state lock.
+    pub(crate) current: RwLock<Arc<SuperVersion>>,
+    /// What its flushes and compactions read and wrote per level, for `siftdb.stats`.
+    pub(crate) compaction_stats: CompactionStats,
+    /// Set (under the MANIFEST lock) once the edit dropping the keyspace is durable.
+    dropped: AtomicBool,
+}
+
+impl Tree {
+    pub(crate) fn new(
+        id: u32,
+        name: String,
+        options: Options,
+        stats: Arc<Stats>,
+        tables: Arc<TableCache>,
+        sv: Arc<SuperVersion>,
+    ) -> Tree {
+        Tree {
+            id,
+            name,
+            options,
+            stats,
+            tables,
+            current: RwLock::new(sv),
+            compaction_stats: CompactionStats::default(),
+            dropped: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the keyspace was dropped.
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_dropped(&self) {
+        self.dropped.store(true, Ordering::Release);
+    }
+
+    /// `Ok` unless the keyspace was dropped.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` naming the keyspace once it is dropped.
+    pub(crate) fn check_live(&self) -> Result<()> {
+        if self.is_dropped() {
+            return Err(Error::InvalidArgument(format!(
+                "keyspace {} was dropped",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The super-version Gets read now.
+    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
+        Arc::clone(&self.current.read())
+    }
+}
+
+/// A keyspace's tree and its super-version, kept in `State` by id.
+pub(crate) struct TreeState {
+    pub(crate) tree: Arc<Tree>,
+    pub(crate) sv: Arc<SuperVersion>,
+}
