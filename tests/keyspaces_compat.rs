@@ -199,7 +199,10 @@ fn a_store_from_before_keyspaces_opens_read_only() {
 #[test]
 #[ignore = "writes the fixture; see its doc comment"]
 fn write_the_store_before_keyspaces() {
-    let out = PathBuf::from(std::env::var("SIFTDB_FIXTURE_OUT").expect("SIFTDB_FIXTURE_OUT"));
+    let Ok(out) = std::env::var("SIFTDB_FIXTURE_OUT") else {
+        return; // Nowhere to write it.
+    };
+    let out = PathBuf::from(out);
     assert!(!out.exists(), "{} exists already", out.display());
     let db = Db::open(&out, Options::default().target_file_size(4096)).unwrap();
     for stage in stages() {
