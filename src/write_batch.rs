@@ -198,6 +198,11 @@ impl WriteBatch {
         default.into_iter().chain(self.keyspaces.iter().copied())
     }
 
+    /// Whether it writes to a keyspace other than the default one (which is never dropped).
+    pub(crate) fn names_keyspaces(&self) -> bool {
+        !self.keyspaces.is_empty()
+    }
+
     /// The store its keyspaces belong to, or `Err(())` if they belong to several.
     pub(crate) fn store(&self) -> Result<Option<StoreId>, ()> {
         if self.mixed {

@@ -112,7 +112,12 @@ impl State {
     /// The oldest WAL that may hold a write in no table, given that `current` is the WAL writes
     /// go to (read before the state lock was taken, so a write it missed is in `current` or
     /// later), and leaving out `flushed`, a memtable whose table is being installed.
+    ///
+    /// A memtable that began in a WAL since removed (it was empty when its WAL went, so its writes
+    /// are all in later WALs) counts as beginning in the oldest live WAL: the answer is always a
+    /// live WAL, since WALs are removed oldest first.
     pub(crate) fn oldest_needed_wal(&self, current: u64, flushed: Option<&Arc<MemTable>>) -> u64 {
+        let first_live = self.wals.keys().next().copied().unwrap_or(current);
         let mut oldest = current;
         for t in self.trees.values() {
             let imm =
@@ -123,7 +128,7 @@ impl State {
                     .min();
             let mem = (!t.sv.mem.is_empty()).then(|| t.sv.mem.log_number());
             for n in imm.into_iter().chain(mem) {
-                oldest = oldest.min(n);
+                oldest = oldest.min(n.max(first_live));
             }
         }
         oldest

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::filename::log_path;
 use super::tree::Tree;
+use super::version_edit::DEFAULT_KEYSPACE_ID;
 use super::{Db, DbInner, State, WalInfo, WalState};
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
@@ -167,6 +168,14 @@ impl Db {
     }
 }
 
+/// A keyspace a commit group writes to: its memtable, and what the group wrote into it.
+pub(crate) struct WriteTarget {
+    tree: Arc<Tree>,
+    mem: Arc<MemTable>,
+    entries: u64,
+    bytes: u64,
+}
+
 /// A write waiting for its group commit.
 struct PendingWrite {
     id: u64,
@@ -249,7 +258,8 @@ impl DbInner {
         // Under the WAL lock (which `drop_keyspace` takes too): a keyspace live now stays live
         // until the group is applied.
         let mut rejected = Vec::new();
-        {
+        // Only keyspaces other than the default one can be dropped.
+        if group.iter().any(|w| w.batch.names_keyspaces()) {
             let st = self.state.lock();
             group.retain(|w| {
                 let gone = w.batch.keyspaces().find(|id| !st.trees.contains_key(id));
@@ -275,16 +285,22 @@ impl DbInner {
         // Under the WAL lock: `close` marks the store closed, then waits for this lock, so a group
         // either commits before `close` goes on or sees `closed` and writes nothing.
         self.check_open()?;
-        let mut ids: Vec<u32> = Vec::new();
-        for w in group.iter() {
-            for id in w.batch.keyspaces() {
-                if !ids.contains(&id) {
-                    ids.push(id);
+        let mut named: Vec<u32> = Vec::new();
+        let ids: &[u32] = if group.iter().any(|w| w.batch.names_keyspaces()) {
+            for w in group.iter() {
+                for id in w.batch.keyspaces() {
+                    if !named.contains(&id) {
+                        named.push(id);
+                    }
                 }
             }
-        }
+            &named
+        } else {
+            // The usual group, of the default keyspace alone: no list to build.
+            &[DEFAULT_KEYSPACE_ID]
+        };
         let bytes: usize = group.iter().map(|w| w.batch.encoded().len()).sum();
-        let mems = self.make_room_for_write(wal, &ids, bytes as u64)?;
+        let mut targets = self.make_room_for_write(wal, ids, bytes as u64)?;
         let WalState { log, older, .. } = wal;
         let Some(log) = log.as_mut() else {
             return Err(self.read_only_error());
@@ -322,11 +338,6 @@ impl DbInner {
         if sync {
             self.stats.inc(Ticker::WalSyncs);
         }
-        // Per keyspace of the group: its tree and memtable, and the entries and bytes written.
-        let mut targets: Vec<(Arc<Tree>, Arc<MemTable>, u64, u64)> = mems
-            .into_iter()
-            .map(|(tree, mem)| (tree, mem, 0, 0))
-            .collect();
         for w in group.iter() {
             // `WriteBatch` encoded these records itself, so they decode whole.
             let entries = BatchEntries::new(w.batch.encoded())
@@ -334,17 +345,17 @@ impl DbInner {
             for e in entries {
                 let e = e.ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
                 // Every keyspace of the group has its memtable here (a handful at most).
-                if let Some((_, mem, n, b)) = targets.iter_mut().find(|t| t.0.id == e.keyspace) {
-                    mem.add(e.seq, e.kind, e.key, e.value);
-                    *n += 1;
-                    *b += (e.key.len() + e.value.len()) as u64;
+                if let Some(t) = targets.iter_mut().find(|t| t.tree.id == e.keyspace) {
+                    t.mem.add(e.seq, e.kind, e.key, e.value);
+                    t.entries += 1;
+                    t.bytes += (e.key.len() + e.value.len()) as u64;
                 }
             }
         }
         // Counted per keyspace, for its write amplification; the store's totals add them up.
-        for (tree, _, n, b) in &targets {
-            tree.stats.add(Ticker::NumberKeysWritten, *n);
-            tree.stats.add(Ticker::UserBytesWritten, *b);
+        for t in &targets {
+            t.tree.stats.add(Ticker::NumberKeysWritten, t.entries);
+            t.tree.stats.add(Ticker::UserBytesWritten, t.bytes);
         }
         // Readers take their snapshot from here: the group becomes visible all at once.
         self.last_sequence.store(next - 1, Ordering::Release);
@@ -361,7 +372,7 @@ impl DbInner {
         wal: &mut WalState,
         ids: &[u32],
         bytes: u64,
-    ) -> Result<Vec<(Arc<Tree>, Arc<MemTable>)>> {
+    ) -> Result<Vec<WriteTarget>> {
         let mut slowed = false;
         let mut st = self.state.lock();
         loop {
@@ -418,7 +429,12 @@ impl DbInner {
                     .iter()
                     .filter_map(|id| {
                         let t = st.trees.get(id)?;
-                        Some((Arc::clone(&t.tree), Arc::clone(&t.sv.mem)))
+                        Some(WriteTarget {
+                            tree: Arc::clone(&t.tree),
+                            mem: Arc::clone(&t.sv.mem),
+                            entries: 0,
+                            bytes: 0,
+                        })
                     })
                     .collect());
             }
@@ -432,6 +448,10 @@ impl DbInner {
     /// the live WALs hold more than `max_total_wal_size`: freezing and flushing them lets that
     /// WAL go, so a quiet keyspace does not keep old WALs forever.
     fn memtables_pinning_old_wals(&self, st: &State) -> Vec<u32> {
+        // A lone keyspace's memtables fill and flush in WAL order: none pins a WAL for long.
+        if st.trees.len() < 2 {
+            return Vec::new();
+        }
         let total: u64 = st.wals.values().map(|w| w.bytes).sum();
         if total <= self.options.total_wal_limit() {
             return Vec::new();
