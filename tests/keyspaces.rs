@@ -747,9 +747,6 @@ fn writes_to_a_dropped_keyspace_fail_naming_it() {
 /// A keyspace whose memtable was still empty when another keyspace's flush started a new WAL
 /// (and retired the old one), written afterwards: the next flush must find every WAL it needs.
 #[test]
-#[ignore = "fails: the second flush of `a` fails with Corruption(\"the oldest WAL needed is not \
-            tracked\"): `b`'s memtable, empty at the WAL switch, kept the old WAL's number; every \
-            write then fails with that background error until the store is reopened"]
 fn a_keyspace_written_after_another_flushed_keeps_the_store_writable() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();

@@ -111,9 +111,6 @@ fn random_bounds(rng: &mut StdRng) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 }
 
 #[test]
-#[ignore = "fails within a few hundred operations: a write fails with Background(Corruption(\"the \
-            oldest WAL needed is not tracked\")), as in tests/keyspaces.rs's \
-            a_keyspace_written_after_another_flushed_keeps_the_store_writable"]
 fn keyspaces_behave_like_a_btreemap_per_keyspace() {
     let ops = env_u64("SIFTDB_KS_MODEL_OPS").unwrap_or(if long() { 600_000 } else { 25_000 });
     let seed = env_u64("SIFTDB_KS_MODEL_SEED").unwrap_or(0x6b73_0001);
