@@ -159,6 +159,10 @@ impl DbInner {
             ..Default::default()
         };
         let version = manifest.log_and_apply(edit, self.next_file.load(Ordering::SeqCst))?;
+        // Counted before the install wakes whoever waits for this flush.
+        tree.stats.inc(Ticker::Flushes);
+        tree.compaction_stats
+            .record(0, 0, 0, written, started.elapsed());
         let removable: Vec<u64> = {
             let mut st = self.state.lock();
             self.install_super_version(&mut st, tree, |sv| {
@@ -173,9 +177,6 @@ impl DbInner {
         };
         drop(manifest);
         self.changed.notify_all();
-        tree.stats.inc(Ticker::Flushes);
-        tree.compaction_stats
-            .record(0, 0, 0, written, started.elapsed());
         // The edit that makes these WALs unnecessary is durable; a failed delete leaves garbage
         // that the next open removes.
         for n in removable {
