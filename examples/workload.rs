@@ -39,8 +39,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use siftdb::{
     BinaryFuse, CacheLocalBloom, Compression, Db, Filter, FilterAllocation, FilterLayout,
-    FilterPolicy, LevelDbBloom, Options, PrefixExtractor, Ribbon, Statistics, Ticker, WriteBatch,
-    WriteOptions,
+    FilterPolicy, Keyspace, LevelDbBloom, Options, PrefixExtractor, Ribbon, Statistics, Ticker,
+    WriteBatch, WriteOptions,
 };
 use value_generator::ValueGenerator;
 
@@ -147,6 +147,15 @@ struct Args {
     /// (`Options::compact_l0_for_reads(false)`).
     #[arg(long)]
     no_read_compaction: bool,
+    /// Spread the keys over this many keyspaces, each with the store's options (key i lives in
+    /// keyspace `ks<i mod N>`); write phases then report the peak bytes of the WALs on disk.
+    /// Point reads ask each key's keyspace; with more than 1, `scan`, `seekprefix` and `--batch`
+    /// above 1 are refused.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    keyspaces: u16,
+    /// `Options::max_total_wal_size` in MiB (default: the store's, 4 × the memtable size).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    max_total_wal_mb: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -311,6 +320,9 @@ struct PhaseResult {
     stats: Statistics,
     /// Bytes of the live tables when the phase ended.
     sst_bytes: u64,
+    /// The most bytes the WALs on disk held during a write phase (sampled every 1,024 writes),
+    /// with several keyspaces.
+    wal_peak: Option<u64>,
 }
 
 /// A scan times one step in every `SCAN_SAMPLE_EVERY`; timing every op would cost as much as a scan step.
@@ -324,6 +336,15 @@ fn main() -> ExitCode {
             "error: --key-size {} is too small for --keys {} (need at least {digits} bytes)",
             args.key_size, args.keys
         );
+        return ExitCode::from(2);
+    }
+    let unroutable = args.batch > 1
+        || args
+            .phases
+            .iter()
+            .any(|p| matches!(p, Phase::Scan | Phase::Seekprefix));
+    if args.keyspaces > 1 && unroutable {
+        eprintln!("error: --keyspaces above 1 takes no scan or seekprefix phase and no --batch");
         return ExitCode::from(2);
     }
     match run(&args) {
@@ -412,7 +433,18 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         options
     };
+    let options = match args.max_total_wal_mb {
+        Some(mb) => options.max_total_wal_size(mb << 20),
+        None => options,
+    };
     let db = Arc::new(Db::open(&dir, options)?);
+    let spaces: Arc<Vec<Keyspace>> = Arc::new(if args.keyspaces > 1 {
+        (0..args.keyspaces)
+            .map(|i| db.keyspace(&format!("ks{i:04}")))
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    });
     note(
         args,
         &format!(
@@ -451,6 +483,12 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             if args.compact {
                 db.compact()?;
             }
+            for ks in spaces.iter() {
+                ks.flush()?;
+                if args.compact {
+                    ks.compact()?;
+                }
+            }
             note(
                 args,
                 &format!(
@@ -464,10 +502,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         let result = match phase {
             Phase::Fillrandom | Phase::Fillseq | Phase::Overwrite => {
                 dirty = true;
-                write_phase(args, &db, phase, &mut values)?
+                write_phase(args, &db, &spaces, phase, &mut values)?
             }
             Phase::Readrandom | Phase::Readmissing | Phase::Readmixed | Phase::Seekprefix => {
-                read_phase(args, &db, phase)?
+                read_phase(args, &db, &spaces, phase)?
             }
             Phase::Scan => scan_phase(&db)?,
         };
@@ -541,9 +579,32 @@ fn phase_name(phase: Phase) -> &'static str {
     }
 }
 
+/// The store handle key number `idx` lives in: its keyspace's, with several.
+fn home<'a>(db: &'a Db, spaces: &'a [Keyspace], idx: u64) -> &'a Db {
+    match spaces.len() {
+        0 => db,
+        n => &spaces[(idx % n as u64) as usize],
+    }
+}
+
+/// Bytes of the WAL files in `dir`.
+fn wal_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 fn write_phase(
     args: &Args,
     db: &Db,
+    spaces: &[Keyspace],
     phase: Phase,
     values: &mut ValueGenerator,
 ) -> Result<PhaseResult, siftdb::Error> {
@@ -566,21 +627,30 @@ fn write_phase(
     let (key_size, value_size) = (args.key_size as usize, args.value_size as usize);
     let mut latencies = latency_histogram();
     let mut k = String::new();
+    let mut wal_peak = None;
     let start = Instant::now();
     for (i, &idx) in order.iter().enumerate() {
         key(idx * 2, key_size, &mut k);
         let value = values.next(value_size);
+        let target = home(db, spaces, idx);
         let t = Instant::now();
         if args.sync {
             let mut batch = WriteBatch::new();
-            batch.put(&k, value);
+            match spaces.is_empty() {
+                true => batch.put(&k, value),
+                false => batch.put_in(&spaces[(idx % spaces.len() as u64) as usize], &k, value),
+            };
             db.write_opt(batch, &sync)?;
         } else {
-            db.put(&k, value)?;
+            target.put(&k, value)?;
         }
         record(&mut latencies, t.elapsed(), 1);
         if i % 1024 == 1023 {
             pb.inc(1024);
+            if !spaces.is_empty() {
+                let now = wal_bytes(db.path());
+                wal_peak = Some(wal_peak.map_or(now, |p: u64| p.max(now)));
+            }
         }
     }
     let elapsed = start.elapsed();
@@ -593,10 +663,16 @@ fn write_phase(
         found: None,
         stats: db.statistics().since(&before),
         sst_bytes: sst_bytes(db),
+        wal_peak,
     })
 }
 
-fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, siftdb::Error> {
+fn read_phase(
+    args: &Args,
+    db: &Arc<Db>,
+    spaces: &Arc<Vec<Keyspace>>,
+    phase: Phase,
+) -> Result<PhaseResult, siftdb::Error> {
     let name = phase_name(phase);
     let pb = progress(Some(args.reads), name);
     let before = db.statistics();
@@ -607,6 +683,7 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
             // Each thread gets its share of the reads and its own random stream.
             let share = args.reads / threads + u64::from(t < args.reads % threads);
             let db = Arc::clone(db);
+            let spaces = Arc::clone(spaces);
             let pb = pb.clone();
             let (keys, key_size, hit_ratio) = (args.keys, args.key_size as usize, args.hit_ratio);
             let keys_total = keys;
@@ -664,7 +741,7 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
                         }
                         rows > 0
                     } else {
-                        db.get(&k)?.is_some()
+                        home(&db, &spaces, idx).get(&k)?.is_some()
                     };
                     record(&mut latencies, t.elapsed(), 1);
                     found += u64::from(hit);
@@ -697,6 +774,7 @@ fn read_phase(args: &Args, db: &Arc<Db>, phase: Phase) -> Result<PhaseResult, si
         found: Some(found),
         stats: db.statistics().since(&before),
         sst_bytes: sst_bytes(db),
+        wal_peak: None,
     })
 }
 
@@ -731,14 +809,19 @@ fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
         found: None,
         stats: db.statistics().since(&before),
         sst_bytes: sst_bytes(db),
+        wal_peak: None,
     })
 }
 
 /// Bytes of the store's live tables.
+/// Bytes of the live tables of every keyspace.
 fn sst_bytes(db: &Db) -> u64 {
-    db.property("siftdb.total-sst-bytes")
-        .and_then(|b| b.parse().ok())
-        .unwrap_or(0)
+    db.keyspace_names()
+        .iter()
+        .filter_map(|name| db.keyspace(name).ok())
+        .filter_map(|ks| ks.property("siftdb.total-sst-bytes"))
+        .filter_map(|b| b.parse::<u64>().ok())
+        .sum()
 }
 
 /// The prefix counters of a `seekprefix` phase: tables checked, skipped, and scanned per seek.
@@ -795,6 +878,8 @@ fn report_writes(args: &Args, kind: &RunKind, r: &PhaseResult) {
                 "stall_memtables_seconds": rounded(memtables, 3),
                 "flushes": t(Ticker::Flushes),
                 "compactions": t(Ticker::Compactions),
+                "keyspaces": args.keyspaces,
+                "wal_peak_bytes": r.wal_peak,
             }),
         );
         return;
@@ -805,6 +890,14 @@ fn report_writes(args: &Args, kind: &RunKind, r: &PhaseResult) {
         t(Ticker::Flushes),
         t(Ticker::Compactions)
     );
+    if let Some(peak) = r.wal_peak {
+        println!(
+            "{:<12} {} keyspaces: the WALs on disk peaked at {:.1} MiB",
+            "",
+            args.keyspaces,
+            peak as f64 / f64::from(1 << 20)
+        );
+    }
 }
 
 /// `x` rounded to `digits` decimals, for JSON that reads like the text.

@@ -119,7 +119,7 @@ impl DbInner {
                 None => Ok(()),
             };
             wal.log = None;
-            wal.older.clear();
+            self.closed_wals.lock().clear();
             flushed
         };
         // The store lets go of `LOCK`; scans and cursors made before keep it while they live.

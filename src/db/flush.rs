@@ -125,6 +125,12 @@ impl DbInner {
         })?;
         self.fs.sync_dir(&self.dir)?;
         let written = file.as_ref().map_or(0, |f| f.size);
+        if self.state.lock().trees.len() > 1 {
+            // A batch may have written to this keyspace and to others. Once this table counts,
+            // its part here survives a power cut; its parts in other keyspaces are only in the
+            // WALs the memtable's writes went to, which must then survive too.
+            self.sync_closed_wals(newer_log)?;
+        }
         let mut manifest = self.manifest.lock();
         if tree.is_dropped() {
             // Dropped meanwhile (under the MANIFEST lock): the table is garbage.
@@ -153,6 +159,10 @@ impl DbInner {
             ..Default::default()
         };
         let version = manifest.log_and_apply(edit, self.next_file.load(Ordering::SeqCst))?;
+        // Counted before the install wakes whoever waits for this flush.
+        tree.stats.inc(Ticker::Flushes);
+        tree.compaction_stats
+            .record(0, 0, 0, written, started.elapsed());
         let removable: Vec<u64> = {
             let mut st = self.state.lock();
             self.install_super_version(&mut st, tree, |sv| {
@@ -167,14 +177,28 @@ impl DbInner {
         };
         drop(manifest);
         self.changed.notify_all();
-        tree.stats.inc(Ticker::Flushes);
-        tree.compaction_stats
-            .record(0, 0, 0, written, started.elapsed());
         // The edit that makes these WALs unnecessary is durable; a failed delete leaves garbage
         // that the next open removes.
         for n in removable {
             let _ = self.fs.remove_file(&log_path(&self.dir, n));
         }
+        Ok(())
+    }
+}
+
+impl DbInner {
+    /// fsyncs the closed WALs numbered below `below` that hold unsynced records.
+    ///
+    /// # Errors
+    /// `Error::Io` naming the WAL whose fsync failed.
+    fn sync_closed_wals(&self, below: u64) -> Result<()> {
+        let mut closed = self.closed_wals.lock();
+        for (n, log) in closed.iter_mut() {
+            if *n < below && log.has_unsynced() {
+                log.sync()?;
+            }
+        }
+        closed.retain(|(n, log)| *n >= below || log.has_unsynced());
         Ok(())
     }
 }

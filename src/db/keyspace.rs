@@ -189,6 +189,10 @@ impl Db {
         };
         manifest.log_and_apply(edit, inner.next_file.load(Ordering::SeqCst))?;
         tree.mark_dropped();
+        inner
+            .dropped_names
+            .lock()
+            .insert(tree.id, tree.name.clone());
         let removed = inner.state.lock().trees.remove(&tree.id);
         drop(manifest);
         if let Some(removed) = removed {

@@ -140,11 +140,14 @@ pub(crate) struct WalState {
     /// The current WAL; `None` in a store opened read-only.
     pub(crate) log: Option<LogWriter>,
     pub(crate) log_number: u64,
-    /// Earlier WALs holding records not yet fsynced, whose memtables are not yet tables (oldest
-    /// first). A synced write syncs them before its own WAL, so it makes every write before it
-    /// durable, not only those in its own file.
-    pub(crate) older: Vec<(u64, LogWriter)>,
 }
+
+/// Earlier WALs holding records not yet fsynced, not yet removed (oldest first). A synced write
+/// syncs them before its own WAL, so it makes every write before it durable, not only those in
+/// its own file; and with several keyspaces a flush syncs them before its table counts, so that
+/// a batch's part in the flushed keyspace never outlives its part in another (`flush.rs`).
+/// Locked after the WAL lock, or alone (the flush thread).
+pub(crate) type ClosedWals = Vec<(u64, LogWriter)>;
 
 pub(crate) struct DbInner {
     pub(crate) dir: PathBuf,
@@ -159,6 +162,8 @@ pub(crate) struct DbInner {
     pub(crate) stats: Arc<Stats>,
     /// The counters of keyspaces dropped since open, kept in the store's totals.
     pub(crate) dropped_stats: Mutex<Option<Statistics>>,
+    /// The names of keyspaces dropped since open, by id, for the errors of writes to them.
+    pub(crate) dropped_names: Mutex<BTreeMap<u32, String>>,
     /// The table cache each keyspace's own is made from (the open-file budget, the block cache).
     pub(crate) tables: Arc<TableCache>,
     /// The default keyspace's tree: `Db`'s own reads and writes go to it without a lookup.
@@ -167,6 +172,7 @@ pub(crate) struct DbInner {
     /// [`State::oldest_needed_wal`]).
     pub(crate) current_log: AtomicU64,
     pub(crate) wal: Mutex<WalState>,
+    pub(crate) closed_wals: Mutex<ClosedWals>,
     /// Writers waiting to commit; the one at the front commits a group for all (`write.rs`).
     pub(crate) writers: Mutex<write::WriteQueue>,
     /// Signalled when a group commit finishes.

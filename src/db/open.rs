@@ -162,7 +162,6 @@ impl Db {
             wal: WalState {
                 log: Some(log),
                 log_number,
-                older: Vec::new(),
             },
             last_sequence,
             next_file,
@@ -277,7 +276,6 @@ impl Db {
             wal: WalState {
                 log: None,
                 log_number: counters.log_number,
-                older: Vec::new(),
             },
             last_sequence,
             next_file,
@@ -484,10 +482,12 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         store_id,
         stats,
         dropped_stats: Mutex::new(None),
+        dropped_names: Mutex::new(BTreeMap::new()),
         tables,
         default_tree,
         current_log: AtomicU64::new(wal.log_number),
         wal: Mutex::new(wal),
+        closed_wals: Mutex::new(Vec::new()),
         writers: Mutex::new(Default::default()),
         writers_done: Condvar::new(),
         state: Mutex::new(State {

@@ -138,10 +138,10 @@ impl Db {
         let mut wal = inner.wal.lock();
         // Under the WAL lock: `close` takes it after marking the store closed.
         inner.check_open()?;
-        let WalState { log, older, .. } = &mut *wal;
-        let Some(log) = log.as_mut() else {
+        let Some(log) = wal.log.as_mut() else {
             return Ok(()); // read-only: nothing was written
         };
+        let mut older = inner.closed_wals.lock();
         let mut synced = false;
         let mut sync_all = || -> Result<()> {
             // Older WALs first, as a synced write does.
@@ -262,16 +262,18 @@ impl DbInner {
         if group.iter().any(|w| w.batch.names_keyspaces()) {
             let st = self.state.lock();
             group.retain(|w| {
-                let gone = w.batch.keyspaces().find(|id| !st.trees.contains_key(id));
-                if gone.is_some() {
-                    rejected.push((
-                        w.id,
-                        Error::InvalidArgument(
-                            "the batch writes to a keyspace that was dropped".into(),
-                        ),
-                    ));
-                }
-                gone.is_none()
+                let Some(gone) = w.batch.keyspaces().find(|id| !st.trees.contains_key(id)) else {
+                    return true;
+                };
+                let name = self.dropped_names.lock().get(&gone).cloned();
+                let name = name.unwrap_or_else(|| format!("with id {gone}"));
+                rejected.push((
+                    w.id,
+                    Error::InvalidArgument(format!(
+                        "the batch writes to keyspace {name}, which was dropped"
+                    )),
+                ));
+                false
             });
         }
         if group.is_empty() {
@@ -301,8 +303,7 @@ impl DbInner {
         };
         let bytes: usize = group.iter().map(|w| w.batch.encoded().len()).sum();
         let mut targets = self.make_room_for_write(wal, ids, bytes as u64)?;
-        let WalState { log, older, .. } = wal;
-        let Some(log) = log.as_mut() else {
+        let Some(log) = wal.log.as_mut() else {
             return Err(self.read_only_error());
         };
         let first = self.last_sequence.load(Ordering::Acquire) + 1;
@@ -320,6 +321,7 @@ impl DbInner {
         let logged = logged.and_then(|()| {
             if sync {
                 // Every earlier write too: older WALs first, then this one.
+                let mut older = self.closed_wals.lock();
                 for (_, older) in older.iter_mut() {
                     older.sync()?;
                 }
@@ -488,7 +490,7 @@ impl DbInner {
         let old = std::mem::replace(current, log);
         let old_number = std::mem::replace(&mut wal.log_number, number);
         if old.has_unsynced() {
-            wal.older.push((old_number, old));
+            self.closed_wals.lock().push((old_number, old));
         }
         let mut st = self.state.lock();
         // Under the WAL lock every committed group is in the old memtables.
@@ -502,7 +504,9 @@ impl DbInner {
         );
         self.current_log.store(number, Ordering::Release);
         // A WAL already removed (its writes are all in tables) needs no sync.
-        wal.older.retain(|(n, _)| st.wals.contains_key(n));
+        self.closed_wals
+            .lock()
+            .retain(|(n, _)| st.wals.contains_key(n));
         for id in ids {
             let Some(ts) = st.trees.get(id) else {
                 continue;
