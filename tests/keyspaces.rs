@@ -730,8 +730,6 @@ fn handles_of_a_dropped_keyspace_fail_naming_it() {
 }
 
 #[test]
-#[ignore = "fails: a write to a dropped keyspace (put, delete, a batch naming it) fails with \
-            InvalidArgument(\"the batch writes to a keyspace that was dropped\"), not naming it"]
 fn writes_to_a_dropped_keyspace_fail_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();

@@ -13,26 +13,34 @@
 //! - the contents of all keyspaces together are the state after a prefix `0..m` of the batches
 //!   attempted: each batch is there in every keyspace it wrote to or in none, and none is there
 //!   without every batch before it; so each keyspace alone holds a prefix of its own writes;
-//! - `m` covers every batch acknowledged before the last acknowledged synced write or `sync_wal`,
-//!   and after a process crash every acknowledged batch;
+//! - `m` covers every batch acknowledged before the last acknowledged synced write, `sync_wal`, or
+//!   flush or compaction of a keyspace (each makes every write before it durable), and after a
+//!   process crash every acknowledged batch;
 //! - a Get of every key of every keyspace agrees with its scan.
+//!
+//! Its smallest case on its own: a batch over two keyspaces, unsynced, then a background flush of
+//! one of them, then a power cut that loses everything not fsynced: the batch is in both or in
+//! neither.
 //!
 //! **A dropped keyspace stays dropped.** A keyspace with tables in two levels and entries in the
 //! WAL is dropped while a cut is armed to land inside the drop, or just after it (sometimes the
 //! name is then used again for a new keyspace, which gets a synced write). After the power cut:
 //! if the drop returned `Ok`, none of the dropped keyspace's data is back (under its name, or in
-//! the new keyspace of the same name, which holds what was written to it and nothing else); if
-//! the drop failed, the keyspace is there whole or not at all. The keyspace beside it keeps all
+//! the new keyspace of the same name, which holds what was written to it and nothing else, or is
+//! empty if its creation was cut short); if the drop failed, the keyspace is there whole or not
+//! at all. The keyspace beside it keeps all
 //! of its data.
 //!
-//! Short mode (plain `cargo test`): 200 cuts and 60 drops. `SIFTDB_LONG=1`: 10,000 and 2,000;
+//! Both run on tmpfs where there is one (the fault-injection layer keeps what a power cut would
+//! keep either way). Short mode (plain `cargo test`): 1,000 cuts and 300 drops. `SIFTDB_LONG=1`:
+//! 20,000 and 5,000;
 //! `SIFTDB_KS_POWER_CUTS=n`, `SIFTDB_KS_DROP_CUTS=n`: any number; `SIFTDB_KS_POWER_CUT_SEED=s`:
 //! another random sequence. Add `-- --nocapture` to see where the cuts landed.
 
 mod common;
 use common::keyspaces::contents;
-use common::long;
 use common::power_cuts::{aim, file_kind, open_through_cuts, power_fails, Tally};
+use common::{long, scratch};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -179,67 +187,34 @@ fn read_state(handles: &[Keyspace]) -> State {
     state
 }
 
-/// The batches attempted in an epoch, and per keyspace which of them it must hold a prefix of
-/// (when keyspaces are judged alone, each recovery cuts each keyspace's list at its own length).
+/// The batches attempted in an epoch, and how many of them must survive.
 #[derive(Default)]
-struct Histories {
+struct History {
     batches: Vec<Batch>,
-    /// Per keyspace: indices into `batches`.
-    alive: Vec<Vec<usize>>,
-    /// Per keyspace: how many of `alive` must survive any crash.
-    durable: Vec<usize>,
-    /// Per keyspace: how many of `alive` were acknowledged (they survive a process crash).
-    acked: Vec<usize>,
+    /// How many survive any crash.
+    durable: usize,
+    /// How many were acknowledged (they survive a process crash).
+    acked: usize,
 }
 
-impl Histories {
-    fn new() -> Histories {
-        Histories {
-            batches: Vec::new(),
-            alive: vec![Vec::new(); SPACES.len()],
-            durable: vec![0; SPACES.len()],
-            acked: vec![0; SPACES.len()],
-        }
-    }
-
-    fn push(&mut self, batch: Batch) {
-        self.batches.push(batch);
-        for alive in &mut self.alive {
-            alive.push(self.batches.len() - 1);
-        }
-    }
-
-    fn acknowledge(&mut self) {
-        for (a, alive) in self.acked.iter_mut().zip(&self.alive) {
-            *a = alive.len();
-        }
-    }
-
-    /// Everything attempted so far survives any crash (a synced write, `sync_wal`, a flush).
-    fn make_durable(&mut self) {
-        for (d, alive) in self.durable.iter_mut().zip(&self.alive) {
-            *d = alive.len();
-        }
-    }
-
+impl History {
     /// Every `m` no shorter than what must survive such that keyspace `s` holds (in `recovered`)
-    /// the state after the first `m` of its batches, shortest first.
+    /// the state after batches `0..m`, shortest first.
     fn prefix_lengths(&self, s: usize, recovered: &State) -> Vec<usize> {
         let recovered: State = recovered
             .iter()
             .filter(|((space, _), _)| *space == s)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let alive = &self.alive[s];
-        let lower = self.durable[s].max(self.acked[s]).min(alive.len());
+        let lower = self.durable.max(self.acked).min(self.batches.len());
         let mut state = State::new();
-        for &i in &alive[..lower] {
-            apply(&mut state, &self.batches[i], s);
+        for b in &self.batches[..lower] {
+            apply(&mut state, b, s);
         }
         let mut lengths = Vec::new();
-        for m in lower..=alive.len() {
+        for m in lower..=self.batches.len() {
             if m > lower {
-                apply(&mut state, &self.batches[alive[m - 1]], s);
+                apply(&mut state, &self.batches[m - 1], s);
             }
             if state == recovered {
                 lengths.push(m);
@@ -264,90 +239,49 @@ fn ranges(lengths: &[usize]) -> String {
     format!("[{}]", out.join(", "))
 }
 
-/// How the power-cut loop judges a recovered store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Judge {
-    /// All keyspaces together hold the state after one prefix of the batches: every batch whole
-    /// in every keyspace it wrote to or in none, and none without every batch before it.
-    WholeBatches,
-    /// Each keyspace alone holds the state after a prefix of its own writes.
-    EachKeyspaceAlone,
-}
-
-/// Checks the reopened store as `judge` says, and that gets agree with the scans; cuts each
-/// keyspace's history at the prefix it holds. Returns the contents, and, while every keyspace's
-/// history is still the same, whether the keyspaces together held no single prefix (a batch in
-/// one keyspace and not in another, or a later batch in one without an earlier one in another).
-fn check(
-    handles: &[Keyspace],
-    h: &mut Histories,
-    judge: Judge,
-    what: &str,
-) -> (State, Option<bool>) {
+/// Checks the reopened store: all keyspaces together hold the state after one prefix `0..m` of
+/// the batches, no shorter than what must survive (each batch whole in every keyspace it wrote
+/// to or in none, and none without every batch before it), and gets agree with the scans. Cuts
+/// the history at `m`, which is durable now (recovery made it so), and returns the contents.
+fn check(handles: &[Keyspace], h: &mut History, what: &str) -> State {
     let seen = read_state(handles);
+    // The state of all keyspaces is the state after `m` if each keyspace's is.
     let alone: Vec<Vec<usize>> = (0..SPACES.len())
         .map(|s| h.prefix_lengths(s, &seen))
         .collect();
-    // With every keyspace's list the same (as in `WholeBatches`), the lengths they all match.
-    let aligned = h.alive.windows(2).all(|w| w[0] == w[1]);
-    let together: Vec<usize> = alone[0]
+    let Some(&m) = alone[0]
         .iter()
-        .copied()
-        .filter(|m| aligned && alone.iter().all(|l| l.contains(m)))
-        .collect();
-    let shown: Vec<String> = alone
-        .iter()
-        .enumerate()
-        .map(|(s, l)| format!("{}: {}", SPACES[s], ranges(l)))
-        .collect();
-    match judge {
-        Judge::WholeBatches => {
-            let Some(&m) = together.first() else {
-                // A batch past one keyspace's longest prefix and before another's shortest.
-                let hi = alone.iter().filter_map(|l| l.first()).max().copied();
-                let lo = alone.iter().filter_map(|l| l.last()).min().copied();
-                let between: Vec<String> = match (lo, hi) {
-                    (Some(lo), Some(hi)) if lo < hi => (lo..hi)
-                        .map(|i| {
-                            let spaces: Vec<&str> = h.batches[h.alive[0][i]]
-                                .iter()
-                                .map(|(s, _, _)| SPACES[*s])
-                                .collect();
-                            format!("batch {i} writes to {spaces:?}")
-                        })
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                panic!(
-                    "{what}: the keyspaces hold no prefix of the {} batches that starts with \
-                     the {} that must survive; the prefix lengths each keyspace alone matches: \
-                     {shown:?} (empty: none); the batches between one keyspace's longest and \
-                     another's shortest: {between:?}",
-                    h.batches.len(),
-                    h.durable[0].max(h.acked[0]),
-                );
-            };
-            for alive in &mut h.alive {
-                alive.truncate(m);
-            }
-        }
-        Judge::EachKeyspaceAlone => {
-            for (s, lengths) in alone.iter().enumerate() {
-                let Some(&m) = lengths.first() else {
-                    panic!(
-                        "{what}: keyspace {} holds no prefix of its {} batches that starts with \
-                         the {} that must survive; the others: {shown:?}",
-                        SPACES[s],
-                        h.alive[s].len(),
-                        h.durable[s].max(h.acked[s])
-                    );
-                };
-                h.alive[s].truncate(m);
-            }
-        }
-    }
-    // What each keyspace holds now is durable (recovery made it so).
-    h.make_durable();
+        .find(|m| alone.iter().all(|l| l.contains(m)))
+    else {
+        let shown: Vec<String> = alone
+            .iter()
+            .enumerate()
+            .map(|(s, l)| format!("{}: {}", SPACES[s], ranges(l)))
+            .collect();
+        // The batches past one keyspace's longest prefix and before another's shortest.
+        let hi = alone.iter().filter_map(|l| l.first()).max().copied();
+        let lo = alone.iter().filter_map(|l| l.last()).min().copied();
+        let between: Vec<String> = match (lo, hi) {
+            (Some(lo), Some(hi)) if lo < hi => (lo..hi)
+                .map(|i| {
+                    let spaces: Vec<&str> =
+                        h.batches[i].iter().map(|(s, _, _)| SPACES[*s]).collect();
+                    format!("batch {i} writes to {spaces:?}")
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        panic!(
+            "{what}: the keyspaces hold no prefix of the {} batches that starts with the {} that \
+             must survive; the prefix lengths each keyspace alone matches: {shown:?} (empty: \
+             none); the batches between one keyspace's longest and another's shortest: \
+             {between:?}",
+            h.batches.len(),
+            h.durable.max(h.acked),
+        );
+    };
+    h.batches.truncate(m);
+    h.durable = m;
     for (s, ks) in handles.iter().enumerate() {
         for i in 0..KEYS {
             let got = ks
@@ -361,32 +295,32 @@ fn check(
             );
         }
     }
-    (seen, aligned.then_some(together.is_empty()))
+    seen
 }
 
-/// The power-cut loop over batches across keyspaces, judged by `judge`.
-fn power_cut_loop(judge: Judge) {
-    let cuts = env_usize("SIFTDB_KS_POWER_CUTS").unwrap_or(if long() { 10_000 } else { 200 });
+#[test]
+fn power_cuts_keep_batches_across_keyspaces_whole_and_in_order() {
+    let cuts = env_usize("SIFTDB_KS_POWER_CUTS").unwrap_or(if long() { 20_000 } else { 1_000 });
     let seed = seed();
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let mut tally = Tally::default();
     let per_epoch = 40;
     let mut next_id = 0u64;
     let mut epoch = 0;
-    let mut h = Histories::new();
+    let mut h = History::default();
     let mut fresh = true;
     let mut dir = root.path().join("epoch0");
     let mut faults = FaultInjector::new(&dir).unwrap();
-    let (mut multi_keyspace_batches, mut judged_together, mut split_recoveries) = (0u64, 0, 0);
+    let mut multi_keyspace_batches = 0u64;
     let mut last_life = String::from("none");
     while tally.cuts < cuts {
         if tally.cuts / per_epoch != epoch {
             epoch = tally.cuts / per_epoch;
             dir = root.path().join(format!("epoch{epoch}"));
             faults = FaultInjector::new(&dir).unwrap();
-            h = Histories::new();
+            h = History::default();
             fresh = true;
         }
         let what = format!(
@@ -396,17 +330,13 @@ fn power_cut_loop(judge: Judge) {
         let open = || Db::open(&dir, store_options(epoch, &faults));
         let (db, power_cut) = open_through_cuts(&faults, &mut rng, &mut tally, &what, open);
         if power_cut {
-            h.acked.fill(0);
+            h.acked = 0;
         }
         let handles = keyspaces(&db, fresh, &what);
         fresh = false;
-        let before: usize = h.alive.iter().map(Vec::len).sum();
-        let (mut model, split) = check(&handles, &mut h, judge, &what);
-        if let Some(split) = split {
-            judged_together += 1;
-            split_recoveries += usize::from(split);
-        }
-        tally.batches_lost += (before - h.alive.iter().map(Vec::len).sum::<usize>()) / SPACES.len();
+        let before = h.batches.len();
+        let mut model = check(&handles, &mut h, &what);
+        tally.batches_lost += before - h.batches.len();
 
         let injected_before = faults.injected().len();
         let aimed = aim(&mut rng, &faults);
@@ -431,18 +361,18 @@ fn power_cut_loop(judge: Judge) {
                 .map(|(s, _, _)| *s)
                 .collect::<std::collections::BTreeSet<_>>()
                 .len();
-            h.push(batch);
+            h.batches.push(batch);
             if db.write_opt(b, &WriteOptions { sync }).is_err() {
                 break;
             }
             for s in 0..SPACES.len() {
                 apply(&mut model, h.batches.last().unwrap(), s);
             }
-            h.acknowledge();
+            h.acked = h.batches.len();
             tally.batches_acked += 1;
             multi_keyspace_batches += u64::from(spans > 1);
             if sync {
-                h.make_durable();
+                h.durable = h.batches.len();
                 tally.synced_acked += 1;
             }
             let s = rng.gen_range(0..handles.len());
@@ -454,19 +384,19 @@ fn power_cut_loop(judge: Judge) {
                     if ks.flush().is_err() {
                         break;
                     }
-                    h.make_durable();
+                    h.durable = h.batches.len();
                 }
                 4 => {
                     if ks.compact().is_err() {
                         break;
                     }
-                    h.make_durable();
+                    h.durable = h.batches.len();
                 }
                 5..=7 => {
                     if db.sync_wal().is_err() {
                         break;
                     }
-                    h.make_durable();
+                    h.durable = h.batches.len();
                 }
                 8..=13 => {
                     // A live read sees every acknowledged write.
@@ -489,13 +419,13 @@ fn power_cut_loop(judge: Judge) {
         }
         tally.injected += faults.injected().len() - injected_before;
         let site = faults.cut_site().map_or("none".into(), |s| s.to_string());
-        let (acked, durable) = (h.acked[0], h.durable[0]);
+        let (acked, durable) = (h.acked, h.durable);
         drop(handles);
         drop(db);
         tally.cuts += 1;
         let power_cut = power_fails(&faults, &mut rng, &mut tally);
         if power_cut {
-            h.acked.fill(0);
+            h.acked = 0;
         }
         last_life =
             format!(
@@ -505,12 +435,10 @@ fn power_cut_loop(judge: Judge) {
         );
     }
     eprintln!(
-        "keyspace power cuts ({judge:?}, seed {seed:#x}): {} in {:.1?} ({} inside open, {} \
+        "keyspace power cuts (seed {seed:#x}): {} in {:.1?} ({} inside open, {} \
          process crashes instead, {} after an injected I/O error); {} batches acknowledged ({} \
          over several keyspaces, {} synced), {} unsynced batches lost, {} unsynced bytes lost, \
-         {} directory entries reverted; {split_recoveries} of {judged_together} recoveries \
-         judged across keyspaces held no single prefix of the batches; aimed at {:?}; cut in \
-         threads {:?}; cut on files {:?}",
+         {} directory entries reverted; aimed at {:?}; cut in threads {:?}; cut on files {:?}",
         tally.cuts,
         started.elapsed(),
         tally.in_open,
@@ -537,26 +465,12 @@ fn power_cut_loop(judge: Judge) {
     );
 }
 
-#[test]
-fn power_cuts_keep_each_keyspace_a_prefix_of_its_writes() {
-    power_cut_loop(Judge::EachKeyspaceAlone);
-}
-
-#[test]
-#[ignore = "fails: a background flush of one keyspace makes a batch's part in it durable while \
-            its part in another keyspace stays in an unsynced WAL (see \
-            a_background_flush_keeps_a_batch_across_keyspaces_whole_through_a_power_cut)"]
-fn power_cuts_keep_batches_across_keyspaces_whole_and_in_order() {
-    power_cut_loop(Judge::WholeBatches);
-}
-
-/// The smallest case of the property above: a batch writes to keyspaces `a` (whose memtable it
+/// The smallest case of the loop's property: a batch writes to keyspaces `a` (whose memtable it
 /// fills) and `b`, unsynced; the next write to `a` freezes `a`'s memtable, which a background
 /// flush makes a table; then the power goes, losing everything not fsynced.
 #[test]
-#[ignore = "fails: the flushed keyspace keeps the batch, the other loses it"]
 fn a_background_flush_keeps_a_batch_across_keyspaces_whole_through_a_power_cut() {
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let dir = root.path().join("db");
     let faults = FaultInjector::new(&dir).unwrap();
     let db = Db::open(&dir, Options::default().fault_injector(faults.clone())).unwrap();
@@ -618,11 +532,11 @@ struct DropTally {
 
 #[test]
 fn a_dropped_keyspace_never_comes_back_after_a_power_cut() {
-    let rounds = env_usize("SIFTDB_KS_DROP_CUTS").unwrap_or(if long() { 2_000 } else { 60 });
+    let rounds = env_usize("SIFTDB_KS_DROP_CUTS").unwrap_or(if long() { 5_000 } else { 300 });
     let seed = seed();
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed ^ 0xd7_0b);
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let mut tally = DropTally::default();
     let mut cut_tally = Tally::default();
     for round in 0..rounds {

@@ -5,12 +5,13 @@
 //! time and every keyspace's tree has several levels. Every read is checked; so are the keyspace
 //! names after every drop, creation and reopen, and handles kept from dropped keyspaces must fail.
 //!
-//! Short mode (plain `cargo test`): 25,000 operations. `SIFTDB_LONG=1`: 600,000.
+//! The store lives on tmpfs where there is one. Short mode (plain `cargo test`): 100,000
+//! operations. `SIFTDB_LONG=1`: 2,000,000.
 //! `SIFTDB_KS_MODEL_OPS=n`: any number; `SIFTDB_KS_MODEL_SEED=s`: another random sequence.
 
 mod common;
 use common::keyspaces::{assert_invalid_argument_naming, contents};
-use common::long;
+use common::{long, scratch};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -112,11 +113,11 @@ fn random_bounds(rng: &mut StdRng) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 
 #[test]
 fn keyspaces_behave_like_a_btreemap_per_keyspace() {
-    let ops = env_u64("SIFTDB_KS_MODEL_OPS").unwrap_or(if long() { 600_000 } else { 25_000 });
+    let ops = env_u64("SIFTDB_KS_MODEL_OPS").unwrap_or(if long() { 2_000_000 } else { 100_000 });
     let seed = env_u64("SIFTDB_KS_MODEL_SEED").unwrap_or(0x6b73_0001);
     let started = std::time::Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let mut db = Db::open(dir.path(), tiny()).unwrap();
     let mut w = World {
         handles: BTreeMap::from([("default".to_string(), db.default_keyspace())]),
