@@ -153,7 +153,7 @@ struct Args {
     /// above 1 are refused.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
     keyspaces: u16,
-    /// `Options::max_total_wal_size` in MiB (default: the store's, 4 × the memtable size).
+    /// `Options::max_total_wal_size` in MiB (default: 4 × the largest memtable size).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     max_total_wal_mb: Option<u64>,
 }

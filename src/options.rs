@@ -162,19 +162,12 @@ impl Options {
     /// Bytes the live WALs may hold before the keyspaces whose unflushed writes keep the oldest
     /// WAL alive are flushed, so that a keyspace written rarely does not keep old WALs (and a
     /// long replay at open) forever (RocksDB's option of the same name). Store-wide. Default 0:
-    /// four times [`write_buffer_size`](Self::write_buffer_size).
+    /// four times the largest [`write_buffer_size`](Self::write_buffer_size) of the store's
+    /// keyspaces, so that no keyspace is flushed before its memtable is full only because it is
+    /// written alone.
     pub fn max_total_wal_size(mut self, bytes: u64) -> Self {
         self.max_total_wal_size = bytes;
         self
-    }
-
-    /// The WAL total past which quiet keyspaces are flushed (`max_total_wal_size`, or its
-    /// default).
-    pub(crate) fn total_wal_limit(&self) -> u64 {
-        match self.max_total_wal_size {
-            0 => 4 * self.write_buffer_size as u64,
-            n => n,
-        }
     }
 
     /// Frozen memtables waiting for flush before writers wait for the flush (default 2).

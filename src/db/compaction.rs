@@ -582,12 +582,14 @@ fn split_points(job: &CompactionJob, n: usize, target_file_size: u64) -> Vec<Vec
 
 impl Db {
     /// Flushes the memtable and compacts every level into the next, so that all data ends in one
-    /// level with no shadowed versions and no tombstones. Waits until done.
+    /// level with no shadowed versions and no tombstones. Waits until done. It compacts the
+    /// default keyspace; on a [`Keyspace`](crate::Keyspace), that keyspace.
     ///
     /// # Errors
     /// The error of a failed flush or compaction (its inputs are kept); the store then refuses
     /// writes until it is reopened. `Error::Closed` if the store is closed (a close during the
-    /// call lets the job in progress finish and starts no other).
+    /// call lets the job in progress finish and starts no other); `Error::InvalidArgument` if the
+    /// keyspace was dropped.
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         let _compacting = self.inner.compaction.lock();

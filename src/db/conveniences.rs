@@ -137,8 +137,9 @@ impl Db {
         self.iter_at(snapshot).next_back().transpose()
     }
 
-    /// An estimate of the number of keys, read from what the store keeps in memory: the entries
-    /// of the memtables plus the entry counts the tables' properties record.
+    /// An estimate of the number of keys (of the default keyspace; on a
+    /// [`Keyspace`](crate::Keyspace), of that keyspace), read from what the store keeps in
+    /// memory: the entries of the memtables plus the entry counts the tables' properties record.
     ///
     /// It counts entries, not keys: until compaction merges them, a key written several times
     /// counts once per version, and a deletion counts as an entry too (while the key it deletes
@@ -186,8 +187,8 @@ impl Db {
         memtables as u64 + tables
     }
 
-    /// The bytes the store's live files take on disk: its tables (those of the current version)
-    /// and its WAL files. Tables that only a snapshot, scan or cursor still holds, the MANIFEST
+    /// The bytes the store's live files take on disk: the tables of every keyspace (those of the
+    /// current versions) and the WAL files. Tables that only a snapshot, scan or cursor still holds, the MANIFEST
     /// and the small files (CURRENT, LOCK) are not counted.
     ///
     /// ```

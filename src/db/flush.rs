@@ -206,8 +206,10 @@ impl DbInner {
 impl Db {
     /// Freezes the memtable and waits until every frozen memtable is an L0 table. When it returns
     /// `Ok`, every write acknowledged before the call is durable (in fsynced tables named by an
-    /// fsynced MANIFEST edit). On a [`Keyspace`](crate::Keyspace), it flushes that keyspace's
-    /// memtables (and makes every write before the call durable: the WAL is synced too).
+    /// fsynced MANIFEST edit). It flushes the default keyspace; on a
+    /// [`Keyspace`](crate::Keyspace), that keyspace. In a store with several keyspaces it also
+    /// syncs the WALs, which hold the other keyspaces' writes, so that every write acknowledged
+    /// before the call is durable there too.
     ///
     /// # Errors
     /// The background error, if a flush failed; `Error::Closed` if the store is closed before

@@ -455,7 +455,14 @@ impl DbInner {
             return Vec::new();
         }
         let total: u64 = st.wals.values().map(|w| w.bytes).sum();
-        if total <= self.options.total_wal_limit() {
+        let limit = match self.options.max_total_wal_size {
+            0 => {
+                let largest = st.trees.values().map(|t| t.tree.options.write_buffer_size);
+                4 * largest.max().unwrap_or(0) as u64
+            }
+            n => n,
+        };
+        if total <= limit {
             return Vec::new();
         }
         let Some(&oldest) = st.wals.keys().next() else {
