@@ -37,15 +37,6 @@ pub fn assert_invalid_argument_naming<T: Debug>(r: Result<T>, name: &str, what: 
     }
 }
 
-/// Asserts that `r` is `Error::InvalidArgument`.
-#[track_caller]
-pub fn assert_invalid_argument<T: Debug>(r: Result<T>, what: &str) {
-    match r {
-        Err(Error::InvalidArgument(_)) => {}
-        other => panic!("{what}: expected Error::InvalidArgument, got {other:?}"),
-    }
-}
-
 /// The bytes of the WAL files (`*.log`) in `dir`.
 pub fn wal_bytes(dir: &std::path::Path) -> u64 {
     super::files_with_ext(dir, "log")
