@@ -35,13 +35,17 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use siftdb::{
     BinaryFuse, CacheLocalBloom, Compression, Db, Filter, FilterAllocation, FilterLayout,
     FilterPolicy, Keyspace, LevelDbBloom, Options, PrefixExtractor, Ribbon, Statistics, Ticker,
     WriteBatch, WriteOptions,
 };
+use value_generator::ValueGenerator;
+
+#[path = "common/value_generator.rs"]
+mod value_generator;
 
 #[derive(Parser, Debug)]
 #[command(about = "A db_bench-like workload for siftdb, with filter statistics per phase")]
@@ -253,37 +257,6 @@ fn parse_zstd_level(s: &str) -> Result<i32, String> {
             known.start(),
             known.end()
         ))
-    }
-}
-
-/// db_bench's value generator: a buffer of at least 1 MiB (and at least one value) made of
-/// 100-byte pieces, each `ratio` × 100 random bytes repeated to fill it; values are cut from it
-/// one after another, from the start again at its end.
-struct ValueGenerator {
-    data: Vec<u8>,
-    pos: usize,
-}
-
-impl ValueGenerator {
-    fn new(ratio: f64, value_size: usize, seed: u64) -> Self {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let len = value_size.max(1 << 20);
-        let random = ((100.0 * ratio) as usize).clamp(1, 100);
-        let mut data = Vec::with_capacity(len + 100);
-        let mut piece = vec![0u8; random];
-        while data.len() < len {
-            rng.fill_bytes(&mut piece);
-            data.extend(piece.iter().cycle().take(100));
-        }
-        ValueGenerator { data, pos: 0 }
-    }
-
-    fn next(&mut self, len: usize) -> &[u8] {
-        if self.pos + len > self.data.len() {
-            self.pos = 0;
-        }
-        self.pos += len;
-        &self.data[self.pos - len..self.pos]
     }
 }
 

@@ -30,10 +30,9 @@
 //! test) or `SIFTDB_CRASH_KILLS=n`.
 
 mod common;
+use common::child::{self, spawn_lock};
 use common::{file_names, long};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -69,17 +68,6 @@ impl Durability {
             _ => panic!("unknown SIFTDB_CRASH_SYNC {s}"),
         }
     }
-}
-
-/// Held while spawning a child and while the parent has a store open. The two crash loops run in
-/// parallel threads of one process, and a fork briefly holds copies of all its descriptors: a
-/// spawn during the other loop's check would hand that loop's LOCK (a `flock`, owned by the open
-/// file description) to the forked child for a moment, and the next open of that store could
-/// fail with `Error::Locked`.
-static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
-    SPAWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -170,55 +158,14 @@ fn run_child(
     durability: Durability,
     delay: Duration,
 ) -> (Option<u64>, u64) {
-    let guard = spawn_lock();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, dir)
-        .env("SIFTDB_CRASH_START", start.to_string())
-        .env("SIFTDB_CRASH_EPOCH", epoch.to_string())
-        .env("SIFTDB_CRASH_SYNC", durability.env())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(guard);
-    let stdout = child.stdout.take().unwrap();
-    // Read acks concurrently so the pipe never fills and blocks the child.
-    let reader = std::thread::spawn(move || {
-        let (mut last, mut syncs) = (None, 0);
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            if let Some(n) = line.strip_prefix("ack ") {
-                last = Some(n.parse::<u64>().unwrap());
-            } else if line.starts_with("synced ") {
-                syncs += 1;
-            }
-        }
-        (last, syncs)
-    });
-    let deadline = Instant::now() + delay;
-    let mut exited = None;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            exited = Some(status);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1).min(deadline - Instant::now()));
-    }
-    if let Some(status) = exited {
-        let mut err = String::new();
-        use std::io::Read;
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        panic!("child exited on its own ({status}) before the kill:\n{err}");
-    }
-    child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
-    reader.join().unwrap()
+    let env = [
+        (CHILD_ENV, dir.display().to_string()),
+        ("SIFTDB_CRASH_START", start.to_string()),
+        ("SIFTDB_CRASH_EPOCH", epoch.to_string()),
+        ("SIFTDB_CRASH_SYNC", durability.env().to_string()),
+    ];
+    let report = child::run_child("crash_child", &env, delay);
+    (report.last_ack, report.syncs)
 }
 
 /// Reopens the store and checks it against the model; returns the recovered prefix length.

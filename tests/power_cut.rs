@@ -28,14 +28,14 @@
 //! `-- --nocapture` to see where the cuts landed.
 
 mod common;
+use common::power_cuts::{aim, file_kind, open_through_cuts, power_fails, Tally};
 use common::{key, long};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use siftdb::fault_injection::{FaultInjector, OpFilter, OpKind, OpSite, PowerCut};
+use siftdb::fault_injection::FaultInjector;
 use siftdb::{Db, Filter, Options, Ticker, WriteBatch, WriteOptions};
 
 /// One write batch: keys to set (`Some`) or delete (`None`).
@@ -113,153 +113,11 @@ fn apply(state: &mut State, batch: &Batch) {
     }
 }
 
-/// Where the cut of one life is aimed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Aim {
-    AnyOperation,
-    TableFiles,
-    ManifestOrCurrent,
-    FlushThread,
-    CompactionThread,
-    InjectedError,
-}
-
-fn aim(rng: &mut StdRng, faults: &FaultInjector) -> Aim {
-    let (aim, n, filter): (Aim, u64, OpFilter) = match rng.gen_range(0..12) {
-        0..=3 => (Aim::AnyOperation, rng.gen_range(0..400), Box::new(|_| true)),
-        4 | 5 => (
-            Aim::TableFiles,
-            rng.gen_range(0..40),
-            Box::new(|s: &OpSite| s.file.ends_with(".sst")),
-        ),
-        6 | 7 => (
-            Aim::ManifestOrCurrent,
-            rng.gen_range(0..12),
-            Box::new(|s: &OpSite| s.file.starts_with("MANIFEST") || s.file.starts_with("CURRENT")),
-        ),
-        8 => (
-            Aim::FlushThread,
-            rng.gen_range(0..30),
-            Box::new(|s: &OpSite| s.thread == "siftdb-flush"),
-        ),
-        9 => (
-            Aim::CompactionThread,
-            rng.gen_range(0..30),
-            // The compaction thread and the threads a compaction splits its key range between.
-            Box::new(|s: &OpSite| s.thread.starts_with("siftdb-compact")),
-        ),
-        _ => {
-            let kind = [
-                OpKind::Write,
-                OpKind::Sync,
-                OpKind::Rename,
-                OpKind::SyncDir,
-                OpKind::Create,
-                OpKind::Remove,
-            ][rng.gen_range(0..6)];
-            let n = rng.gen_range(0..20);
-            faults.fail_after(n, Box::new(move |s: &OpSite| s.kind == kind));
-            return Aim::InjectedError;
-        }
-    };
-    faults.cut_after(n, filter);
-    aim
-}
-
 /// The store's contents, read with a scan.
 fn contents(db: &Db, what: &str) -> State {
     db.iter()
         .map(|r| r.unwrap_or_else(|e| panic!("{what}: scan failed: {e}")))
         .collect()
-}
-
-#[derive(Default)]
-struct Tally {
-    cuts: usize,
-    in_open: usize,
-    process_crashes: usize,
-    by_aim: BTreeMap<String, usize>,
-    by_thread: BTreeMap<String, usize>,
-    by_file: BTreeMap<String, usize>,
-    injected: usize,
-    batches_acked: usize,
-    synced_acked: usize,
-    batches_lost: usize,
-    bytes_lost: u64,
-    names_reverted: usize,
-    read_compactions: u64,
-}
-
-fn file_kind(name: &str) -> &'static str {
-    if name.ends_with(".log") {
-        "WAL"
-    } else if name.ends_with(".sst") {
-        "table"
-    } else if name.starts_with("MANIFEST") {
-        "MANIFEST"
-    } else if name.starts_with("CURRENT") {
-        "CURRENT"
-    } else {
-        "directory"
-    }
-}
-
-/// Opens the store, letting a cut armed inside open land; after each interrupted open the
-/// machine fails again (a power cut or a process crash) and open is tried again. Returns the store
-/// and whether the power was cut on the way.
-fn open_through_cuts(
-    dir: &Path,
-    epoch: usize,
-    faults: &FaultInjector,
-    rng: &mut StdRng,
-    tally: &mut Tally,
-    what: &str,
-) -> (Db, bool) {
-    let mut power_cut = false;
-    for attempt in 0.. {
-        if attempt < 3 && rng.gen_bool(0.3) {
-            faults.cut_after(rng.gen_range(0..40), Box::new(|_| true));
-        }
-        match Db::open(dir, options(epoch, faults)) {
-            Ok(db) if !faults.is_dead() => {
-                faults.revive(); // disarms a cut that open did not reach
-                return (db, power_cut);
-            }
-            Ok(db) => {
-                // Cut in open's last steps (removing obsolete files), which it does not wait for.
-                drop(db);
-            }
-            Err(e) => {
-                assert!(
-                    faults.is_dead(),
-                    "{what}: open failed without a cut (attempt {attempt}): {e}"
-                );
-            }
-        }
-        tally.in_open += 1;
-        tally.cuts += 1;
-        if let Some(site) = faults.cut_site() {
-            *tally
-                .by_file
-                .entry(file_kind(&site.file).into())
-                .or_default() += 1;
-        }
-        power_cut |= power_fails(faults, rng, tally);
-    }
-    unreachable!()
-}
-
-/// The machine goes down: a power cut (usually) or a process crash.
-fn power_fails(faults: &FaultInjector, rng: &mut StdRng, tally: &mut Tally) -> bool {
-    if rng.gen_bool(0.15) {
-        tally.process_crashes += 1;
-        faults.revive();
-        return false;
-    }
-    let report = faults.power_cut(PowerCut::random(rng.gen())).unwrap();
-    tally.bytes_lost += report.bytes_lost;
-    tally.names_reverted += report.names_reverted;
-    true
 }
 
 #[test]
@@ -292,7 +150,8 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
             acked = 0;
         }
         let what = format!("cut {} (epoch {epoch})", tally.cuts);
-        let (db, power_cut) = open_through_cuts(&dir, epoch, &faults, &mut rng, &mut tally, &what);
+        let open = || Db::open(&dir, options(epoch, &faults));
+        let (db, power_cut) = open_through_cuts(&faults, &mut rng, &mut tally, &what, open);
         if power_cut {
             acked = 0;
         }

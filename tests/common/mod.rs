@@ -1,8 +1,10 @@
 //! Helpers shared by the whole-store tests: long-mode switches, scratch directories, copying and
 //! listing a store's files, the keys several tests write, and (for the tests that take a table
 //! file apart by hand) parsers that read the format of docs/table_format.md directly, not through
-//! the crate, so a test can aim at one region. `gate.rs`: a filter policy whose builder holds a
-//! flush at a gate.
+//! the crate, so a test can aim at one region. `child.rs`: running the test binary as a child to
+//! kill. `gate.rs`: a filter policy whose builder holds a flush at a gate. `keyspaces.rs`: a
+//! keyspace's contents and tables, the error a dropped one gives, the bytes of the WALs.
+//! `power_cuts.rs`: the pieces of the power-cut loops.
 
 // Every tests/*.rs is its own crate and uses only some of these helpers; in each, the others
 // would warn as dead code.
@@ -12,7 +14,10 @@ use std::path::{Path, PathBuf};
 
 use siftdb::{Db, Options};
 
+pub mod child;
 pub mod gate;
+pub mod keyspaces;
+pub mod power_cuts;
 
 /// Whether `SIFTDB_LONG=1` asks for the long runs.
 pub fn long() -> bool {

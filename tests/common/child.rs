@@ -1,0 +1,75 @@
+//! Crash loops with real SIGKILL: the parent re-executes its own test binary as a child that runs
+//! one test (which acts only when the child's environment variables are set), reads the child's
+//! acknowledgements from its stdout, and kills it.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Held while spawning a child and while the parent has a store open. Crash loops run in
+/// parallel threads of one process, and a fork briefly holds copies of all its descriptors: a
+/// spawn during another loop's check would hand that loop's LOCK (a `flock`, owned by the open
+/// file description) to the forked child for a moment, and the next open of that store could
+/// fail with `Error::Locked`.
+static SPAWN: Mutex<()> = Mutex::new(());
+
+/// The spawn lock (see [`SPAWN`]).
+pub fn spawn_lock() -> MutexGuard<'static, ()> {
+    SPAWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the child said before it was killed: the last `ack <i>` line's `i`, and how many lines
+/// started with `synced `.
+pub struct ChildReport {
+    pub last_ack: Option<u64>,
+    pub syncs: u64,
+}
+
+/// Runs the test `test` of this binary as a child with `env` until it is killed (SIGKILL) after
+/// `delay`. Panics if the child exits on its own before.
+pub fn run_child(test: &str, env: &[(&str, String)], delay: Duration) -> ChildReport {
+    let guard = spawn_lock();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(guard);
+    let stdout = child.stdout.take().unwrap();
+    // Read acks concurrently so the pipe never fills and blocks the child.
+    let reader = std::thread::spawn(move || {
+        let mut report = ChildReport {
+            last_ack: None,
+            syncs: 0,
+        };
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if let Some(n) = line.strip_prefix("ack ") {
+                report.last_ack = Some(n.parse::<u64>().unwrap());
+            } else if line.starts_with("synced ") {
+                report.syncs += 1;
+            }
+        }
+        report
+    });
+    let deadline = Instant::now() + delay;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("child exited on its own ({status}) before the kill:\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(1).min(deadline - Instant::now()));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    reader.join().unwrap()
+}

@@ -1,0 +1,150 @@
+//! The pieces of the power-cut loops: where a life's cut is aimed, opening through cuts, the
+//! power failing, and what the loop counts.
+
+use std::collections::BTreeMap;
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use siftdb::fault_injection::{FaultInjector, OpFilter, OpKind, OpSite, PowerCut};
+use siftdb::Db;
+
+/// Where the cut of one life is aimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Aim {
+    AnyOperation,
+    TableFiles,
+    ManifestOrCurrent,
+    FlushThread,
+    CompactionThread,
+    InjectedError,
+}
+
+pub fn aim(rng: &mut StdRng, faults: &FaultInjector) -> Aim {
+    let (aim, n, filter): (Aim, u64, OpFilter) = match rng.gen_range(0..12) {
+        0..=3 => (Aim::AnyOperation, rng.gen_range(0..400), Box::new(|_| true)),
+        4 | 5 => (
+            Aim::TableFiles,
+            rng.gen_range(0..40),
+            Box::new(|s: &OpSite| s.file.ends_with(".sst")),
+        ),
+        6 | 7 => (
+            Aim::ManifestOrCurrent,
+            rng.gen_range(0..12),
+            Box::new(|s: &OpSite| s.file.starts_with("MANIFEST") || s.file.starts_with("CURRENT")),
+        ),
+        8 => (
+            Aim::FlushThread,
+            rng.gen_range(0..30),
+            Box::new(|s: &OpSite| s.thread == "siftdb-flush"),
+        ),
+        9 => (
+            Aim::CompactionThread,
+            rng.gen_range(0..30),
+            // The compaction thread and the threads a compaction splits its key range between.
+            Box::new(|s: &OpSite| s.thread.starts_with("siftdb-compact")),
+        ),
+        _ => {
+            let kind = [
+                OpKind::Write,
+                OpKind::Sync,
+                OpKind::Rename,
+                OpKind::SyncDir,
+                OpKind::Create,
+                OpKind::Remove,
+            ][rng.gen_range(0..6)];
+            let n = rng.gen_range(0..20);
+            faults.fail_after(n, Box::new(move |s: &OpSite| s.kind == kind));
+            return Aim::InjectedError;
+        }
+    };
+    faults.cut_after(n, filter);
+    aim
+}
+
+#[derive(Default)]
+pub struct Tally {
+    pub cuts: usize,
+    pub in_open: usize,
+    pub process_crashes: usize,
+    pub by_aim: BTreeMap<String, usize>,
+    pub by_thread: BTreeMap<String, usize>,
+    pub by_file: BTreeMap<String, usize>,
+    pub injected: usize,
+    pub batches_acked: usize,
+    pub synced_acked: usize,
+    pub batches_lost: usize,
+    pub bytes_lost: u64,
+    pub names_reverted: usize,
+    pub read_compactions: u64,
+}
+
+pub fn file_kind(name: &str) -> &'static str {
+    if name.ends_with(".log") {
+        "WAL"
+    } else if name.ends_with(".sst") {
+        "table"
+    } else if name.starts_with("MANIFEST") {
+        "MANIFEST"
+    } else if name.starts_with("CURRENT") {
+        "CURRENT"
+    } else {
+        "directory"
+    }
+}
+
+/// Opens the store with `open`, letting a cut armed inside open land; after each interrupted open the
+/// machine fails again (a power cut or a process crash) and open is tried again. Returns the store
+/// and whether the power was cut on the way.
+pub fn open_through_cuts(
+    faults: &FaultInjector,
+    rng: &mut StdRng,
+    tally: &mut Tally,
+    what: &str,
+    open: impl Fn() -> siftdb::Result<Db>,
+) -> (Db, bool) {
+    let mut power_cut = false;
+    for attempt in 0.. {
+        if attempt < 3 && rng.gen_bool(0.3) {
+            faults.cut_after(rng.gen_range(0..40), Box::new(|_| true));
+        }
+        match open() {
+            Ok(db) if !faults.is_dead() => {
+                faults.revive(); // disarms a cut that open did not reach
+                return (db, power_cut);
+            }
+            Ok(db) => {
+                // Cut in open's last steps (removing obsolete files), which it does not wait for.
+                drop(db);
+            }
+            Err(e) => {
+                assert!(
+                    faults.is_dead(),
+                    "{what}: open failed without a cut (attempt {attempt}): {e}"
+                );
+            }
+        }
+        tally.in_open += 1;
+        tally.cuts += 1;
+        if let Some(site) = faults.cut_site() {
+            *tally
+                .by_file
+                .entry(file_kind(&site.file).into())
+                .or_default() += 1;
+        }
+        power_cut |= power_fails(faults, rng, tally);
+    }
+    unreachable!()
+}
+
+/// The machine goes down: a power cut (usually) or a process crash.
+pub fn power_fails(faults: &FaultInjector, rng: &mut StdRng, tally: &mut Tally) -> bool {
+    if rng.gen_bool(0.15) {
+        tally.process_crashes += 1;
+        faults.revive();
+        return false;
+    }
+    let report = faults.power_cut(PowerCut::random(rng.gen())).unwrap();
+    tally.bytes_lost += report.bytes_lost;
+    tally.names_reverted += report.names_reverted;
+    true
+}

@@ -1,0 +1,288 @@
+//! SIGKILL loops against batches across keyspaces, as `tests/crash.rs` does for one keyspace.
+//!
+//! The child opens a store with three keyspaces ("default", and two made with their own
+//! options: one without a filter, one with a partitioned filter), each with tiny memtables and
+//! tables so that every keyspace flushes and compacts on its own schedule, and applies operation
+//! after operation, printing `ack <i>` once operation `i` has returned `Ok`. Operation `i` is one
+//! batch over two keyspaces: it puts `key(i)` into keyspaces `i % 3` and `(i + 1) % 3`, and every
+//! fifth operation also deletes the key written two operations earlier from both of its
+//! keyspaces. The parent kills the child with SIGKILL after a random delay, reopens the store
+//! and checks:
+//!
+//! - every keyspace together holds exactly the state after a prefix `0..m` of the operations: no
+//!   batch in one of its keyspaces and not in the other, no holes, nothing reordered;
+//! - `m` covers every acknowledged operation (writes are unsynced, but handed to the OS before
+//!   they are acknowledged, and SIGKILL keeps the page cache);
+//! - a Get of every key found goes through the keyspace's filters: one true positive per key in
+//!   the filtered keyspaces, no filter check in the unfiltered one.
+//!
+//! Short mode (plain `cargo test`): 50 kills. `SIFTDB_LONG=1`: 1,000;
+//! `SIFTDB_KS_CRASH_KILLS=n`: any number.
+
+mod common;
+use common::child::{run_child, spawn_lock};
+use common::keyspaces::contents;
+use common::long;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use siftdb::{Db, Filter, Keyspace, Options, Ticker, WriteBatch};
+
+const CHILD_ENV: &str = "SIFTDB_KS_CRASH_CHILD";
+
+/// The keyspaces; the first is the default one.
+const SPACES: [&str; 3] = ["default", "unfiltered", "partitioned"];
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:09}").into_bytes()
+}
+
+fn parse_key(k: &[u8]) -> u64 {
+    std::str::from_utf8(&k[3..]).unwrap().parse().unwrap()
+}
+
+/// Values of varying length, a few long enough to cross WAL blocks.
+fn value(i: u64) -> Vec<u8> {
+    let pad = (i.wrapping_mul(2_654_435_761) % 200) as usize;
+    let pad = if i.is_multiple_of(97) { pad * 100 } else { pad };
+    let mut v = format!("value-{i}-").into_bytes();
+    v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, pad));
+    v
+}
+
+/// The keyspaces operation `i` writes `key(i)` to.
+fn spaces_of(i: u64) -> [usize; 2] {
+    [(i % 3) as usize, ((i + 1) % 3) as usize]
+}
+
+/// Operation `i` deletes `key(i - 2)` as well (from its two keyspaces) when `i % 5 == 4`.
+fn deletes(i: u64) -> Option<u64> {
+    (i % 5 == 4).then(|| i - 2)
+}
+
+/// Whether `key(j)` is live (in its two keyspaces) after operations `0..m`.
+fn live_after(j: u64, m: u64) -> bool {
+    j < m && !(j % 5 == 2 && j + 2 < m)
+}
+
+fn tiny() -> Options {
+    Options::default()
+        .write_buffer_size(16 << 10)
+        .target_file_size(8 << 10)
+        .max_bytes_for_level_base(32 << 10)
+        .level0_compaction_trigger(2)
+        .level0_compaction_trigger_during_writes(4)
+        .block_size(1024)
+}
+
+/// The store's options: the default keyspace's filter rotates per epoch.
+fn store_options(epoch: u64) -> Options {
+    tiny().filter(match epoch % 3 {
+        0 => Filter::full(10.0),
+        1 => Filter::block_based(10.0),
+        _ => Filter::ribbon(10.0),
+    })
+}
+
+fn keyspace_options(name: &str) -> Options {
+    match name {
+        "unfiltered" => tiny().filter(Filter::none()).write_buffer_size(8 << 10),
+        _ => tiny()
+            .filter(Filter::partitioned(10.0).partition_bytes(256))
+            .write_buffer_size(24 << 10),
+    }
+}
+
+/// The keyspaces' handles; `keyspace_with` creates them in a new store (and records the same
+/// options again in an existing one, so kills land in that too).
+fn keyspaces(db: &Db) -> Vec<Keyspace> {
+    SPACES
+        .iter()
+        .map(|&name| {
+            if name == "default" {
+                db.default_keyspace()
+            } else {
+                db.keyspace_with(name, keyspace_options(name)).unwrap()
+            }
+        })
+        .collect()
+}
+
+/// Child side: never returns normally while the parent is alive; it is killed.
+#[test]
+fn keyspaces_crash_child() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return; // Not a child: nothing to do in a normal test run.
+    };
+    let var = |name: &str| -> u64 { std::env::var(name).unwrap().parse().unwrap() };
+    let start = var("SIFTDB_KS_CRASH_START");
+    let epoch = var("SIFTDB_KS_CRASH_EPOCH");
+    let db = Db::open(&dir, store_options(epoch)).unwrap();
+    let handles = keyspaces(&db);
+    let mut out = std::io::stdout().lock();
+    for i in start.. {
+        let mut b = WriteBatch::new();
+        for s in spaces_of(i) {
+            b.put_in(&handles[s], key(i), value(i));
+        }
+        if let Some(d) = deletes(i) {
+            for s in spaces_of(d) {
+                b.delete_in(&handles[s], key(d));
+            }
+        }
+        db.write(b).unwrap();
+        use std::io::Write;
+        writeln!(out, "ack {i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// Reopens the store and checks it against the model; returns the recovered prefix length.
+fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
+    let _guard = spawn_lock();
+    let db = Db::open(dir, store_options(epoch))
+        .unwrap_or_else(|e| panic!("kill {kill}: open after SIGKILL failed: {e}"));
+    let names = db.keyspace_names();
+    // Before the first child got as far as creating them, a store has the default keyspace alone.
+    if names.len() < SPACES.len() {
+        assert!(acked.is_none(), "kill {kill}: keyspaces missing: {names:?}");
+    }
+    let handles = keyspaces(&db);
+    let found: Vec<Vec<(Vec<u8>, Vec<u8>)>> = handles
+        .iter()
+        .map(|ks| contents(ks).into_iter().collect())
+        .collect();
+    // The newest operation always leaves its key live in its two keyspaces: the prefix ends
+    // after the newest key found anywhere.
+    let m = found
+        .iter()
+        .filter_map(|entries| entries.last().map(|(k, _)| parse_key(k) + 1))
+        .max()
+        .unwrap_or(0);
+    if let Some(a) = acked {
+        assert!(
+            m > a,
+            "kill {kill}: acknowledged op {a} lost (recovered prefix 0..{m})"
+        );
+    }
+    for (s, entries) in found.iter().enumerate() {
+        let expected: Vec<u64> = (0..m)
+            .filter(|&j| spaces_of(j).contains(&s) && live_after(j, m))
+            .collect();
+        let got: Vec<u64> = entries.iter().map(|(k, _)| parse_key(k)).collect();
+        if got != expected {
+            let missing: Vec<_> = expected
+                .iter()
+                .filter(|j| !got.contains(j))
+                .take(10)
+                .collect();
+            let extra: Vec<_> = got
+                .iter()
+                .filter(|j| !expected.contains(j))
+                .take(10)
+                .collect();
+            panic!(
+                "kill {kill}: keyspace {} is not the state after operations 0..{m} (the newest \
+                 found in any keyspace): missing {missing:?}, extra {extra:?}",
+                SPACES[s]
+            );
+        }
+        for (k, v) in entries {
+            assert_eq!(
+                *v,
+                value(parse_key(k)),
+                "kill {kill}: wrong value in {}",
+                SPACES[s]
+            );
+        }
+    }
+    // Point reads go through each keyspace's filters; none may deny a present key.
+    for (s, (ks, entries)) in handles.iter().zip(&found).enumerate() {
+        let before = ks.statistics();
+        for (k, v) in entries {
+            let got = ks.get(k).unwrap();
+            assert_eq!(
+                got.as_ref(),
+                Some(v),
+                "kill {kill}: get lost a key in {}",
+                SPACES[s]
+            );
+        }
+        let st = ks.statistics().since(&before);
+        let counts = st.filter_totals();
+        if SPACES[s] == "unfiltered" {
+            assert_eq!(
+                counts.checks(),
+                0,
+                "kill {kill}: a filter in the unfiltered keyspace"
+            );
+        } else {
+            // A key found in a table passed its filter once; one found in a memtable asked none.
+            assert_eq!(
+                counts.true_positive + st.ticker(Ticker::MemtableHit),
+                entries.len() as u64,
+                "kill {kill}: one filter true positive per key found in a table of {}",
+                SPACES[s]
+            );
+        }
+    }
+    m
+}
+
+fn kills() -> usize {
+    if let Ok(n) = std::env::var("SIFTDB_KS_CRASH_KILLS") {
+        return n.parse().unwrap();
+    }
+    if long() {
+        return 1000;
+    }
+    50
+}
+
+#[test]
+fn sigkill_keeps_batches_across_keyspaces_whole_and_in_order() {
+    let kills = kills();
+    let mut rng = StdRng::seed_from_u64(0x6b73_0009);
+    let started = Instant::now();
+    let root = tempfile::tempdir().unwrap();
+    // A fresh store every 25 kills bounds the data each check scans and rotates the filter.
+    let per_epoch = 25;
+    let (mut acked_total, mut recovered_extra) = (0u64, 0u64);
+    let mut dir = root.path().join("epoch0");
+    let mut start = 0;
+    for kill in 0..kills {
+        let epoch = (kill / per_epoch) as u64;
+        if kill % per_epoch == 0 {
+            dir = root.path().join(format!("epoch{epoch}"));
+            start = 0;
+        }
+        // Mostly short lives (recovery, the first flushes), some long enough for compactions.
+        let delay = if rng.gen_bool(0.3) {
+            Duration::from_millis(rng.gen_range(0..30))
+        } else {
+            Duration::from_millis(rng.gen_range(30..250))
+        };
+        let env = [
+            (CHILD_ENV, dir.display().to_string()),
+            ("SIFTDB_KS_CRASH_START", start.to_string()),
+            ("SIFTDB_KS_CRASH_EPOCH", epoch.to_string()),
+        ];
+        let acked = run_child("keyspaces_crash_child", &env, delay).last_ack;
+        let m = check(&dir, epoch, acked, kill);
+        if let Some(a) = acked {
+            acked_total += a + 1 - start;
+            recovered_extra += m - (a + 1);
+        }
+        start = m;
+    }
+    assert!(
+        acked_total > 0,
+        "no operation was acknowledged before a kill"
+    );
+    eprintln!(
+        "keyspace crash loop: {kills} SIGKILLs survived in {:.1?}, {acked_total} batches over two \
+         keyspaces acknowledged, {recovered_extra} unacknowledged ones also recovered",
+        started.elapsed()
+    );
+}
