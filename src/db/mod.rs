@@ -140,6 +140,9 @@ pub(crate) struct WalState {
     /// The current WAL; `None` in a store opened read-only.
     pub(crate) log: Option<LogWriter>,
     pub(crate) log_number: u64,
+    /// The keyspaces the group being committed writes to, kept between groups so that a
+    /// commit allocates nothing for them.
+    pub(crate) targets: Vec<write::WriteTarget>,
 }
 
 /// Earlier WALs holding records not yet fsynced, not yet removed (oldest first). A synced write

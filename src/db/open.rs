@@ -162,6 +162,7 @@ impl Db {
             wal: WalState {
                 log: Some(log),
                 log_number,
+                targets: Vec::new(),
             },
             last_sequence,
             next_file,
@@ -276,6 +277,7 @@ impl Db {
             wal: WalState {
                 log: None,
                 log_number: counters.log_number,
+                targets: Vec::new(),
             },
             last_sequence,
             next_file,

@@ -302,7 +302,24 @@ impl DbInner {
             &[DEFAULT_KEYSPACE_ID]
         };
         let bytes: usize = group.iter().map(|w| w.batch.encoded().len()).sum();
-        let mut targets = self.make_room_for_write(wal, ids, bytes as u64)?;
+        let mut targets = std::mem::take(&mut wal.targets);
+        let made = self.make_room_for_write(wal, ids, bytes as u64, &mut targets);
+        let applied = made.and_then(|()| self.log_and_apply_to(wal, group, &mut targets, bytes));
+        // Kept for the next group, empty: the memtables and trees are let go of now.
+        targets.clear();
+        wal.targets = targets;
+        applied
+    }
+
+    /// Logs `group` (`bytes` in all) to the current WAL and applies it to the memtables of
+    /// `targets`.
+    fn log_and_apply_to(
+        &self,
+        wal: &mut WalState,
+        group: &mut [PendingWrite],
+        targets: &mut [WriteTarget],
+        bytes: usize,
+    ) -> Result<()> {
         let Some(log) = wal.log.as_mut() else {
             return Err(self.read_only_error());
         };
@@ -355,7 +372,7 @@ impl DbInner {
             }
         }
         // Counted per keyspace, for its write amplification; the store's totals add them up.
-        for t in &targets {
+        for t in targets.iter() {
             t.tree.stats.add(Ticker::NumberKeysWritten, t.entries);
             t.tree.stats.add(Ticker::UserBytesWritten, t.bytes);
         }
@@ -364,17 +381,18 @@ impl DbInner {
         Ok(())
     }
 
-    /// Returns the memtable to write into of each keyspace of `ids` (all live), freezing full
-    /// ones and waiting while the flushes or L0 compactions of those keyspaces lag too far behind,
-    /// and freezing the memtables that keep the oldest WAL alive once the WALs hold more than
-    /// `max_total_wal_size`. Counts `bytes` about to be logged to the current WAL. Called with the
-    /// WAL lock held.
+    /// Puts in `targets` the memtable to write into of each keyspace of `ids` (all live),
+    /// freezing full ones and waiting while the flushes or L0 compactions of those keyspaces lag
+    /// too far behind, and freezing the memtables that keep the oldest WAL alive once the WALs
+    /// hold more than `max_total_wal_size`. Counts `bytes` about to be logged to the current WAL
+    /// (for that limit, which a lone keyspace does not need). Called with the WAL lock held.
     pub(crate) fn make_room_for_write(
         &self,
         wal: &mut WalState,
         ids: &[u32],
         bytes: u64,
-    ) -> Result<Vec<WriteTarget>> {
+        targets: &mut Vec<WriteTarget>,
+    ) -> Result<()> {
         let mut slowed = false;
         let mut st = self.state.lock();
         loop {
@@ -424,21 +442,21 @@ impl DbInner {
                 freeze = self.memtables_pinning_old_wals(&st);
             }
             if freeze.is_empty() {
-                if let Some(w) = st.wals.get_mut(&wal.log_number) {
-                    w.bytes += bytes;
+                if st.trees.len() > 1 {
+                    if let Some(w) = st.wals.get_mut(&wal.log_number) {
+                        w.bytes += bytes;
+                    }
                 }
-                return Ok(ids
-                    .iter()
-                    .filter_map(|id| {
-                        let t = st.trees.get(id)?;
-                        Some(WriteTarget {
-                            tree: Arc::clone(&t.tree),
-                            mem: Arc::clone(&t.sv.mem),
-                            entries: 0,
-                            bytes: 0,
-                        })
+                targets.extend(ids.iter().filter_map(|id| {
+                    let t = st.trees.get(id)?;
+                    Some(WriteTarget {
+                        tree: Arc::clone(&t.tree),
+                        mem: Arc::clone(&t.sv.mem),
+                        entries: 0,
+                        bytes: 0,
                     })
-                    .collect());
+                }));
+                return Ok(());
             }
             drop(st);
             self.switch_memtable(wal, &freeze)?;
