@@ -51,7 +51,10 @@ fn a_quiet_keyspace_does_not_keep_old_wals() {
         db.keyspace("quiet").unwrap().get(b"lonely").unwrap(),
         Some(b"write".to_vec())
     );
-    assert_eq!(db.get(39_999u32.to_be_bytes()).unwrap(), Some(value(39_999)));
+    assert_eq!(
+        db.get(39_999u32.to_be_bytes()).unwrap(),
+        Some(value(39_999))
+    );
 }
 
 /// A keyspace stays empty while the WAL its memtable began in is flushed away by the others;
@@ -74,7 +77,9 @@ fn a_keyspace_written_after_its_first_wal_went_keeps_its_writes() {
     db.flush().unwrap();
     // Every flush succeeded: no background error stops writes.
     let mut batch = WriteBatch::new();
-    batch.put_in(&late, b"k2", b"late2").put_in(&busy, b"b2", b"busy2");
+    batch
+        .put_in(&late, b"k2", b"late2")
+        .put_in(&busy, b"b2", b"busy2");
     db.write(batch).unwrap();
     drop((late, busy, db));
     let db = Db::open(dir.path(), Options::default()).unwrap();
