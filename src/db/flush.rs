@@ -88,6 +88,31 @@ pub(crate) fn write_level0_table(
 }
 
 impl DbInner {
+    /// With several keyspaces, fsyncs every live WAL numbered below `log`, which hold the writes
+    /// of a memtable about to become a table. A batch may write to several keyspaces, and the
+    /// other keyspaces' halves of it may still be only in those WALs: were the table durable and
+    /// those records not, a power cut would keep part of the batch. (A lone keyspace's table
+    /// holds whole batches, and the WALs after it a suffix.) WALs below `log` take no more
+    /// writes, so each is synced through a handle of its own, without the WAL lock.
+    fn sync_wals_before(&self, log: u64) -> Result<()> {
+        let older: Vec<u64> = {
+            let st = self.state.lock();
+            if st.trees.len() < 2 {
+                return Ok(());
+            }
+            st.wals.range(..log).map(|(n, _)| *n).collect()
+        };
+        for n in older {
+            match self.fs.sync_file(&log_path(&self.dir, n)) {
+                Ok(()) => {}
+                // Removed meanwhile: its writes are all in tables.
+                Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Flushes the oldest frozen memtable of `tree`, if there is one, then removes the WALs no
     /// keyspace needs any more.
     pub(crate) fn flush_oldest_memtable(&self, tree: &Tree) -> Result<()> {
@@ -124,6 +149,7 @@ impl DbInner {
             )
         })?;
         self.fs.sync_dir(&self.dir)?;
+        self.sync_wals_before(newer_log)?;
         let written = file.as_ref().map_or(0, |f| f.size);
         let mut manifest = self.manifest.lock();
         if tree.is_dropped() {

@@ -589,6 +589,24 @@ impl FaultInjector {
         Ok(())
     }
 
+    /// fsyncs the existing file `path` through a handle of its own: every byte written to it by
+    /// any handle becomes durable.
+    pub(crate) fn sync_file(&self, path: &Path) -> io::Result<()> {
+        let Some(name) = self.name_of(path) else {
+            return super::sync_existing_file(path);
+        };
+        let mut st = self.shared.state.lock();
+        st.begin(OpKind::Sync, &name).map_err(|r| r.error())?;
+        super::sync_existing_file(path)?;
+        if let Some(id) = st.live.get(&name).copied() {
+            if let Some(inode) = st.inodes.get_mut(&id) {
+                let mut bytes = std::mem::take(&mut inode.unsynced);
+                inode.synced.append(&mut bytes);
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let sync = || super::sync_directory(dir);
         if dir != self.shared.dir {

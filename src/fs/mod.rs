@@ -132,6 +132,19 @@ impl FileSystem {
         std::fs::remove_dir(dir).map_err(io_at(dir))
     }
 
+    /// fsyncs the existing file `path` (opened anew): every byte any handle wrote to it becomes
+    /// durable.
+    ///
+    /// # Errors
+    /// `Error::Io` naming `path` (`NotFound` if there is no such file).
+    pub(crate) fn sync_file(&self, path: &Path) -> Result<()> {
+        #[cfg(feature = "__fault-injection")]
+        if let Some(f) = self.faults() {
+            return f.sync_file(path).map_err(io_at(path));
+        }
+        sync_existing_file(path).map_err(io_at(path))
+    }
+
     /// fsyncs the directory `dir`, making the creations, renames and removals in it durable.
     ///
     /// # Errors
@@ -143,6 +156,12 @@ impl FileSystem {
         }
         sync_directory(dir).map_err(io_at(dir))
     }
+}
+
+/// fsyncs the file at `path` through a new handle (opened for appending, which every platform's
+/// fsync accepts; nothing is written).
+fn sync_existing_file(path: &Path) -> io::Result<()> {
+    File::options().append(true).open(path)?.sync_data()
 }
 
 /// fsyncs a directory (Unix: its entries are only durable once the directory itself is synced).
