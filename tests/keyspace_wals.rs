@@ -143,7 +143,7 @@ fn a_flush_of_one_keyspace_never_keeps_half_a_batch_through_a_power_cut() {
     while busy.statistics().ticker(Ticker::Flushes) == 0 {
         busy.put(i.to_be_bytes(), value(i)).unwrap();
         i += 1;
-        if i % 64 == 0 {
+        if i.is_multiple_of(64) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }

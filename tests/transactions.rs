@@ -365,7 +365,7 @@ fn account(i: usize) -> String {
 
 /// Accounts 0, 2, 4, … in keyspace `even`, the others in `odd`.
 fn holder<'a>(even: &'a Keyspace, odd: &'a Keyspace, i: usize) -> &'a Keyspace {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         even
     } else {
         odd
@@ -481,13 +481,16 @@ fn a_bank_keeps_its_total_through_concurrent_transfers_flushes_and_reopen() {
     assert_eq!(total_by_scan(&even, &odd), expected);
 }
 
+/// A scan a transaction made: keyspace, start, end (excluded), and what it returned.
+type ScanRecord = (usize, Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+
 /// One committed transaction as the history checker saw it.
 struct Committed {
     /// Where it serializes: its last write's sequence, or its snapshot's if it wrote nothing
     /// (then after every transaction whose last write is at or below it).
     order: (u64, bool),
     reads: Vec<(usize, Vec<u8>, Option<Vec<u8>>)>,
-    scans: Vec<(usize, Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>,
+    scans: Vec<ScanRecord>,
     writes: Vec<(usize, Vec<u8>, Option<Vec<u8>>)>,
 }
 
