@@ -163,9 +163,8 @@ pub(crate) trait TakeValue {
         block: &Arc<Block>,
         it: &BlockIter,
         kind: ValueKind,
-        seq: u64,
+        _seq: u64,
     ) -> NewestEntry<Self::Value> {
-        let _ = seq;
         match kind {
             ValueKind::Value => NewestEntry::Value(Self::take(block, it)),
             ValueKind::Deletion => NewestEntry::Deleted,
@@ -180,9 +179,9 @@ pub(crate) struct TakeSequence;
 impl TakeValue for TakeSequence {
     type Value = u64;
 
-    fn take(_block: &Arc<Block>, _it: &BlockIter) -> u64 {
-        // Never asked: `found` answers with the sequence it is given.
-        0
+    fn take(_block: &Arc<Block>, it: &BlockIter) -> u64 {
+        // A search asks `found`, which has the sequence already parsed.
+        parse_internal_key(it.key()).map_or(0, |k| k.seq)
     }
 
     #[inline]

@@ -65,7 +65,9 @@ impl DbInner {
         };
         for (id, key) in &check.keys {
             let tree = tree_of(*id)?;
-            if earlier.contains(&(*id, key.clone())) || newer_version(tree, key, check.snapshot)? {
+            if (!earlier.is_empty() && earlier.contains(&(*id, key.clone())))
+                || newer_version(tree, key, check.snapshot)?
+            {
                 return Ok(Some(format!(
                     "key {} of keyspace {} was written after the transaction's snapshot",
                     show(key),

@@ -9,7 +9,8 @@ impl Db {
     /// deletes it), atomically: in a [`Transaction`](crate::Transaction) run again, with the newer
     /// value, for as long as it meets a conflict (each conflict means another write to the key
     /// committed, so the store as a whole always progresses). `f` may therefore run several
-    /// times. If `f` returns the value unchanged, nothing is written. Returns the new value.
+    /// times. If `f` returns the value unchanged, nothing is written. Returns the new value. On
+    /// a [`Keyspace`](crate::Keyspace) it acts on that keyspace (`users.update(..)`).
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {

@@ -85,13 +85,14 @@ use crate::write_batch::WriteBatch;
 /// accounts.put("bob", 0u64.to_be_bytes())?;
 ///
 /// // Move 30 from alice to bob; retried if another transfer touched either account meanwhile.
-/// let balance = |v: Option<Vec<u8>>| u64::from_be_bytes(v.unwrap_or_default().try_into().unwrap_or([0; 8]));
+/// let balance =
+///     |v: Option<Vec<u8>>| u64::from_be_bytes(v.unwrap_or_default().try_into().unwrap_or([0; 8]));
 /// loop {
 ///     let mut tx = db.transaction();
 ///     let alice = balance(tx.get_in(&accounts, "alice")?);
 ///     let bob = balance(tx.get_in(&accounts, "bob")?);
-///     tx.put_in(&accounts, "alice", (alice - 30).to_be_bytes());
-///     tx.put_in(&accounts, "bob", (bob + 30).to_be_bytes());
+///     tx.put_in(&accounts, "alice", (alice - 30).to_be_bytes())?;
+///     tx.put_in(&accounts, "bob", (bob + 30).to_be_bytes())?;
 ///     match tx.commit() {
 ///         Err(e) if e.is_conflict() => continue,
 ///         other => break other?,
@@ -105,7 +106,7 @@ pub struct Transaction {
     db: Db,
     snapshot: Snapshot,
     /// Buffered writes by keyspace id and key: a value, or `None` for a delete.
-    writes: BTreeMap<(u32, Vec<u8>), Option<Vec<u8>>>,
+    writes: Writes,
     /// What the commit must find unchanged: the keys read and the ranges scanned (the keys
     /// written join them at commit).
     check: ConflictCheck,
@@ -151,8 +152,13 @@ impl Transaction {
     /// # Errors
     /// As [`Db::get`].
     pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let db = self.db.clone();
-        self.read(&db, key.as_ref())
+        let Transaction {
+            db,
+            snapshot,
+            writes,
+            check,
+        } = self;
+        read(db, snapshot, writes, check, key.as_ref())
     }
 
     /// [`get`](Self::get) in `keyspace`.
@@ -165,18 +171,13 @@ impl Transaction {
         key: impl AsRef<[u8]>,
     ) -> Result<Option<Vec<u8>>> {
         self.check_store(keyspace)?;
-        self.read(keyspace, key.as_ref())
-    }
-
-    fn read(&mut self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let id = db.tree.id;
-        let entry = (id, key.to_vec());
-        if let Some(written) = self.writes.get(&entry) {
-            return Ok(written.clone());
-        }
-        let value = db.get_at(&self.snapshot, key)?;
-        self.check.keys.insert(entry);
-        Ok(value)
+        read(
+            keyspace,
+            &self.snapshot,
+            &self.writes,
+            &mut self.check,
+            key.as_ref(),
+        )
     }
 
     /// Sets `key` to `value` in the transaction's keyspace when it commits.
@@ -226,8 +227,13 @@ impl Transaction {
     /// value, a key it deleted does not). The whole range joins what the commit checks, however
     /// much of it is read.
     pub fn scan<R: KeyRange>(&mut self, range: R) -> TransactionScan {
-        let db = self.db.clone();
-        self.scan_of(&db, range)
+        let Transaction {
+            db,
+            snapshot,
+            writes,
+            check,
+        } = self;
+        scan(db, snapshot, writes, check, range)
     }
 
     /// [`scan`](Self::scan) in `keyspace`. A keyspace of another store yields one
@@ -236,28 +242,13 @@ impl Transaction {
         if let Err(e) = self.check_store(keyspace) {
             return TransactionScan::refused(e);
         }
-        self.scan_of(keyspace, range)
-    }
-
-    fn scan_of<R: KeyRange>(&mut self, db: &Db, range: R) -> TransactionScan {
-        let id = db.tree.id;
-        let (start, end) = range.into_bounds();
-        let lo = match &start {
-            Bound::Included(k) => Bound::Included((id, k.clone())),
-            Bound::Excluded(k) => Bound::Excluded((id, k.clone())),
-            Bound::Unbounded => Bound::Included((id, Vec::new())),
-        };
-        let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
-            .writes
-            .range((lo, Bound::Unbounded))
-            .take_while(|((ks, k), _)| {
-                *ks == id && crate::db::key_range::below_end(k, as_ref(&end))
-            })
-            .map(|((_, k), v)| (k.clone(), v.clone()))
-            .collect();
-        let base = db.scan_at(&self.snapshot, (start.clone(), end.clone()));
-        self.check.ranges.push((id, start, end));
-        TransactionScan::new(base, own)
+        scan(
+            keyspace,
+            &self.snapshot,
+            &self.writes,
+            &mut self.check,
+            range,
+        )
     }
 
     /// Applies the transaction's writes atomically, unless another write got in their way.
@@ -319,6 +310,53 @@ impl Transaction {
         }
         Ok(())
     }
+}
+
+/// Buffered writes by keyspace id and key: a value, or `None` for a delete.
+type Writes = BTreeMap<(u32, Vec<u8>), Option<Vec<u8>>>;
+
+/// A transaction's read of `key` in the keyspace of `db`: its own write, else the snapshot's
+/// value (and the key joins `check`).
+fn read(
+    db: &Db,
+    snapshot: &Snapshot,
+    writes: &Writes,
+    check: &mut ConflictCheck,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    let entry = (db.tree.id, key.to_vec());
+    if let Some(written) = writes.get(&entry) {
+        return Ok(written.clone());
+    }
+    let value = db.get_at(snapshot, key)?;
+    check.keys.insert(entry);
+    Ok(value)
+}
+
+/// A transaction's scan of `range` in the keyspace of `db`: the snapshot's entries with the
+/// transaction's writes in the range merged in (and the range joins `check`).
+fn scan<R: KeyRange>(
+    db: &Db,
+    snapshot: &Snapshot,
+    writes: &Writes,
+    check: &mut ConflictCheck,
+    range: R,
+) -> TransactionScan {
+    let id = db.tree.id;
+    let (start, end) = range.into_bounds();
+    let lo = match &start {
+        Bound::Included(k) => Bound::Included((id, k.clone())),
+        Bound::Excluded(k) => Bound::Excluded((id, k.clone())),
+        Bound::Unbounded => Bound::Included((id, Vec::new())),
+    };
+    let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = writes
+        .range((lo, Bound::Unbounded))
+        .take_while(|((ks, k), _)| *ks == id && crate::db::key_range::below_end(k, as_ref(&end)))
+        .map(|((_, k), v)| (k.clone(), v.clone()))
+        .collect();
+    let base = db.scan_at(snapshot, (start.clone(), end.clone()));
+    check.ranges.push((id, start, end));
+    TransactionScan::new(base, own)
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
