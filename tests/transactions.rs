@@ -130,6 +130,30 @@ fn a_keyspace_of_another_store_is_refused() {
     ));
 }
 
+/// A transaction that touched a keyspace dropped before its commit is refused with
+/// `InvalidArgument` (not a conflict: running it again cannot help), and applies nothing.
+#[test]
+fn a_keyspace_dropped_under_a_transaction_fails_its_commit() {
+    let dir = scratch();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for (reads, writes) in [(false, true), (true, false)] {
+        let ks = db.keyspace("doomed").unwrap();
+        ks.put("k", "v").unwrap();
+        let mut tx = db.transaction();
+        if reads {
+            assert_eq!(tx.get_in(&ks, "k").unwrap(), Some(b"v".to_vec()));
+        }
+        if writes {
+            tx.put_in(&ks, "k", "w").unwrap();
+        }
+        tx.put("elsewhere", "x");
+        db.drop_keyspace("doomed").unwrap();
+        let e = tx.commit().unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert_eq!(db.get("elsewhere").unwrap(), None);
+    }
+}
+
 /// Two read-modify-writes of one counter, interleaved: the second to commit must be refused,
 /// every time, or an increment is lost.
 #[test]
