@@ -37,6 +37,13 @@ pub enum Error {
     /// handles, or by dropping the last one. The path is the store's directory. Nothing was done:
     /// a write that returns it was not applied (and is in no WAL).
     Closed(PathBuf),
+    /// A [`Transaction`](crate::Transaction) was not committed because another write got there
+    /// first: a key it read or wrote, or a key in a range it scanned, was written by someone
+    /// else after its snapshot was taken. Nothing of the transaction was applied. Retryable:
+    /// run the transaction again from the start (a new [`Db::transaction`](crate::Db::transaction)
+    /// reads the newer values); [`Db::update`](crate::Db::update) does so itself. The message
+    /// names the key or the keyspace of the range.
+    Conflict(String),
 }
 
 /// `std::result::Result` with siftdb's [`Error`].
@@ -57,7 +64,14 @@ impl Error {
             Error::Background(b) => Error::Background(b.clone()),
             Error::ReadOnly(p) => Error::ReadOnly(p.clone()),
             Error::Closed(p) => Error::Closed(p.clone()),
+            Error::Conflict(s) => Error::Conflict(s.clone()),
         }
+    }
+
+    /// Whether this is an [`Error::Conflict`]: a transaction that lost a race to another write,
+    /// and may simply be run again.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict(_))
     }
 
     /// An [`Error::Corruption`] for `file`.
@@ -89,6 +103,7 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::Closed(path) => write!(f, "the store in {} is closed", path.display()),
+            Error::Conflict(what) => write!(f, "transaction conflict: {what}"),
         }
     }
 }

@@ -92,7 +92,7 @@ pub use fs::fault_injection;
 pub mod bench_internals;
 
 pub use db::keyspace::{DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME_BYTES};
-pub use db::{Cursor, Db, KeyRange, Keyspace, Scan, Snapshot};
+pub use db::{Cursor, Db, KeyRange, Keyspace, Scan, Snapshot, Transaction, TransactionScan};
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
 /// [`Iterator`], it returned this cursor).
 pub type DbIterator = Cursor;

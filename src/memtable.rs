@@ -10,7 +10,7 @@ use crossbeam_skiplist::SkipMap;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind};
+use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind, MAX_SEQUENCE};
 
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
 const ENTRY_OVERHEAD: usize = 64;
@@ -83,6 +83,50 @@ impl MemTable {
             ValueKind::Value => NewestEntry::Value(entry.value().clone()),
             ValueKind::Deletion => NewestEntry::Deleted,
         })
+    }
+
+    /// The sequence of the newest entry of user key `key` (value or tombstone), if it holds one.
+    pub(crate) fn newest_sequence(&self, key: &[u8]) -> Option<u64> {
+        if self.map.is_empty() {
+            return None;
+        }
+        let lookup = InternalKey::new(key, MAX_SEQUENCE, ValueKind::Value);
+        let entry = self.map.lower_bound(Bound::Included(&lookup))?;
+        let parsed = parse_internal_key(entry.key().as_bytes())?;
+        (parsed.user_key == key).then_some(parsed.seq)
+    }
+
+    /// Whether it holds an entry of a user key within `(start, end)` with a sequence above
+    /// `sequence`. Walks every entry in the range.
+    pub(crate) fn has_newer_in_range(
+        &self,
+        (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+        sequence: u64,
+    ) -> bool {
+        if self.map.is_empty() {
+            return false;
+        }
+        let first = match start {
+            Bound::Included(k) | Bound::Excluded(k) => {
+                Bound::Included(InternalKey::new(k, MAX_SEQUENCE, ValueKind::Value))
+            }
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        for entry in self.map.range((first, Bound::Unbounded)) {
+            let Some(parsed) = parse_internal_key(entry.key().as_bytes()) else {
+                continue;
+            };
+            if matches!(start, Bound::Excluded(k) if parsed.user_key == k) {
+                continue;
+            }
+            if !crate::db::key_range::below_end(parsed.user_key, end) {
+                break;
+            }
+            if parsed.seq > sequence {
+                return true;
+            }
+        }
+        false
     }
 
     /// Approximate bytes held, for deciding when to freeze it.

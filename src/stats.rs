@@ -105,6 +105,12 @@ tickers! {
     /// not find their key (`Options::compact_l0_for_reads`), below the L0 trigger. Also counted
     /// in `compaction.count` (or `compaction.trivial.moves`).
     ReadTriggeredCompactions => "compaction.read.triggered",
+    /// Transactions that wrote something and committed (a transaction that only read commits
+    /// without a check, and is not counted).
+    TransactionCommits => "txn.commits",
+    /// Transactions refused at commit with `Error::Conflict`: a key they read or wrote, or a key
+    /// in a range they scanned, was written after their snapshot.
+    TransactionConflicts => "txn.conflicts",
 }
 
 const NUM_TICKERS: usize = Ticker::ALL.len();

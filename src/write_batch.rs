@@ -219,6 +219,13 @@ impl WriteBatch {
         self.rep[..8].copy_from_slice(&seq.to_le_bytes());
     }
 
+    /// The sequence of its last entry, once [`set_sequence`](Self::set_sequence) gave it its
+    /// first.
+    pub(crate) fn last_sequence(&self) -> u64 {
+        let first = u64::from_le_bytes(self.rep[..8].try_into().unwrap_or_default());
+        (first + u64::from(self.count)).saturating_sub(1)
+    }
+
     pub(crate) fn encoded(&self) -> &[u8] {
         &self.rep
     }

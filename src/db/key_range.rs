@@ -87,6 +87,24 @@ impl<K: AsRef<[u8]>> KeyRange for (Bound<K>, Bound<K>) {
     }
 }
 
+/// Whether `key` is at or before `end` (inside a range that ends there).
+pub(crate) fn below_end(key: &[u8], end: Bound<&[u8]>) -> bool {
+    match end {
+        Bound::Included(e) => key <= e,
+        Bound::Excluded(e) => key < e,
+        Bound::Unbounded => true,
+    }
+}
+
+/// Whether `key` is at or after `start` (inside a range that starts there).
+pub(crate) fn above_start(key: &[u8], start: Bound<&[u8]>) -> bool {
+    match start {
+        Bound::Included(s) => key >= s,
+        Bound::Excluded(s) => key > s,
+        Bound::Unbounded => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

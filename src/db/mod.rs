@@ -15,7 +15,7 @@ mod destroy;
 mod explain;
 pub(crate) mod filename;
 mod flush;
-mod key_range;
+pub(crate) mod key_range;
 pub(crate) mod keyspace;
 mod keyspace_options;
 mod level_iter;
@@ -29,6 +29,7 @@ mod scan;
 mod snapshot;
 mod table_cache;
 mod table_filter;
+pub(crate) mod transaction;
 pub(crate) mod tree;
 pub(crate) mod version;
 pub(crate) mod version_edit;
@@ -62,6 +63,7 @@ pub use key_range::KeyRange;
 pub use keyspace::Keyspace;
 pub use scan::Scan;
 pub use snapshot::Snapshot;
+pub use transaction::{Transaction, TransactionScan};
 
 /// The memtables and tables of one keyspace a read sees, swapped as one whenever any of them changes, so a reader
 /// takes one `Arc` under the lock and then reads without it.

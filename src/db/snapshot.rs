@@ -3,6 +3,7 @@
 //! below its sequence.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -18,6 +19,17 @@ pub(crate) struct SnapshotList {
 impl SnapshotList {
     fn acquire(&self, sequence: u64) {
         *self.live.lock().entry(sequence).or_default() += 1;
+    }
+
+    /// Registers a snapshot at the latest sequence, read under the list's lock: a flush or
+    /// compaction reads the list after choosing its inputs, so either it sees this snapshot or
+    /// every entry it rewrites is at or below its sequence. (Read before the lock, a compaction
+    /// could zero or drop a version written in between, which the snapshot must not see.)
+    fn acquire_latest(&self, last_sequence: &AtomicU64) -> u64 {
+        let mut live = self.live.lock();
+        let sequence = last_sequence.load(Ordering::Acquire);
+        *live.entry(sequence).or_default() += 1;
+        sequence
     }
 
     fn release(&self, sequence: u64) {
@@ -84,11 +96,9 @@ impl Db {
     /// While it is live, flushes and compactions keep the versions it sees (one per key at most),
     /// so hold snapshots only as long as needed. See [`Snapshot`].
     pub fn snapshot(&self) -> Snapshot {
-        let sequence = self
-            .inner
-            .last_sequence
-            .load(std::sync::atomic::Ordering::Acquire);
-        Snapshot::new(sequence, Arc::clone(&self.inner.snapshots))
+        let list = Arc::clone(&self.inner.snapshots);
+        let sequence = list.acquire_latest(&self.inner.last_sequence);
+        Snapshot { sequence, list }
     }
 }
 

@@ -2,12 +2,13 @@
 //! append the group to the WAL in one write (fsync if any writer asked), apply it to the
 //! memtable, publish the sequences. And `sync_wal`, which fsyncs without writing.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::filename::log_path;
+use super::transaction::{ConflictCheck, GroupWrites};
 use super::tree::Tree;
 use super::version_edit::DEFAULT_KEYSPACE_ID;
 use super::{Db, DbInner, State, WalInfo, WalState};
@@ -70,6 +71,18 @@ impl Db {
     /// # Errors
     /// As [`put`](Db::put).
     pub fn write_opt(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        self.write_checked(batch, options, None).map(drop)
+    }
+
+    /// [`write_opt`](Db::write_opt), refused with `Error::Conflict` if `check` (a
+    /// transaction's) finds a key changed since its snapshot. Returns the sequence of the
+    /// batch's last write (`None` for an empty batch, which writes nothing).
+    pub(crate) fn write_checked(
+        &self,
+        batch: WriteBatch,
+        options: &WriteOptions,
+        check: Option<ConflictCheck>,
+    ) -> Result<Option<u64>> {
         self.inner.check_open()?;
         if self.inner.read_only {
             return Err(self.inner.read_only_error());
@@ -96,12 +109,12 @@ impl Db {
         }
         if batch.is_empty() {
             return if options.sync {
-                self.sync_wal()
+                self.sync_wal().map(|()| None)
             } else {
-                Ok(())
+                Ok(None)
             };
         }
-        self.inner.commit(batch, options.sync)
+        self.inner.commit(batch, options.sync, check).map(Some)
     }
 
     /// Makes every write acknowledged so far durable, without writing anything: fsyncs the
@@ -181,6 +194,8 @@ struct PendingWrite {
     id: u64,
     batch: WriteBatch,
     sync: bool,
+    /// A transaction's: what must be unchanged since its snapshot for the batch to commit.
+    check: Option<ConflictCheck>,
 }
 
 /// Writers waiting to commit, oldest first, and the outcomes of those a leader committed.
@@ -190,7 +205,8 @@ pub(crate) struct WriteQueue {
     waiting: VecDeque<PendingWrite>,
     /// A leader is committing a group taken from the front.
     leader_busy: bool,
-    finished: HashMap<u64, Result<()>>,
+    /// Each committed batch's last sequence, or its error.
+    finished: HashMap<u64, Result<u64>>,
 }
 
 /// A group stops growing at this many bytes of batches, so one huge group cannot hold back the
@@ -202,11 +218,18 @@ impl DbInner {
     /// queued behind it (up to `MAX_GROUP_BYTES`), appends them to the WAL with one write (and one
     /// fsync if any of them asked for it), applies them to the memtable and publishes their
     /// sequences; the others wait and return the group's outcome. A lone writer is a group of one.
-    fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+    /// A transaction's batch (`check`) is checked for conflicts by the leader, in group order.
+    /// Returns the batch's last sequence.
+    fn commit(&self, batch: WriteBatch, sync: bool, check: Option<ConflictCheck>) -> Result<u64> {
         let mut q = self.writers.lock();
         let id = q.next_id;
         q.next_id += 1;
-        q.waiting.push_back(PendingWrite { id, batch, sync });
+        q.waiting.push_back(PendingWrite {
+            id,
+            batch,
+            sync,
+            check,
+        });
         loop {
             if let Some(result) = q.finished.remove(&id) {
                 return result;
@@ -230,14 +253,21 @@ impl DbInner {
         // Others may queue up behind the group meanwhile: they are the next group.
         let (result, rejected) = self.commit_group(&mut group);
         let mut q = self.writers.lock();
-        for w in group.iter().filter(|w| w.id != id) {
+        let mut own = None;
+        for w in group.iter() {
             let outcome = match &result {
-                Ok(()) => Ok(()),
+                Ok(()) => Ok(w.batch.last_sequence()),
                 Err(e) => Err(e.duplicate()),
             };
-            q.finished.insert(w.id, outcome);
+            if w.id == id {
+                own = Some(outcome);
+            } else {
+                q.finished.insert(w.id, outcome);
+            }
         }
-        let mut result = result;
+        // The leader's own write is in the group, or among the rejected ones below.
+        let mut result = own
+            .unwrap_or_else(|| Err(Error::InvalidArgument("the batch was not committed".into())));
         for (w, e) in rejected {
             if w == id {
                 result = Err(e);
@@ -276,10 +306,59 @@ impl DbInner {
                 false
             });
         }
+        if group.iter().any(|w| w.check.is_some()) {
+            self.check_transactions(group, &mut rejected);
+        }
         if group.is_empty() {
             return (Ok(()), rejected);
         }
         (self.log_and_apply_group(&mut wal, group), rejected)
+    }
+
+    /// Takes out of `group` (into `rejected`, with `Error::Conflict`) every transaction that
+    /// finds a key changed since its snapshot: in the memtables and tables, or written by a batch
+    /// ahead of it in the group (which commits first but is in no memtable yet). Called under the
+    /// WAL lock, so nothing else commits between the check and the group's own commit.
+    fn check_transactions(&self, group: &mut Vec<PendingWrite>, rejected: &mut Vec<(u64, Error)>) {
+        let trees: BTreeMap<u32, Arc<Tree>> = {
+            let st = self.state.lock();
+            st.trees
+                .iter()
+                .map(|(id, t)| (*id, Arc::clone(&t.tree)))
+                .collect()
+        };
+        // The keys of batches ahead, kept only as far as the last transaction of the group.
+        let last_checked = group.iter().rposition(|w| w.check.is_some()).unwrap_or(0);
+        let mut earlier = GroupWrites::new();
+        let mut kept = Vec::with_capacity(group.len());
+        for (i, w) in group.drain(..).enumerate() {
+            if let Some(check) = &w.check {
+                match self.find_conflict(check, &trees, &earlier) {
+                    Ok(None) => {}
+                    Ok(Some(what)) => {
+                        self.stats.inc(Ticker::TransactionConflicts);
+                        rejected.push((w.id, Error::Conflict(what)));
+                        continue;
+                    }
+                    Err(e) => {
+                        rejected.push((w.id, e));
+                        continue;
+                    }
+                }
+            }
+            if i < last_checked {
+                // `WriteBatch` encoded these records itself, so they decode whole.
+                for e in BatchEntries::new(w.batch.encoded())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    earlier.insert((e.keyspace, e.key.to_vec()));
+                }
+            }
+            kept.push(w);
+        }
+        *group = kept;
     }
 
     /// Logs and applies `group` (every keyspace it writes to is live) under the WAL lock.

@@ -154,6 +154,40 @@ pub(crate) trait TakeValue {
     type Value;
     /// The value under `it` in `block`.
     fn take(block: &Arc<Block>, it: &BlockIter) -> Self::Value;
+
+    /// What a search that found the entry under `it` (of `kind`, at `seq`) answers: its value,
+    /// or that the key is deleted. A search after an entry's sequence rather than its value
+    /// ([`TakeSequence`]) answers both kinds alike.
+    #[inline(always)]
+    fn found(
+        block: &Arc<Block>,
+        it: &BlockIter,
+        kind: ValueKind,
+        _seq: u64,
+    ) -> NewestEntry<Self::Value> {
+        match kind {
+            ValueKind::Value => NewestEntry::Value(Self::take(block, it)),
+            ValueKind::Deletion => NewestEntry::Deleted,
+        }
+    }
+}
+
+/// The sequence of the entry found, value or tombstone alike, as `NewestEntry::Value`: what a
+/// transaction's conflict check asks of a table (whether the key changed since its snapshot).
+pub(crate) struct TakeSequence;
+
+impl TakeValue for TakeSequence {
+    type Value = u64;
+
+    fn take(_block: &Arc<Block>, it: &BlockIter) -> u64 {
+        // A search asks `found`, which has the sequence already parsed.
+        parse_internal_key(it.key()).map_or(0, |k| k.seq)
+    }
+
+    #[inline]
+    fn found(_block: &Arc<Block>, _it: &BlockIter, _kind: ValueKind, seq: u64) -> NewestEntry<u64> {
+        NewestEntry::Value(seq)
+    }
 }
 
 /// A copy of the value (`Db::get`).
@@ -758,10 +792,7 @@ impl TableReader {
         if parsed.user_key != ukey {
             return Ok(None);
         }
-        Ok(Some(match parsed.kind {
-            ValueKind::Value => NewestEntry::Value(T::take(block, it)),
-            ValueKind::Deletion => NewestEntry::Deleted,
-        }))
+        Ok(Some(T::found(block, it, parsed.kind, parsed.seq)))
     }
 
     /// An iterator over every entry. `fill_cache` is false for compactions, which read each block
