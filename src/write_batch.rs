@@ -28,14 +28,21 @@ pub struct WriteBatch {
     count: u32,
     max_key: usize,
     max_value: usize,
-    /// The keyspaces it writes to besides the default one, each once.
-    keyspaces: Vec<u32>,
-    /// The store of the keyspaces named by `put_in` and `delete_in`; `mixed` if they were of
-    /// several stores (the write is refused).
-    store: Option<StoreId>,
-    mixed: bool,
     /// Whether it writes to the default keyspace.
     default: bool,
+    /// What `put_in` and `delete_in` named; out of line, so that a batch of the default keyspace
+    /// alone (the usual one) stays as small to move around as before keyspaces existed.
+    named: Option<Box<NamedKeyspaces>>,
+}
+
+/// The keyspaces a batch names through `put_in` and `delete_in`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NamedKeyspaces {
+    /// The keyspaces it writes to besides the default one, each once.
+    ids: Vec<u32>,
+    /// The store they belong to; `mixed` if they were of several stores (the write is refused).
+    store: StoreId,
+    mixed: bool,
 }
 
 impl Default for WriteBatch {
@@ -59,10 +66,8 @@ impl WriteBatch {
             count: 0,
             max_key: 0,
             max_value: 0,
-            keyspaces: Vec::new(),
-            store: None,
-            mixed: false,
             default: false,
+            named: None,
         }
     }
 
@@ -147,10 +152,14 @@ impl WriteBatch {
 
     /// Starts an entry of `kind` in keyspace `id` of store `store`.
     fn entry_in(&mut self, id: u32, store: StoreId, kind: ValueKind) {
-        if self.store.is_some_and(|s| s != store) {
-            self.mixed = true;
-        }
-        self.store = Some(store);
+        let named = self.named.get_or_insert_with(|| {
+            Box::new(NamedKeyspaces {
+                ids: Vec::new(),
+                store,
+                mixed: false,
+            })
+        });
+        named.mixed |= named.store != store;
         if id == crate::db::version_edit::DEFAULT_KEYSPACE_ID {
             self.rep.push(kind as u8);
             self.default = true;
@@ -158,8 +167,8 @@ impl WriteBatch {
         }
         self.rep.push(kind as u8 | IN_KEYSPACE);
         put_varint64(&mut self.rep, u64::from(id));
-        if !self.keyspaces.contains(&id) {
-            self.keyspaces.push(id);
+        if !named.ids.contains(&id) {
+            named.ids.push(id);
         }
     }
 
@@ -195,20 +204,22 @@ impl WriteBatch {
         let default = self
             .default
             .then_some(crate::db::version_edit::DEFAULT_KEYSPACE_ID);
-        default.into_iter().chain(self.keyspaces.iter().copied())
+        let named = self.named.iter().flat_map(|n| n.ids.iter().copied());
+        default.into_iter().chain(named)
     }
 
     /// Whether it writes to a keyspace other than the default one (which is never dropped).
     pub(crate) fn names_keyspaces(&self) -> bool {
-        !self.keyspaces.is_empty()
+        self.named.as_ref().is_some_and(|n| !n.ids.is_empty())
     }
 
     /// The store its keyspaces belong to, or `Err(())` if they belong to several.
     pub(crate) fn store(&self) -> Result<Option<StoreId>, ()> {
-        if self.mixed {
-            return Err(());
+        match &self.named {
+            Some(n) if n.mixed => Err(()),
+            Some(n) => Ok(Some(n.store)),
+            None => Ok(None),
         }
-        Ok(self.store)
     }
 
     pub(crate) fn largest_key_and_value(&self) -> (usize, usize) {
@@ -342,5 +353,39 @@ mod tests {
         for cut in 0..enc.len() {
             assert!(decode_batch(&enc[..cut]).is_none(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn entries_of_other_keyspaces_carry_their_id_and_one_store() {
+        let (ours, theirs) = ([1u8; 16], [2u8; 16]);
+        let mut b = WriteBatch::new();
+        b.put(b"d", b"0")
+            .put_to(7, ours, b"k", b"v")
+            .delete_to(300, ours, b"gone");
+        assert_eq!(b.keyspaces().collect::<Vec<_>>(), [0, 7, 300]);
+        assert!(b.names_keyspaces());
+        assert_eq!(b.store(), Ok(Some(ours)));
+        b.set_sequence(5);
+        let got: Vec<_> = decode_batch(b.encoded())
+            .unwrap()
+            .iter()
+            .map(|e| (e.seq, e.keyspace, e.kind, e.key.to_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (5, 0, ValueKind::Value, b"d".to_vec()),
+                (6, 7, ValueKind::Value, b"k".to_vec()),
+                (7, 300, ValueKind::Deletion, b"gone".to_vec()),
+            ]
+        );
+        assert_eq!(b.last_sequence(), 7);
+        b.put_to(7, theirs, b"x", b"y");
+        assert_eq!(b.store(), Err(()));
+        // A plain batch names no keyspace and no store.
+        let mut plain = WriteBatch::new();
+        plain.put(b"a", b"1");
+        assert!(!plain.names_keyspaces());
+        assert_eq!(plain.store(), Ok(None));
     }
 }

@@ -289,7 +289,7 @@ impl Transaction {
             };
             check.keys.insert((id, key));
         }
-        let committed = db.write_checked(batch, options, Some(check));
+        let committed = db.write_checked(batch, options, Some(Box::new(check)));
         // The snapshot is held until the check ran: compactions kept every version it needs.
         drop(snapshot);
         if committed.is_ok() {
