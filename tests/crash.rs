@@ -30,7 +30,7 @@
 //! test) or `SIFTDB_CRASH_KILLS=n`.
 
 mod common;
-use common::child::{self, spawn_lock};
+use common::child::{self, key, parse_key, spawn_lock, value};
 use common::{file_names, long};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -68,23 +68,6 @@ impl Durability {
             _ => panic!("unknown SIFTDB_CRASH_SYNC {s}"),
         }
     }
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("key{i:09}").into_bytes()
-}
-
-fn parse_key(k: &[u8]) -> u64 {
-    std::str::from_utf8(&k[3..]).unwrap().parse().unwrap()
-}
-
-/// Values of varying length, some long enough to cross WAL blocks, so memtables fill quickly.
-fn value(i: u64) -> Vec<u8> {
-    let pad = (i.wrapping_mul(2_654_435_761) % 200) as usize;
-    let pad = if i.is_multiple_of(97) { pad * 100 } else { pad };
-    let mut v = format!("value-{i}-").into_bytes();
-    v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, pad));
-    v
 }
 
 /// Operation `i` deletes `key(i - 2)` as well when `i % 5 == 4`.

@@ -39,7 +39,7 @@
 
 mod common;
 use common::keyspaces::contents;
-use common::power_cuts::{aim, file_kind, open_through_cuts, power_fails, Tally};
+use common::power_cuts::{aim, file_kind, open_through_cuts, power_fails, tiny_options, Tally};
 use common::{long, scratch};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -77,18 +77,6 @@ fn key(i: u32) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
 }
 
-/// Tiny sizes, so flushes, compactions and WAL switches happen all the time.
-fn tiny() -> Options {
-    Options::default()
-        .write_buffer_size(4096)
-        .max_immutable_memtables(2)
-        .target_file_size(4096)
-        .max_bytes_for_level_base(16 << 10)
-        .level_size_multiplier(4)
-        .level0_compaction_trigger(2)
-        .block_size(512)
-}
-
 /// The store's options (and the default keyspace's): the filter layout rotates per epoch.
 fn store_options(epoch: usize, faults: &FaultInjector) -> Options {
     let filter = match epoch % 3 {
@@ -96,7 +84,7 @@ fn store_options(epoch: usize, faults: &FaultInjector) -> Options {
         1 => Filter::block_based(10.0),
         _ => Filter::ribbon(10.0),
     };
-    tiny()
+    tiny_options()
         .filter(filter)
         .cache_index_and_filter_blocks(epoch % 2 == 1)
         .block_cache_bytes(if epoch % 2 == 1 { 16 << 10 } else { 32 << 20 })
@@ -106,10 +94,10 @@ fn store_options(epoch: usize, faults: &FaultInjector) -> Options {
 /// The options each created keyspace is made with.
 fn keyspace_options(name: &str) -> Options {
     match name {
-        "plain_log" => tiny()
+        "plain_log" => tiny_options()
             .filter(Filter::none())
             .prefix_extractor(PrefixExtractor::fixed(5)),
-        _ => tiny()
+        _ => tiny_options()
             .filter(Filter::partitioned(10.0).partition_bytes(256))
             .level0_compaction_trigger(3),
     }
@@ -409,15 +397,8 @@ fn power_cuts_keep_batches_across_keyspaces_whole_and_in_order() {
                 _ => {}
             }
         }
-        faults.kill();
-        if let Some(site) = faults.cut_site() {
-            *tally.by_thread.entry(site.thread.clone()).or_default() += 1;
-            *tally
-                .by_file
-                .entry(file_kind(&site.file).into())
-                .or_default() += 1;
-        }
-        tally.injected += faults.injected().len() - injected_before;
+        // The cut may not have come yet (or was an injected error): the machine stops now.
+        tally.machine_stops(&faults, injected_before);
         let site = faults.cut_site().map_or("none".into(), |s| s.to_string());
         let (acked, durable) = (h.acked, h.durable);
         drop(handles);
@@ -543,7 +524,7 @@ fn a_dropped_keyspace_never_comes_back_after_a_power_cut() {
         let what = format!("drop round {round} (seed {seed:#x})");
         let dir = root.path().join(format!("round{round}"));
         let faults = FaultInjector::new(&dir).unwrap();
-        let options = || tiny().fault_injector(faults.clone());
+        let options = || tiny_options().fault_injector(faults.clone());
         let db = Db::open(&dir, options()).unwrap();
         let kept = db
             .keyspace_with("kept", keyspace_options("partitioned"))
@@ -628,7 +609,7 @@ fn a_dropped_keyspace_never_comes_back_after_a_power_cut() {
         drop((doomed, kept, db));
         power_fails(&faults, &mut rng, &mut cut_tally);
 
-        let db = Db::open(&dir, tiny().fault_injector(faults.clone()))
+        let db = Db::open(&dir, tiny_options().fault_injector(faults.clone()))
             .unwrap_or_else(|e| panic!("{what}: open after the cut failed: {e}"));
         let names = db.keyspace_names();
         assert!(names.iter().any(|n| n == "kept"), "{what}: kept is gone");

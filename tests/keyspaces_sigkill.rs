@@ -20,7 +20,7 @@
 //! `SIFTDB_KS_CRASH_KILLS=n`: any number.
 
 mod common;
-use common::child::{run_child, spawn_lock};
+use common::child::{key, parse_key, run_child, spawn_lock, value};
 use common::keyspaces::contents;
 use common::long;
 use std::path::Path;
@@ -33,23 +33,6 @@ const CHILD_ENV: &str = "SIFTDB_KS_CRASH_CHILD";
 
 /// The keyspaces; the first is the default one.
 const SPACES: [&str; 3] = ["default", "unfiltered", "partitioned"];
-
-fn key(i: u64) -> Vec<u8> {
-    format!("key{i:09}").into_bytes()
-}
-
-fn parse_key(k: &[u8]) -> u64 {
-    std::str::from_utf8(&k[3..]).unwrap().parse().unwrap()
-}
-
-/// Values of varying length, a few long enough to cross WAL blocks.
-fn value(i: u64) -> Vec<u8> {
-    let pad = (i.wrapping_mul(2_654_435_761) % 200) as usize;
-    let pad = if i.is_multiple_of(97) { pad * 100 } else { pad };
-    let mut v = format!("value-{i}-").into_bytes();
-    v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, pad));
-    v
-}
 
 /// The keyspaces operation `i` writes `key(i)` to.
 fn spaces_of(i: u64) -> [usize; 2] {

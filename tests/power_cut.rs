@@ -28,7 +28,7 @@
 //! `-- --nocapture` to see where the cuts landed.
 
 mod common;
-use common::power_cuts::{aim, file_kind, open_through_cuts, power_fails, Tally};
+use common::power_cuts::{aim, open_through_cuts, power_fails, tiny_options, Tally};
 use common::{key, long};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -59,17 +59,10 @@ fn options(epoch: usize, faults: &FaultInjector) -> Options {
         1 => Filter::partitioned(10.0),
         _ => Filter::block_based(10.0),
     };
-    Options::default()
-        .write_buffer_size(4096)
-        .max_immutable_memtables(2)
-        .target_file_size(4096)
-        .max_bytes_for_level_base(16 << 10)
-        .level_size_multiplier(4)
-        .level0_compaction_trigger(2)
+    tiny_options()
         // Odd epochs gather L0 tables while writes flow, as the defaults do, and compact them
         // once the writes pause.
         .level0_compaction_trigger_during_writes(if epoch % 2 == 1 { 4 } else { 2 })
-        .block_size(512)
         .filter(filter)
         // Every other pair of epochs reads index and filter blocks through a small block cache.
         .cache_index_and_filter_blocks(epoch % 4 >= 2)
@@ -220,15 +213,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
             }
         }
         // The cut may not have come yet (or was an injected error): the machine stops now.
-        faults.kill();
-        if let Some(site) = faults.cut_site() {
-            *tally.by_thread.entry(site.thread.clone()).or_default() += 1;
-            *tally
-                .by_file
-                .entry(file_kind(&site.file).into())
-                .or_default() += 1;
-        }
-        tally.injected += faults.injected().len() - injected_before;
+        tally.machine_stops(&faults, injected_before);
         tally.read_compactions += db.statistics().ticker(Ticker::ReadTriggeredCompactions);
         drop(db);
         tally.cuts += 1;

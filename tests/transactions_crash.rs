@@ -14,7 +14,9 @@
 //! Short mode: 12 kills and 60 cuts. `SIFTDB_LONG=1`: 300 kills and 2,000 cuts.
 
 mod common;
+use common::child::spawn_lock;
 use common::long;
+use common::power_cuts::tiny_options;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -28,28 +30,8 @@ use siftdb::{Db, Keyspace, Options, WriteOptions};
 
 const CHILD_ENV: &str = "SIFTDB_TXN_CRASH_CHILD";
 
-/// Held while spawning a child and while the power-cut test has its store open: the two tests run
-/// in parallel threads of one process, and a fork briefly holds copies of every descriptor, so a
-/// spawn while the other test has its store open would keep that store's `LOCK` held for a
-/// moment after the store is dropped, and its reopen could fail with `Error::Locked`.
-static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
-    SPAWN.lock().unwrap_or_else(|e| e.into_inner())
-}
 const ACCOUNTS: usize = 16;
 const START_BALANCE: i64 = 1000;
-
-fn options() -> Options {
-    Options::default()
-        .write_buffer_size(4096)
-        .max_immutable_memtables(2)
-        .target_file_size(4096)
-        .max_bytes_for_level_base(16 << 10)
-        .level_size_multiplier(4)
-        .level0_compaction_trigger(2)
-        .block_size(512)
-}
 
 fn account(i: usize) -> String {
     format!("acct{i:03}")
@@ -128,7 +110,7 @@ fn bank_crash_child() {
         .unwrap()
         .parse()
         .unwrap();
-    let db = Db::open(&dir, options()).unwrap();
+    let db = Db::open(&dir, tiny_options()).unwrap();
     let ks = spaces(&db);
     std::thread::scope(|s| {
         for t in 0..2 {
@@ -151,7 +133,7 @@ fn bank_crash_child() {
 fn the_bank_keeps_its_total_through_sigkills() {
     let kills = if long() { 300 } else { 12 };
     let dir = tempfile::tempdir().unwrap();
-    drop(open_bank(dir.path(), options()).unwrap());
+    drop(open_bank(dir.path(), tiny_options()).unwrap());
     let expected = START_BALANCE * ACCOUNTS as i64;
     let mut rng = StdRng::seed_from_u64(0x7a11);
     let mut acked_total = 0u64;
@@ -187,7 +169,7 @@ fn the_bank_keeps_its_total_through_sigkills() {
         child.kill().unwrap();
         child.wait().unwrap();
         acked_total += reader.join().unwrap() as u64;
-        let db = Db::open(dir.path(), options())
+        let db = Db::open(dir.path(), tiny_options())
             .unwrap_or_else(|e| panic!("kill {kill}: reopen failed: {e}"));
         let ks = spaces(&db);
         assert_eq!(audit(&db, &ks).0, expected, "kill {kill}");
@@ -208,7 +190,7 @@ fn the_bank_keeps_its_total_through_power_cuts() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("bank");
     let faults = FaultInjector::new(&dir).unwrap();
-    let opts = || options().fault_injector(faults.clone());
+    let opts = || tiny_options().fault_injector(faults.clone());
     let expected = START_BALANCE * ACCOUNTS as i64;
     let mut rng = StdRng::seed_from_u64(0xba4c);
     // Transfers that must survive: every one acknowledged up to the last synced commit.

@@ -275,7 +275,7 @@ impl Db {
         };
         let version = manifest.log_and_apply(edit, inner.next_file.load(Ordering::SeqCst))?;
         let mem = Arc::new(MemTable::new(log));
-        let tree = inner.make_tree(id, name.to_string(), options, mem, version);
+        let tree = make_tree(&inner.tables, id, name.to_string(), options, mem, version);
         inner.state.lock().trees.insert(
             id,
             TreeState {
@@ -297,18 +297,6 @@ impl DbInner {
         let st = self.state.lock();
         let t = st.trees.values().find(|t| t.tree.name == name)?;
         Some(Arc::clone(&t.tree))
-    }
-
-    /// A keyspace's tree over `mem` and `version`, with its own counters and table cache.
-    pub(crate) fn make_tree(
-        &self,
-        id: u32,
-        name: String,
-        options: Options,
-        mem: Arc<MemTable>,
-        version: Arc<super::version::Version>,
-    ) -> Arc<Tree> {
-        make_tree(&self.tables, id, name, options, mem, version)
     }
 }
 

@@ -73,3 +73,23 @@ pub fn run_child(test: &str, env: &[(&str, String)], delay: Duration) -> ChildRe
     child.wait().unwrap();
     reader.join().unwrap()
 }
+
+/// The key operation `i` of a crash loop writes.
+pub fn key(i: u64) -> Vec<u8> {
+    format!("key{i:09}").into_bytes()
+}
+
+/// The `i` of [`key`]`(i)`.
+pub fn parse_key(k: &[u8]) -> u64 {
+    std::str::from_utf8(&k[3..]).unwrap().parse().unwrap()
+}
+
+/// The value operation `i` writes: of varying length, some long enough to cross WAL blocks, so
+/// memtables fill quickly.
+pub fn value(i: u64) -> Vec<u8> {
+    let pad = (i.wrapping_mul(2_654_435_761) % 200) as usize;
+    let pad = if i.is_multiple_of(97) { pad * 100 } else { pad };
+    let mut v = format!("value-{i}-").into_bytes();
+    v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, pad));
+    v
+}

@@ -78,6 +78,35 @@ pub struct Tally {
     pub read_compactions: u64,
 }
 
+impl Tally {
+    /// Stops the machine (if the cut has not come yet) and counts where the cut landed and the
+    /// errors injected since `injected_before` of them had been.
+    pub fn machine_stops(&mut self, faults: &FaultInjector, injected_before: usize) {
+        faults.kill();
+        if let Some(site) = faults.cut_site() {
+            *self.by_thread.entry(site.thread.clone()).or_default() += 1;
+            *self
+                .by_file
+                .entry(file_kind(&site.file).into())
+                .or_default() += 1;
+        }
+        self.injected += faults.injected().len() - injected_before;
+    }
+}
+
+/// 4 KiB memtables and tables, 16 KiB levels, L0 compacted at 2 tables, 512-byte blocks: a store
+/// whose flushes, compactions and WAL switches happen all the time, for cuts to land in.
+pub fn tiny_options() -> siftdb::Options {
+    siftdb::Options::default()
+        .write_buffer_size(4096)
+        .max_immutable_memtables(2)
+        .target_file_size(4096)
+        .max_bytes_for_level_base(16 << 10)
+        .level_size_multiplier(4)
+        .level0_compaction_trigger(2)
+        .block_size(512)
+}
+
 pub fn file_kind(name: &str) -> &'static str {
     if name.ends_with(".log") {
         "WAL"
