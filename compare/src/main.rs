@@ -12,8 +12,11 @@
 //! filter counters) and the `rocksdb` crate; the latter builds RocksDB's C++ sources (needs clang
 //! and libclang-dev; 15-25 minutes on 2 cores). CI does not build it.
 //!
-//! Keys are 16-byte zero-padded decimals of even numbers, values 100 bytes, inserted in random
-//! order; WAL on, no fsync. Phases: fillrandom, then flush and wait until the store has no
+//! Keys are 16-byte zero-padded decimals of even numbers, values 100 bytes as db_bench makes
+//! them (random bytes that compress to `--compression-ratio`, default 0.5; 1.0 for
+//! incompressible; from a fixed seed, the same for every store), inserted in random order; WAL on,
+//! no fsync. `--constant-value` writes one repeated byte instead (which snappy shrinks about
+//! tenfold), as earlier versions of this harness did. Phases: fillrandom, then flush and wait until the store has no
 //! pending or running compaction (`--compacted`: then a full compaction, and wait again), then
 //! readrandom (present keys), readmissing (odd numbers, all absent) and readmixed (half each),
 //! one get at a time. With `--batch N` (default 32; 0 leaves them out) two more phases follow,
@@ -97,12 +100,16 @@
 //!
 //! Filter, block size, cache and compression are the same under both.
 
+#[path = "../../examples/common/value_generator.rs"]
+mod value_generator;
+
 use clap::{Parser, ValueEnum};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use value_generator::ValueGenerator;
 
 /// `n` as a 16-byte zero-padded decimal, built on the stack: the harness's own cost per
 /// operation is paid by every store alike, so it is kept small to not blur their ratios.
@@ -674,6 +681,8 @@ struct Workload {
     compacted: bool,
     shape: PeerShape,
     print_stats: bool,
+    /// The values' compression ratio, or `None` for the constant value.
+    compression_ratio: Option<f64>,
 }
 
 /// Runs every phase on one store.
@@ -682,13 +691,20 @@ fn run(name: StoreName, w: Workload) -> Outcome {
     let mut db = open(name, dir.path(), w.shape);
     let name = name.name();
     let mut rng = StdRng::seed_from_u64(42);
-    let value = [b'v'; 100];
+    let constant = [b'v'; 100];
+    let mut values = w
+        .compression_ratio
+        .map(|ratio| ValueGenerator::new(ratio, constant.len(), 301));
 
     let mut order: Vec<u64> = (0..w.keys).collect();
     order.shuffle(&mut rng);
     let start = Instant::now();
     for &i in &order {
-        db.put(&key(2 * i), &value);
+        let value = match values.as_mut() {
+            Some(g) => g.next(constant.len()),
+            None => &constant,
+        };
+        db.put(&key(2 * i), value);
     }
     let fill_secs = start.elapsed().as_secs_f64();
     let writes_fill_end = db.write_stats();
@@ -763,6 +779,13 @@ struct Args {
     /// settled after the fill.
     #[arg(long)]
     print_stats: bool,
+    /// The share of each value that is random, as db_bench's `--compression_ratio`: values
+    /// compress to about this ratio (1.0: not at all).
+    #[arg(long, default_value_t = 0.5)]
+    compression_ratio: f64,
+    /// Write one repeated byte as every value instead (compresses about tenfold).
+    #[arg(long)]
+    constant_value: bool,
 }
 
 /// "n/a" for a figure a store does not expose, else the figure in `format`'s way.
@@ -786,10 +809,22 @@ fn main() {
         compacted: args.compacted,
         shape: args.peer_shape,
         print_stats: args.print_stats,
+        compression_ratio: (!args.constant_value).then_some(args.compression_ratio),
     };
+    if !(args.compression_ratio > 0.0 && args.compression_ratio <= 1.0) {
+        clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            "--compression-ratio must be above 0 and at most 1\n",
+        )
+        .exit();
+    }
     let (keys, reads) = (w.keys, w.reads);
+    let value_kind = match w.compression_ratio {
+        Some(r) => format!("random values compressing to {r:.2}"),
+        None => "a constant value".to_string(),
+    };
     println!(
-        "keys {keys} reads {reads} batch {} compacted {} peer-shape {}",
+        "keys {keys} reads {reads} batch {} compacted {} peer-shape {} values: 100 B, {value_kind}",
         w.batch,
         w.compacted,
         w.shape.name()
@@ -904,10 +939,11 @@ fn main() {
             })
             .collect();
         println!(
-            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"stores\":{{{}}}}}",
+            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},\"stores\":{{{}}}}}",
             w.batch,
             w.compacted,
             w.shape.name(),
+            w.compression_ratio.map_or("null".to_string(), |r| r.to_string()),
             stores.join(",")
         );
     }

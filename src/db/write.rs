@@ -215,6 +215,9 @@ pub(crate) struct WriteQueue {
     finished: HashMap<u64, Result<u64>>,
 }
 
+/// How many times a writer waiting for its group yields the processor before it sleeps.
+const WAIT_YIELDS: u32 = 32;
+
 /// A group stops growing at this many bytes of batches, so one huge group cannot hold back the
 /// writers behind it for long.
 const MAX_GROUP_BYTES: usize = 1 << 20;
@@ -241,6 +244,7 @@ impl DbInner {
             sync,
             check,
         });
+        let mut yields = 0;
         loop {
             // Most writers lead their own group: nothing to hash for them.
             if !q.finished.is_empty() {
@@ -250,6 +254,15 @@ impl DbInner {
             }
             if !q.leader_busy && q.waiting.front().is_some_and(|w| w.id == id) {
                 break;
+            }
+            if yields < WAIT_YIELDS {
+                // A group commits in a few microseconds: let the leader run rather than sleep
+                // and pay a wake-up.
+                yields += 1;
+                drop(q);
+                std::thread::yield_now();
+                q = self.writers.lock();
+                continue;
             }
             self.writers_done.wait(&mut q);
         }

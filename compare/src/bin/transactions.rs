@@ -7,8 +7,7 @@
 //! ```
 //!
 //! Both stores hold `--keys` keys (16-byte zero-padded decimals) with 100-byte values that
-//! compress to half (random bytes, each value's first half repeated, as db_bench's
-//! `--compression_ratio 0.5`), filled in random order, flushed and compacted; WAL on, no fsync;
+//! compress to half (db_bench's generator at its default `--compression_ratio 0.5`), filled in random order, flushed and compacted; WAL on, no fsync;
 //! full bloom filters of 10 bits/key, 4 KiB blocks, a 64 MiB block cache, snappy, 4 MiB
 //! memtables, on both. Then rounds of `--seconds` each, the stores alternating within a round and
 //! the way of writing rotating:
@@ -24,6 +23,9 @@
 //! per store and way (the median round), conflicts per committed transaction, and siftdb's ratio
 //! to RocksDB (above 1: siftdb faster).
 
+#[path = "../../../examples/common/value_generator.rs"]
+mod value_generator;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,7 @@ use clap::Parser;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use value_generator::ValueGenerator;
 
 type RocksTxnDb = rocksdb::OptimisticTransactionDB<rocksdb::MultiThreaded>;
 
@@ -55,14 +58,6 @@ struct Args {
 
 fn key(i: u64) -> Vec<u8> {
     format!("{i:016}").into_bytes()
-}
-
-/// A 100-byte value that compresses to about half: 50 random bytes, then the same again.
-fn value(rng: &mut StdRng) -> Vec<u8> {
-    let half: Vec<u8> = (0..50).map(|_| rng.gen_range(b' '..=b'~')).collect();
-    let mut v = half.clone();
-    v.extend_from_slice(&half);
-    v
 }
 
 /// One store under test.
@@ -164,10 +159,11 @@ fn open_rocksdb(dir: &std::path::Path) -> Store {
 /// Fills `store` with keys `0..n` in random order, then flushes and compacts it.
 fn fill(store: &Store, n: u64) {
     let mut rng = StdRng::seed_from_u64(7);
+    let mut values = ValueGenerator::new(0.5, 100, 7);
     let mut order: Vec<u64> = (0..n).collect();
     order.shuffle(&mut rng);
     for i in order {
-        let v = value(&mut rng);
+        let v = values.next(100);
         match store {
             Store::Siftdb(db) => db.put(key(i), v).unwrap(),
             Store::Rocksdb(db) => db.put(key(i), v).unwrap(),
@@ -191,6 +187,7 @@ fn run(store: &Store, way: Way, args: &Args, seed: u64) -> (u64, u64) {
             let (done, ops, conflicts) = (&done, &ops, &conflicts);
             s.spawn(move || {
                 let mut rng = StdRng::seed_from_u64(seed * 1000 + t as u64);
+                let mut values = ValueGenerator::new(0.5, 100, seed * 1000 + t as u64);
                 let (mut n, mut c) = (0, 0);
                 while !done.load(Ordering::Relaxed) {
                     let range = if args.accounts >= 2 {
@@ -201,7 +198,8 @@ fn run(store: &Store, way: Way, args: &Args, seed: u64) -> (u64, u64) {
                     let i = rng.gen_range(0..range);
                     let j = (i + rng.gen_range(1..range)) % range;
                     let (a, b) = (key(i), key(j));
-                    let (va, vb) = (value(&mut rng), value(&mut rng));
+                    let va = values.next(100).to_vec();
+                    let vb = values.next(100).to_vec();
                     loop {
                         if store.op(way, &a, &b, &va, &vb) {
                             n += 1;
