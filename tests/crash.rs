@@ -172,17 +172,7 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
     }
     let expected: Vec<u64> = (0..m).filter(|&j| live_after(j, m)).collect();
     let got: Vec<u64> = entries.iter().map(|(k, _)| parse_key(k)).collect();
-    if got != expected {
-        let missing: Vec<_> = expected
-            .iter()
-            .filter(|j| !got.contains(j))
-            .take(10)
-            .collect();
-        let extra: Vec<_> = got
-            .iter()
-            .filter(|j| !expected.contains(j))
-            .take(10)
-            .collect();
+    if let Some((missing, extra)) = child::differences(&expected, &got) {
         panic!(
             "kill {kill}: recovered state is not a prefix 0..{m}: missing {missing:?}, extra {extra:?}"
         );

@@ -20,7 +20,7 @@
 //! `SIFTDB_KS_CRASH_KILLS=n`: any number.
 
 mod common;
-use common::child::{key, parse_key, run_child, spawn_lock, value};
+use common::child::{differences, key, parse_key, run_child, spawn_lock, value};
 use common::keyspaces::contents;
 use common::long;
 use std::path::Path;
@@ -154,17 +154,7 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
             .filter(|&j| spaces_of(j).contains(&s) && live_after(j, m))
             .collect();
         let got: Vec<u64> = entries.iter().map(|(k, _)| parse_key(k)).collect();
-        if got != expected {
-            let missing: Vec<_> = expected
-                .iter()
-                .filter(|j| !got.contains(j))
-                .take(10)
-                .collect();
-            let extra: Vec<_> = got
-                .iter()
-                .filter(|j| !expected.contains(j))
-                .take(10)
-                .collect();
+        if let Some((missing, extra)) = differences(&expected, &got) {
             panic!(
                 "kill {kill}: keyspace {} is not the state after operations 0..{m} (the newest \
                  found in any keyspace): missing {missing:?}, extra {extra:?}",

@@ -93,3 +93,14 @@ pub fn value(i: u64) -> Vec<u8> {
     v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, pad));
     v
 }
+
+/// The operations `expected` holds and `got` lacks, and those `got` holds and `expected` lacks
+/// (ten of each at most, for a failure message); `None` if the two are the same.
+pub fn differences(expected: &[u64], got: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
+    if got == expected {
+        return None;
+    }
+    let missing = expected.iter().filter(|j| !got.contains(j)).take(10);
+    let extra = got.iter().filter(|j| !expected.contains(j)).take(10);
+    Some((missing.copied().collect(), extra.copied().collect()))
+}
