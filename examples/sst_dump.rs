@@ -90,9 +90,10 @@ fn dump(path: &Path, list_blocks: bool) -> Result<(), siftdb::Error> {
         );
     }
     println!(
-        "  properties  {} entries ({} deletions), {} data blocks, raw keys {} B, raw values {} B, data {} B, index {} B",
+        "  properties  {} entries ({} deletions), {} range tombstones, {} data blocks, raw keys {} B, raw values {} B, data {} B, index {} B",
         t.num_entries,
         t.num_deletions,
+        t.num_range_deletions,
         t.num_data_blocks,
         t.raw_key_bytes,
         t.raw_value_bytes,

@@ -19,6 +19,10 @@ pub(crate) enum ValueKind {
     Deletion = 0,
     /// A value.
     Value = 1,
+    /// A range tombstone: every key from this user key up to an end key (the entry's value) is
+    /// deleted at this sequence. Only in WAL records and range tombstone blocks, never in data
+    /// blocks or the memtable's skiplist.
+    RangeDeletion = 2,
 }
 
 impl ValueKind {
@@ -26,6 +30,7 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::RangeDeletion),
             _ => None,
         }
     }

@@ -70,6 +70,7 @@ mod options;
 mod pinned_value;
 mod prefetch;
 mod prefix;
+mod range_tombstones;
 mod sst;
 mod stats;
 mod store_id;

@@ -2,15 +2,19 @@
 //! scans and the flush.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::Arc;
 
 use crossbeam_skiplist::map::Entry;
 use crossbeam_skiplist::SkipMap;
+use parking_lot::RwLock;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind, MAX_SEQUENCE};
+use crate::range_tombstones::{FragmentedRangeTombstones, RangeTombstone};
 
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
 const ENTRY_OVERHEAD: usize = 64;
@@ -21,6 +25,9 @@ const ENTRY_OVERHEAD: usize = 64;
 pub(crate) enum NewestEntry<V = Vec<u8>> {
     Value(V),
     Deleted,
+    /// Deleted by a range tombstone (which may lie in a newer memtable or table than the key's
+    /// own entries, or have none beneath it).
+    RangeDeleted,
 }
 
 /// One memtable and the WAL file that holds its writes.
@@ -30,6 +37,19 @@ pub(crate) struct MemTable {
     log_number: u64,
     /// The sequence of its last write, once frozen (`u64::MAX` until then).
     frozen_at: AtomicU64,
+    /// Its range tombstones, beside the skiplist: a Get asks them only when `has_range_tombstones`
+    /// says there are any, so a memtable without them costs one load.
+    range_tombstones: RwLock<MemRangeTombstones>,
+    has_range_tombstones: AtomicBool,
+}
+
+/// A memtable's range tombstones as written, and fragmented once a read asks (and again after
+/// the next range deletion): fragmenting on every write would cost a run of range deletions
+/// time quadratic in their number.
+#[derive(Default)]
+struct MemRangeTombstones {
+    written: Vec<RangeTombstone>,
+    fragmented: Option<Arc<FragmentedRangeTombstones>>,
 }
 
 impl MemTable {
@@ -39,6 +59,8 @@ impl MemTable {
             bytes: AtomicUsize::new(0),
             log_number,
             frozen_at: AtomicU64::new(u64::MAX),
+            range_tombstones: RwLock::default(),
+            has_range_tombstones: AtomicBool::new(false),
         }
     }
 
@@ -58,16 +80,62 @@ impl MemTable {
         Some(self.frozen_at.load(Relaxed)).filter(|&s| s != u64::MAX)
     }
 
+    /// Adds an entry: a value or tombstone of `key`, or (`ValueKind::RangeDeletion`) a range
+    /// tombstone from `key` up to `value`.
     pub(crate) fn add(&self, seq: u64, kind: ValueKind, key: &[u8], value: &[u8]) {
         self.bytes
             .fetch_add(key.len() + value.len() + ENTRY_OVERHEAD, Relaxed);
+        if kind == ValueKind::RangeDeletion {
+            let mut r = self.range_tombstones.write();
+            r.written.push(RangeTombstone {
+                start: key.to_vec(),
+                end: value.to_vec(),
+                seq,
+            });
+            r.fragmented = None;
+            // Published before the write's sequence is: a read that sees the sequence sees this.
+            self.has_range_tombstones.store(true, Release);
+            return;
+        }
         self.map
             .insert(InternalKey::new(key, seq, kind), value.to_vec());
     }
 
+    /// Its range tombstones, fragmented; `None` if it has none.
+    pub(crate) fn range_tombstones(&self) -> Option<Arc<FragmentedRangeTombstones>> {
+        if !self.has_range_tombstones.load(Acquire) {
+            return None;
+        }
+        if let Some(f) = &self.range_tombstones.read().fragmented {
+            return Some(Arc::clone(f));
+        }
+        let mut r = self.range_tombstones.write();
+        let r = &mut *r;
+        let fragmented = r.fragmented.get_or_insert_with(|| {
+            Arc::new(FragmentedRangeTombstones::new(r.written.iter().cloned()))
+        });
+        Some(Arc::clone(fragmented))
+    }
+
     /// The newest entry for the user key of `lookup` (a [`lookup_key`](crate::key::lookup_key))
-    /// with a sequence ≤ the lookup's. A Get builds one lookup key for every memtable and table.
+    /// with a sequence ≤ the lookup's, range tombstones included. A Get builds one lookup key
+    /// for every memtable and table.
     pub(crate) fn get(&self, lookup: &InternalKey) -> Option<NewestEntry> {
+        let point = self.get_point(lookup);
+        let Some(tombstones) = self.range_tombstones() else {
+            return point.map(|(e, _)| e);
+        };
+        let parsed = parse_internal_key(lookup.as_bytes())?;
+        let covering = tombstones.covering_sequence(parsed.user_key, parsed.seq);
+        match point {
+            Some((_, seq)) if seq < covering => Some(NewestEntry::RangeDeleted),
+            None if covering > 0 => Some(NewestEntry::RangeDeleted),
+            point => point.map(|(e, _)| e),
+        }
+    }
+
+    /// The newest value or point tombstone for the user key of `lookup`, and its sequence.
+    fn get_point(&self, lookup: &InternalKey) -> Option<(NewestEntry, u64)> {
         // An empty memtable (just after a switch or flush) is answered without an epoch pin. Its
         // count is read after the Get's sequence, so it covers every entry that sequence admits.
         if self.map.is_empty() {
@@ -79,21 +147,34 @@ impl MemTable {
         if parsed.user_key != key {
             return None;
         }
-        Some(match parsed.kind {
-            ValueKind::Value => NewestEntry::Value(entry.value().clone()),
-            ValueKind::Deletion => NewestEntry::Deleted,
-        })
+        Some((
+            match parsed.kind {
+                ValueKind::Value => NewestEntry::Value(entry.value().clone()),
+                ValueKind::Deletion | ValueKind::RangeDeletion => NewestEntry::Deleted,
+            },
+            parsed.seq,
+        ))
     }
 
-    /// The sequence of the newest entry of user key `key` (value or tombstone), if it holds one.
+    /// The sequence of the newest entry of user key `key` (value, tombstone or range tombstone
+    /// over it), if it holds one.
     pub(crate) fn newest_sequence(&self, key: &[u8]) -> Option<u64> {
+        let covering = self
+            .range_tombstones()
+            .map(|t| t.covering_sequence(key, MAX_SEQUENCE))
+            .filter(|&s| s > 0);
         if self.map.is_empty() {
-            return None;
+            return covering;
         }
         let lookup = InternalKey::new(key, MAX_SEQUENCE, ValueKind::Value);
-        let entry = self.map.lower_bound(Bound::Included(&lookup))?;
-        let parsed = parse_internal_key(entry.key().as_bytes())?;
-        (parsed.user_key == key).then_some(parsed.seq)
+        let point = self
+            .map
+            .lower_bound(Bound::Included(&lookup))
+            .and_then(|entry| {
+                let parsed = parse_internal_key(entry.key().as_bytes())?;
+                (parsed.user_key == key).then_some(parsed.seq)
+            });
+        point.max(covering)
     }
 
     /// Whether it holds an entry of a user key within `(start, end)` with a sequence above
@@ -103,6 +184,19 @@ impl MemTable {
         (start, end): (Bound<&[u8]>, Bound<&[u8]>),
         sequence: u64,
     ) -> bool {
+        fn bound(b: Bound<&[u8]>) -> Option<&[u8]> {
+            match b {
+                Bound::Included(k) | Bound::Excluded(k) => Some(k),
+                Bound::Unbounded => None,
+            }
+        }
+        // Bounds taken as inclusive: at worst a tombstone that only touches an excluded bound
+        // counts, which makes a conflict check stricter, never looser.
+        if let Some(t) = self.range_tombstones() {
+            if t.newest_overlapping(bound(start), bound(end)) > Some(sequence) {
+                return true;
+            }
+        }
         if self.map.is_empty() {
             return false;
         }
@@ -139,8 +233,9 @@ impl MemTable {
         self.map.len()
     }
 
+    /// Whether it holds nothing: no entry and no range tombstone.
     pub(crate) fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.is_empty() && !self.has_range_tombstones.load(Acquire)
     }
 
     pub(crate) fn iter(self: &Arc<Self>) -> MemTableIter {

@@ -111,6 +111,10 @@ tickers! {
     /// Transactions refused at commit with `Error::Conflict`: a key they read or wrote, or a key
     /// in a range they scanned, was written after their snapshot.
     TransactionConflicts => "txn.conflicts",
+    /// Point lookups (Gets, keys of `multi_get`) answered "deleted" by a range tombstone.
+    RangeDeleteCovered => "range.delete.covered",
+    /// Range deletions written (`Db::delete_range`, `WriteBatch::delete_range`).
+    RangeDeletes => "range.deletes",
 }
 
 const NUM_TICKERS: usize = Ticker::ALL.len();

@@ -92,6 +92,37 @@ impl WriteBatch {
         self
     }
 
+    /// Removes every key from `range.start` up to (not including) `range.end` from the default
+    /// keyspace: one entry, however many keys the range holds. Keys written after it, in this
+    /// batch or later, are not removed. An empty range (`start >= end`) adds nothing.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("session:1", "a")?;
+    /// db.put("session:2", "b")?;
+    /// let mut batch = siftdb::WriteBatch::new();
+    /// batch.delete_range("session:".."session;").put("session:3", "c");
+    /// db.write(batch)?;
+    /// let left: Vec<_> = db.iter().map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(left, [b"session:3".to_vec()]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn delete_range<K: AsRef<[u8]>>(&mut self, range: std::ops::Range<K>) -> &mut Self {
+        let (start, end) = (range.start.as_ref(), range.end.as_ref());
+        if start >= end {
+            return self;
+        }
+        self.rep.push(ValueKind::RangeDeletion as u8);
+        put_length_prefixed(&mut self.rep, start);
+        put_length_prefixed(&mut self.rep, end);
+        self.default = true;
+        self.note(start.len().max(end.len()), 0);
+        self
+    }
+
     /// Sets `key` to `value` in `keyspace`. One batch may write to any keyspaces of one store:
     /// [`Db::write`](crate::Db::write) applies all of it or, after a crash, none of it, in every
     /// keyspace.
@@ -147,6 +178,39 @@ impl WriteBatch {
         self.entry_in(id, store, ValueKind::Deletion);
         put_length_prefixed(&mut self.rep, key);
         self.note(key.len(), 0);
+        self
+    }
+
+    /// [`delete_range`](Self::delete_range) in `keyspace` (see [`put_in`](Self::put_in)).
+    pub fn delete_range_in<K: AsRef<[u8]>>(
+        &mut self,
+        keyspace: &Keyspace,
+        range: std::ops::Range<K>,
+    ) -> &mut Self {
+        self.delete_range_to(
+            keyspace.id(),
+            keyspace.store_id(),
+            range.start.as_ref(),
+            range.end.as_ref(),
+        )
+    }
+
+    /// Removes the keys in `[start, end)` from keyspace `id` of store `store` (nothing if the
+    /// range is empty).
+    pub(crate) fn delete_range_to(
+        &mut self,
+        id: u32,
+        store: StoreId,
+        start: &[u8],
+        end: &[u8],
+    ) -> &mut Self {
+        if start >= end {
+            return self;
+        }
+        self.entry_in(id, store, ValueKind::RangeDeletion);
+        put_length_prefixed(&mut self.rep, start);
+        put_length_prefixed(&mut self.rep, end);
+        self.note(start.len().max(end.len()), 0);
         self
     }
 
@@ -292,8 +356,9 @@ impl<'a> BatchEntries<'a> {
         };
         let kind = ValueKind::from_byte(byte & !IN_KEYSPACE)?;
         let key = self.d.length_prefixed()?;
+        // A range deletion's "value" is its end key.
         let value = match kind {
-            ValueKind::Value => self.d.length_prefixed()?,
+            ValueKind::Value | ValueKind::RangeDeletion => self.d.length_prefixed()?,
             ValueKind::Deletion => &[],
         };
         let seq = self.first.checked_add(self.next)?;
@@ -335,6 +400,8 @@ mod tests {
     fn batch_round_trips_through_its_encoding() {
         let mut b = WriteBatch::new();
         b.put(b"k1", b"v1").delete(b"k2").put(b"", b"");
+        b.delete_range(&b"a"[..]..&b"c"[..])
+            .delete_range(&b"c"[..]..&b"c"[..]);
         b.set_sequence(100);
         let entries = decode_batch(b.encoded()).unwrap();
         let got: Vec<_> = entries
@@ -347,6 +414,7 @@ mod tests {
                 (100, ValueKind::Value, b"k1".to_vec(), b"v1".to_vec()),
                 (101, ValueKind::Deletion, b"k2".to_vec(), vec![]),
                 (102, ValueKind::Value, vec![], vec![]),
+                (103, ValueKind::RangeDeletion, b"a".to_vec(), b"c".to_vec()),
             ]
         );
         let enc = b.encoded();
@@ -361,7 +429,8 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(b"d", b"0")
             .put_to(7, ours, b"k", b"v")
-            .delete_to(300, ours, b"gone");
+            .delete_to(300, ours, b"gone")
+            .delete_range_to(300, ours, b"x", b"y");
         assert_eq!(b.keyspaces().collect::<Vec<_>>(), [0, 7, 300]);
         assert!(b.names_keyspaces());
         assert_eq!(b.store(), Ok(Some(ours)));
@@ -377,9 +446,10 @@ mod tests {
                 (5, 0, ValueKind::Value, b"d".to_vec()),
                 (6, 7, ValueKind::Value, b"k".to_vec()),
                 (7, 300, ValueKind::Deletion, b"gone".to_vec()),
+                (8, 300, ValueKind::RangeDeletion, b"x".to_vec()),
             ]
         );
-        assert_eq!(b.last_sequence(), 7);
+        assert_eq!(b.last_sequence(), 8);
         b.put_to(7, theirs, b"x", b"y");
         assert_eq!(b.store(), Err(()));
         // A plain batch names no keyspace and no store.

@@ -136,15 +136,8 @@ impl Db {
                 let table =
                     table_options(o, &live.name, 0, false, o.filter.clone(), inner.store_id);
                 made.push(table_path(dir, number));
-                let added = write_level0_table(
-                    &inner.fs,
-                    dir,
-                    number,
-                    table,
-                    &live.stats,
-                    &[],
-                    &mut sv.mem.iter(),
-                )?;
+                let added =
+                    write_level0_table(&inner.fs, dir, number, table, &live.stats, &[], &sv.mem)?;
                 record.version = Arc::new(record.version.apply(&VersionEdit {
                     added: added.into_iter().collect(),
                     ..Default::default()

@@ -19,6 +19,7 @@ use crate::filter::Filter;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{append_internal_key, lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
 use crate::options::NUM_LEVELS;
+use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 use crate::sst::table_builder::TableBuilder;
 use crate::stats::Ticker;
 
@@ -149,7 +150,7 @@ impl DbInner {
         // tombstones do not come to rest in the last level by moves. Asked last: it opens the
         // tables.
         for t in &inputs {
-            if tree.tables.get(t)?.properties().num_deletions > 0 {
+            if t.range_tombstones || tree.tables.get(t)?.properties().num_deletions > 0 {
                 return self.run_compaction(job);
             }
         }
@@ -166,6 +167,7 @@ impl DbInner {
                         size: t.size,
                         smallest: t.smallest.clone(),
                         largest: t.largest.clone(),
+                        range_tombstones: t.range_tombstones,
                     })
                     .collect(),
                 ..Default::default()
@@ -262,14 +264,27 @@ impl DbInner {
     ) -> Result<()> {
         let filter = job.tree.filter_for_compaction(job);
         let snapshots = self.snapshots.sequences();
-        let splits = split_points(
-            job,
-            job.tree.options.max_subcompactions,
-            job.tree.options.target_file_size,
-        );
+        let range_tombstones = job_range_tombstones(job)?;
+        // Range tombstones are cut between outputs just past a key both sides know; between
+        // subcompactions no such key is known, so a job with range tombstones runs as one.
+        let splits = match range_tombstones {
+            Some(_) => Vec::new(),
+            None => split_points(
+                job,
+                job.tree.options.max_subcompactions,
+                job.tree.options.target_file_size,
+            ),
+        };
         let ranges = key_ranges(&splits);
         if ranges.len() == 1 {
-            return self.write_compaction_range(job, (None, None), &filter, &snapshots, outputs);
+            return self.write_compaction_range(
+                job,
+                (None, None),
+                &filter,
+                &snapshots,
+                range_tombstones.as_ref(),
+                outputs,
+            );
         }
         job.tree
             .stats
@@ -279,7 +294,7 @@ impl DbInner {
             let run = move |range: KeyRange<'_>| {
                 let mut out = Vec::new();
                 let r = catch_panic("compaction", || {
-                    self.write_compaction_range(job, range, filter, snapshots, &mut out)
+                    self.write_compaction_range(job, range, filter, snapshots, None, &mut out)
                 });
                 (r, out)
             };
@@ -324,6 +339,7 @@ impl DbInner {
         (lo, hi): KeyRange<'_>,
         filter: &Filter,
         snapshots: &[u64],
+        range_tombstones: Option<&FragmentedRangeTombstones>,
         outputs: &mut Vec<NewFile>,
     ) -> Result<()> {
         let out_level = job.level + 1;
@@ -360,6 +376,7 @@ impl DbInner {
                 size: summary.file_size,
                 smallest: summary.smallest,
                 largest: summary.largest,
+                range_tombstones: summary.range_tombstones,
             });
             Ok(())
         };
@@ -368,7 +385,33 @@ impl DbInner {
         // key anywhere below the memtables' newer ones: it is written with sequence 0, whose
         // tag is the same for every key, so that the codec compresses the tags away (as RocksDB
         // does at its bottommost level). Its tables take the bottommost codec, if one is set.
+        // (A range tombstone kept beside such a version is newer than it, since a snapshot lies
+        // below the tombstone, so the version stays deleted at sequence 0.)
         let bottommost = out_level >= job.version.deepest_nonempty_level();
+        let create = || -> Result<(u64, TableBuilder)> {
+            let number = self.new_file_number()?;
+            let b = TableBuilder::create(
+                &self.fs,
+                &table_path(&self.dir, number),
+                number,
+                table_options(
+                    &job.tree.options,
+                    &job.tree.name,
+                    out_level,
+                    bottommost,
+                    filter.clone(),
+                    self.store_id,
+                ),
+            )?;
+            Ok((number, b))
+        };
+        // The range tombstones the outputs keep, and where the next output's share of them
+        // begins: each output takes the pieces up to just past its last key (see `successor`),
+        // so the outputs' key ranges stay apart and every key of a tombstone stays covered.
+        let kept_tombstones = range_tombstones
+            .map(|t| kept_range_tombstones(t, &retention, &job.version, out_level))
+            .filter(|t| !t.is_empty());
+        let mut tombstones_from: Option<Vec<u8>> = lo.map(<[u8]>::to_vec);
         let mut zeroed: Vec<u8> = Vec::new();
         // An output table is cut only between user keys: versions of one key (kept for snapshots)
         // never straddle two tables of a level, whose key ranges must not overlap.
@@ -384,10 +427,6 @@ impl DbInner {
                     break;
                 }
                 if last_key.as_deref() != Some(parsed.user_key) {
-                    // Reuses the buffer: one allocation per job, not one per key.
-                    let last = last_key.get_or_insert_with(Vec::new);
-                    last.clear();
-                    last.extend_from_slice(parsed.user_key);
                     retention.next_key();
                     let passed = grandparents.passed_by(parsed.user_key);
                     if passed && !cut_pending {
@@ -399,15 +438,31 @@ impl DbInner {
                     }
                     if cut_pending {
                         cut_pending = false;
-                        if let Some(done) = builder.take() {
+                        if let Some(mut done) = builder.take() {
+                            if let (Some(t), Some(last)) = (&kept_tombstones, &last_key) {
+                                let end = successor(last);
+                                done.1.add_range_tombstones(
+                                    t.clipped(tombstones_from.as_deref(), Some(&end)),
+                                );
+                                tombstones_from = Some(end);
+                            }
                             finish(done, outputs)?;
                         }
                     }
+                    // Reuses the buffer: one allocation per job, not one per key.
+                    let last = last_key.get_or_insert_with(Vec::new);
+                    last.clear();
+                    last.extend_from_slice(parsed.user_key);
                 }
-                // Kept: the newest version, and the newest at or below each live snapshot. A
-                // tombstone no snapshot can look beneath, with nothing of its key in deeper
-                // levels, hides nothing: it goes too.
+                // Kept: the newest version, and the newest at or below each live snapshot, unless
+                // a range tombstone of the inputs deletes it for every reader that could see it
+                // (none lies in a snapshot between them). A tombstone no snapshot can look
+                // beneath, with nothing of its key in deeper levels, hides nothing: it goes too.
                 let keep = retention.keep(parsed.seq)
+                    && !range_tombstones.is_some_and(|t| {
+                        t.oldest_newer_than(parsed.user_key, parsed.seq)
+                            .is_some_and(|ts| retention.same_stripe(ts, parsed.seq))
+                    })
                     && !(parsed.kind == ValueKind::Deletion
                         && !retention.snapshot_below(parsed.seq)
                         && job
@@ -415,21 +470,7 @@ impl DbInner {
                             .is_base_level_for_key(out_level, parsed.user_key));
                 if keep {
                     if builder.is_none() {
-                        let number = self.new_file_number()?;
-                        let b = TableBuilder::create(
-                            &self.fs,
-                            &table_path(&self.dir, number),
-                            number,
-                            table_options(
-                                &job.tree.options,
-                                &job.tree.name,
-                                out_level,
-                                bottommost,
-                                filter.clone(),
-                                self.store_id,
-                            ),
-                        )?;
-                        builder = Some((number, b));
+                        builder = Some(create()?);
                     }
                     let key = if bottommost && !retention.snapshot_below(parsed.seq) {
                         zeroed.clear();
@@ -444,6 +485,17 @@ impl DbInner {
                     }
                 }
                 it.next()?;
+            }
+            if let Some(t) = &kept_tombstones {
+                let rest = t.clipped(tombstones_from.as_deref(), hi);
+                if !rest.is_empty() {
+                    if builder.is_none() {
+                        builder = Some(create()?);
+                    }
+                    if let Some((_, b)) = builder.as_mut() {
+                        b.add_range_tombstones(rest);
+                    }
+                }
             }
             if let Some(done) = builder.take() {
                 finish(done, outputs)?;
@@ -472,6 +524,76 @@ impl DbInner {
         }
         Ok(())
     }
+}
+
+/// The range tombstones of the job's input tables, fragmented together; `None` if they have none.
+///
+/// # Errors
+/// `Error::Corruption` or `Error::Io` if an input table cannot be opened.
+fn job_range_tombstones(job: &CompactionJob) -> Result<Option<FragmentedRangeTombstones>> {
+    let mut lists = Vec::new();
+    for f in job.inputs.iter().chain(&job.next_level_inputs) {
+        if f.range_tombstones {
+            if let Some(t) = job.tree.tables.get(f)?.range_tombstones() {
+                lists.push(Arc::clone(t));
+            }
+        }
+    }
+    if lists.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(FragmentedRangeTombstones::merge(
+        lists.iter().map(|t| &**t),
+    )))
+}
+
+/// The range tombstones of `all` that a compaction into `out_level` writes out: of the
+/// tombstones over a piece that no snapshot tells apart, the newest (the others delete nothing
+/// it does not); and none that no snapshot can look beneath over a range no deeper level holds
+/// (what it deleted is gone from this compaction's output).
+fn kept_range_tombstones(
+    all: &FragmentedRangeTombstones,
+    retention: &VersionRetention<'_>,
+    version: &Version,
+    out_level: usize,
+) -> FragmentedRangeTombstones {
+    let fragments = all
+        .fragments()
+        .iter()
+        .filter_map(|f| {
+            let mut seqs: Vec<u64> = Vec::new();
+            for &seq in &f.seqs {
+                if seqs
+                    .last()
+                    .is_some_and(|&newer| retention.same_stripe(newer, seq))
+                {
+                    continue;
+                }
+                // With no snapshot below it, every older one shares its stripe and goes too.
+                if !retention.snapshot_below(seq)
+                    && version.is_base_level_for_range(out_level, &f.start, &f.end)
+                {
+                    break;
+                }
+                seqs.push(seq);
+            }
+            (!seqs.is_empty()).then(|| Fragment {
+                start: f.start.clone(),
+                end: f.end.clone(),
+                seqs,
+            })
+        })
+        .collect();
+    FragmentedRangeTombstones::from_fragments(fragments)
+}
+
+/// The smallest key after `key`: `key` and a zero byte. Nothing sorts between them, so a piece
+/// of range tombstone ending there covers up to `key` exactly.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut s = Vec::with_capacity(key.len() + 1);
+    s.extend_from_slice(key);
+    s.push(0);
+    s
 }
 
 /// The tables of one level ≥ 1 of `tree` (in key order, none overlapping) as one iterator that

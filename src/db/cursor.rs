@@ -19,7 +19,10 @@ use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{append_internal_key, compare_bytes, parse_internal_key, user_key, ValueKind};
+use crate::key::{
+    append_internal_key, compare_bytes, parse_internal_key, user_key, ParsedKey, ValueKind,
+};
+use crate::range_tombstones::FragmentedRangeTombstones;
 
 /// The memtables and tables a cursor merges: a super-version's, with (for a prefix scan) only
 /// the tables that may hold the prefix.
@@ -90,6 +93,68 @@ impl Sources {
         }
         Ok(MergingIterator::new(children))
     }
+
+    /// The range tombstones of every memtable, and of every table whose key range meets
+    /// `[lower, upper]`, whether or not the table is merged (a prefix scan leaves out tables
+    /// whose filter rules the prefix out, but a range tombstone there still hides older keys).
+    ///
+    /// # Errors
+    /// `Error::Corruption` or `Error::Io` if such a table cannot be opened.
+    fn range_tombstones(
+        &self,
+        lower: &Bound<Vec<u8>>,
+        upper: &Bound<Vec<u8>>,
+    ) -> Result<Vec<Arc<FragmentedRangeTombstones>>> {
+        let sv = &self.sv;
+        let mut out: Vec<Arc<FragmentedRangeTombstones>> = std::iter::once(&sv.mem)
+            .chain(&sv.imm)
+            .filter_map(|m| m.range_tombstones())
+            .collect();
+        if !sv.version.range_tombstones {
+            return Ok(out);
+        }
+        let meets = |f: &FileMeta| {
+            let after_lower = match lower {
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    compare_bytes(f.largest_user(), k).is_ge()
+                }
+                Bound::Unbounded => true,
+            };
+            let before_upper = match upper {
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    compare_bytes(f.smallest_user(), k).is_le()
+                }
+                Bound::Unbounded => true,
+            };
+            after_lower && before_upper
+        };
+        for f in sv.version.levels.iter().flatten() {
+            if f.range_tombstones && meets(f) {
+                if let Some(t) = self.tables.get(f)?.range_tombstones() {
+                    out.push(Arc::clone(t));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What entry `p` (visible at `sequence`) is to a reader at `sequence`: a value a range
+/// tombstone covers counts as a tombstone.
+#[inline]
+fn visible_kind(
+    range_tombstones: &[Arc<FragmentedRangeTombstones>],
+    p: &ParsedKey<'_>,
+    sequence: u64,
+) -> ValueKind {
+    if p.kind == ValueKind::Value
+        && range_tombstones
+            .iter()
+            .any(|t| t.covers(p.user_key, p.seq, sequence))
+    {
+        return ValueKind::Deletion;
+    }
+    p.kind
 }
 
 /// The error for an entry whose internal key does not parse.
@@ -173,6 +238,10 @@ pub struct Cursor {
     upper: Bound<Vec<u8>>,
     /// The merge, built at the first positioning call (opening the L0 tables may fail).
     merged: Option<MergingIterator>,
+    /// The range tombstones of every memtable and table that may hold a key in the cursor's
+    /// range, gathered with the merge: an entry one of them covers is hidden as a tombstone
+    /// would hide it.
+    range_tombstones: Vec<Arc<FragmentedRangeTombstones>>,
     direction: Direction,
     valid: bool,
     /// Forward: scratch (the seek target; the user key whose older versions are skipped).
@@ -286,6 +355,7 @@ impl Cursor {
             lower: Bound::Unbounded,
             upper: Bound::Unbounded,
             merged: None,
+            range_tombstones: Vec::new(),
             direction: Direction::Forward,
             valid: false,
             saved_key: Vec::new(),
@@ -554,8 +624,15 @@ impl Cursor {
                 return self.fail(e.duplicate());
             }
             if self.merged.is_none() {
-                match self.sources.merge() {
-                    Ok(m) => self.merged = Some(m),
+                let merged = self.sources.merge().and_then(|m| {
+                    let tombstones = self.sources.range_tombstones(&self.lower, &self.upper)?;
+                    Ok((m, tombstones))
+                });
+                match merged {
+                    Ok((m, tombstones)) => {
+                        self.merged = Some(m);
+                        self.range_tombstones = tombstones;
+                    }
                     Err(e) => return self.fail(e),
                 }
             }
@@ -721,7 +798,8 @@ impl Cursor {
                 break;
             }
             if p.seq <= self.sequence {
-                match p.kind {
+                match visible_kind(&self.range_tombstones, &p, self.sequence) {
+                    ValueKind::RangeDeletion => return Err(malformed(&self.inner.dir)),
                     ValueKind::Deletion => {
                         // Every older version of this key is hidden.
                         self.saved_key.clear();
@@ -768,7 +846,8 @@ impl Cursor {
                         // A visible entry of an older key: the key after it is the answer.
                         break;
                     }
-                    match p.kind {
+                    match visible_kind(&self.range_tombstones, &p, self.sequence) {
+                        ValueKind::RangeDeletion => return Err(malformed(&self.inner.dir)),
                         ValueKind::Deletion => {
                             found = false;
                             self.saved_key.clear();

@@ -89,8 +89,11 @@ impl Db {
                         .map(|(layout, may_match)| FilterCheck { layout, may_match });
                     step.data_block = search.data_block.map(Into::into);
                     step.held = match &search.found {
+                        _ if search.covered() => TableHeld::Tombstone,
                         Some(NewestEntry::Value(v)) => TableHeld::Value(v.len()),
-                        Some(NewestEntry::Deleted) => TableHeld::Tombstone,
+                        Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) => {
+                            TableHeld::Tombstone
+                        }
                         None if step.filter.is_none_or(|c| c.may_match) => TableHeld::NoEntry,
                         None => TableHeld::NotSearched,
                     };
@@ -113,7 +116,7 @@ impl Db {
 fn answer_of(hit: NewestEntry) -> GetAnswer {
     match hit {
         NewestEntry::Value(v) => GetAnswer::Value(v),
-        NewestEntry::Deleted => GetAnswer::Deleted,
+        NewestEntry::Deleted | NewestEntry::RangeDeleted => GetAnswer::Deleted,
     }
 }
 

@@ -15,6 +15,7 @@ use crate::filter::Filter;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::parse_internal_key;
+use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
@@ -43,10 +44,11 @@ pub(crate) fn table_options(
     }
 }
 
-/// Writes the entries of `it` as L0 table `number`, keeping of each key only the newest version
-/// and the newest at or below each of `snapshots` (no other reader can see an older one: reads go
-/// to the newest, and scans keep their own memtables).
-/// Returns `None`, and leaves no file, if `it` is empty; on error (or panic) no file is left either.
+/// Writes memtable `mem` as L0 table `number`, keeping of each key only the newest version and
+/// the newest at or below each of `snapshots` (no other reader can see an older one: reads go to
+/// the newest, and scans keep their own memtables), and every range tombstone.
+/// Returns `None`, and leaves no file, if `mem` is empty; on error (or panic) no file is left
+/// either.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_level0_table(
     fs: &FileSystem,
@@ -55,9 +57,10 @@ pub(crate) fn write_level0_table(
     options: TableOptions,
     stats: &Stats,
     snapshots: &[u64],
-    it: &mut dyn InternalIterator,
+    mem: &Arc<MemTable>,
 ) -> Result<Option<NewFile>> {
     let mut builder = TableBuilder::create(fs, &table_path(dir, number), number, options)?;
+    let it = &mut mem.iter();
     let mut retention = VersionRetention::new(snapshots);
     it.seek_to_first()?;
     let mut last: Option<Vec<u8>> = None;
@@ -73,7 +76,10 @@ pub(crate) fn write_level0_table(
         }
         it.next()?;
     }
-    if builder.num_entries() == 0 {
+    if let Some(t) = mem.range_tombstones() {
+        builder.add_range_tombstones(t.fragments().to_vec());
+    }
+    if builder.is_empty() {
         return Ok(None); // the builder removes its empty file
     }
     let summary = builder.finish()?;
@@ -84,6 +90,7 @@ pub(crate) fn write_level0_table(
         size: summary.file_size,
         smallest: summary.smallest,
         largest: summary.largest,
+        range_tombstones: summary.range_tombstones,
     }))
 }
 
@@ -120,7 +127,7 @@ impl DbInner {
                 options,
                 &tree.stats,
                 &self.snapshots.sequences(),
-                &mut mem.iter(),
+                &mem,
             )
         })?;
         self.fs.sync_dir(&self.dir)?;

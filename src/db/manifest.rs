@@ -316,6 +316,7 @@ fn tables_of(version: &Version) -> Vec<NewFile> {
                 size: f.size,
                 smallest: f.smallest.clone(),
                 largest: f.largest.clone(),
+                range_tombstones: f.range_tombstones,
             })
         })
         .collect()

@@ -65,7 +65,7 @@ impl RecordAnswer for Answers {
                 self.found += 1;
                 Ok(Some(v))
             }
-            Ok(Some(NewestEntry::Deleted) | None) => Ok(None),
+            Ok(Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) | None) => Ok(None),
             Err(e) => Err(e),
         };
     }
@@ -228,6 +228,23 @@ impl Db {
         // As a Get: the super-version first, then the sequence, one view for the whole batch.
         let sv = tree.current.read();
         let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
+        if sv.version.range_tombstones {
+            // A table's range tombstones apply whatever its filter says, which the batched walk
+            // below does not ask: each key walks as a Get does, in the same view.
+            return keys
+                .iter()
+                .map(|k| {
+                    let found = tree.get_in::<CopyValue>(&sv, k.as_ref(), seq, |v| v)?;
+                    Ok(match found {
+                        Some(NewestEntry::Value(v)) => {
+                            tree.stats.inc(Ticker::NumberKeysFound);
+                            Some(v)
+                        }
+                        _ => None,
+                    })
+                })
+                .collect();
+        }
 
         // Taken out of the cell for the batch: a nested use would find it empty and allocate
         // its own rather than clobber this one.
@@ -259,6 +276,9 @@ impl Db {
                 });
                 if let Some(hit) = hit {
                     tree.stats.inc(Ticker::MemtableHit);
+                    if matches!(hit, NewestEntry::RangeDeleted) {
+                        tree.stats.inc(Ticker::RangeDeleteCovered);
+                    }
                     answers.record(d, Ok(Some(hit)));
                 }
             }

@@ -103,9 +103,7 @@ impl Db {
                 let number = take_number(dir, &mut next_file)?;
                 let table = table_options(o, &record.name, 0, false, o.filter.clone(), store_id);
                 // A store being opened has no snapshots.
-                if let Some(f) =
-                    write_level0_table(&fs, dir, number, table, &stats, &[], &mut mem.iter())?
-                {
+                if let Some(f) = write_level0_table(&fs, dir, number, table, &stats, &[], mem)? {
                     added.entry(id).or_default().added.push(f);
                 }
                 Ok(())

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use super::tree::Tree;
 use super::version::{FileMeta, Version};
-use super::{Db, Snapshot};
+use super::{Db, Snapshot, SuperVersion};
 use crate::error::Result;
 use crate::filter::FilterProbe;
 use crate::key::{
@@ -108,7 +108,68 @@ impl Tree {
     ) -> Result<Option<NewestEntry<T::Value>>> {
         let outcome = self.tables.get(file)?.search::<T>(lookup, probe)?;
         visit(level, file, TableVisit::Searched(&outcome));
+        if outcome.covered() {
+            return Ok(Some(NewestEntry::RangeDeleted));
+        }
         Ok(outcome.found)
+    }
+
+    /// The newest entry of `key` visible at `seq` in `sv` (one of this tree's super-versions):
+    /// the memtables, then the tables, filters first. Values from tables as `T` takes them,
+    /// values from memtables through `from_memtable`. Counts what it did, as a Get.
+    ///
+    /// # Errors
+    /// As [`search_tables`](Self::search_tables).
+    #[inline(always)]
+    pub(crate) fn get_in<T: TakeValue>(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: u64,
+        from_memtable: impl FnOnce(Vec<u8>) -> T::Value,
+    ) -> Result<Option<NewestEntry<T::Value>>> {
+        let tree = self;
+        let found = with_lookup_key(
+            key,
+            seq,
+            |lookup| -> Result<Option<NewestEntry<T::Value>>> {
+                if let Some(hit) = sv
+                    .mem
+                    .get(lookup)
+                    .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)))
+                {
+                    tree.stats.inc(Ticker::MemtableHit);
+                    return Ok(Some(match hit {
+                        NewestEntry::Value(v) => NewestEntry::Value(from_memtable(v)),
+                        NewestEntry::Deleted => NewestEntry::Deleted,
+                        NewestEntry::RangeDeleted => NewestEntry::RangeDeleted,
+                    }));
+                }
+                let mut consulted = 0;
+                let found = tree.search_tables::<T>(
+                    &sv.version,
+                    lookup,
+                    &FilterProbe::new(key),
+                    |level, _, visit| {
+                        let TableVisit::Searched(search) = visit else {
+                            return;
+                        };
+                        consulted += 1;
+                        // The statistics count what each table's filter answered, by level and layout.
+                        if let Some((layout, maybe)) = search.filter {
+                            let verdict = FilterVerdict::of(maybe, search.found.is_some());
+                            tree.stats.record_filter(level, layout, verdict);
+                        }
+                    },
+                )?;
+                tree.stats.add(Ticker::TablesConsulted, consulted);
+                Ok(found)
+            },
+        )?;
+        if matches!(found, Some(NewestEntry::RangeDeleted)) {
+            tree.stats.inc(Ticker::RangeDeleteCovered);
+        }
+        Ok(found)
     }
 }
 
@@ -208,48 +269,13 @@ impl Db {
         // keep the newest version at or below every live snapshot).
         let sv = tree.current.read();
         let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
-        let found = with_lookup_key(
-            key,
-            seq,
-            |lookup| -> Result<Option<NewestEntry<T::Value>>> {
-                if let Some(hit) = sv
-                    .mem
-                    .get(lookup)
-                    .or_else(|| sv.imm.iter().find_map(|m| m.get(lookup)))
-                {
-                    tree.stats.inc(Ticker::MemtableHit);
-                    return Ok(Some(match hit {
-                        NewestEntry::Value(v) => NewestEntry::Value(from_memtable(v)),
-                        NewestEntry::Deleted => NewestEntry::Deleted,
-                    }));
-                }
-                let mut consulted = 0;
-                let found = tree.search_tables::<T>(
-                    &sv.version,
-                    lookup,
-                    &FilterProbe::new(key),
-                    |level, _, visit| {
-                        let TableVisit::Searched(search) = visit else {
-                            return;
-                        };
-                        consulted += 1;
-                        // The statistics count what each table's filter answered, by level and layout.
-                        if let Some((layout, maybe)) = search.filter {
-                            let verdict = FilterVerdict::of(maybe, search.found.is_some());
-                            tree.stats.record_filter(level, layout, verdict);
-                        }
-                    },
-                )?;
-                tree.stats.add(Ticker::TablesConsulted, consulted);
-                Ok(found)
-            },
-        )?;
+        let found = tree.get_in::<T>(&sv, key, seq, from_memtable)?;
         Ok(match found {
             Some(NewestEntry::Value(v)) => {
                 tree.stats.inc(Ticker::NumberKeysFound);
                 Some(v)
             }
-            Some(NewestEntry::Deleted) | None => None,
+            Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) | None => None,
         })
     }
 }

@@ -160,6 +160,13 @@ impl<'a> VersionRetention<'a> {
         true
     }
 
+    /// Whether no live snapshot lies between sequences `a` and `b` (in either order): every
+    /// reader sees both or neither.
+    pub(crate) fn same_stripe(&self, a: u64, b: u64) -> bool {
+        let stripe = |seq: u64| self.snapshots.partition_point(|&s| s < seq);
+        stripe(a) == stripe(b)
+    }
+
     /// Whether a live snapshot is older than `sequence`. If none is, every older version of the
     /// key shares the stripe of a version at `sequence` and is dropped, so a tombstone there
     /// hides nothing once nothing of its key is left in deeper levels.

@@ -472,6 +472,7 @@ mod tests {
                     1,
                     ValueKind::Value,
                 ),
+                range_tombstones: false,
             })
             .collect();
         Version::default().apply(&VersionEdit {

@@ -54,6 +54,8 @@ pub(crate) struct FileMeta {
     /// on these integers, without reaching the bytes.
     smallest_lead: u128,
     largest_lead: u128,
+    /// Whether it holds range tombstones.
+    pub(crate) range_tombstones: bool,
     /// The table's open reader, once the table cache pins it here.
     reader: OnceLock<PinnedReader>,
     /// What its filter spends, once Monkey allocation has read it from the properties: every flush
@@ -136,6 +138,7 @@ impl FileMeta {
             largest: f.largest.clone(),
             smallest_lead: leading_bytes(user_key(&f.smallest)),
             largest_lead: leading_bytes(user_key(&f.largest)),
+            range_tombstones: f.range_tombstones,
             reader: OnceLock::new(),
             filter_spend: OnceLock::new(),
             retire: OnceLock::new(),
@@ -153,6 +156,8 @@ pub(crate) struct Version {
     largest_leads: [Vec<u128>; NUM_LEVELS],
     /// One past the deepest level that holds a table: a lookup walks no level below.
     depth: usize,
+    /// Whether any table holds range tombstones.
+    pub(crate) range_tombstones: bool,
 }
 
 impl Version {
@@ -178,6 +183,7 @@ impl Version {
             .iter()
             .rposition(|files| !files.is_empty())
             .map_or(0, |l| l + 1);
+        v.range_tombstones = v.levels.iter().flatten().any(|f| f.range_tombstones);
         v
     }
 
@@ -246,6 +252,15 @@ impl Version {
             .collect()
     }
 
+    /// Whether no level below `level` can hold a key in `[start, end)`, so a range tombstone over
+    /// it may be dropped.
+    pub(crate) fn is_base_level_for_range(&self, level: usize, start: &[u8], end: &[u8]) -> bool {
+        self.levels
+            .iter()
+            .skip(level + 1)
+            .all(|files| !files.iter().any(|f| f.overlaps(start, end)))
+    }
+
     /// Whether no level below `level` can hold `ukey`, so a tombstone for it may be dropped.
     pub(crate) fn is_base_level_for_key(&self, level: usize, ukey: &[u8]) -> bool {
         self.levels
@@ -269,6 +284,7 @@ impl Version {
                     size,
                     smallest: internal_key(lo.as_bytes(), 1, ValueKind::Value),
                     largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
+                    range_tombstones: false,
                 })
                 .collect(),
             ..Default::default()
@@ -352,6 +368,7 @@ mod tests {
             size: 100,
             smallest: internal_key(lo.as_bytes(), 1, ValueKind::Value),
             largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
+            range_tombstones: false,
         }
     }
 

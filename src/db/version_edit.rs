@@ -22,6 +22,7 @@ const TAG_CREATE_KEYSPACE: u64 = 10;
 const TAG_DROP_KEYSPACE: u64 = 11;
 const TAG_LOG_START_SEQUENCE: u64 = 12;
 const TAG_NEXT_KEYSPACE_ID: u64 = 13;
+const TAG_RANGE_TOMBSTONES: u64 = 14;
 
 /// The keyspace every store has, and the one a MANIFEST written before keyspaces existed holds.
 pub(crate) const DEFAULT_KEYSPACE_ID: u32 = 0;
@@ -43,6 +44,8 @@ pub(crate) struct NewFile {
     pub(crate) size: u64,
     pub(crate) smallest: Vec<u8>,
     pub(crate) largest: Vec<u8>,
+    /// Whether it holds range tombstones (which a scan must see without opening every table).
+    pub(crate) range_tombstones: bool,
 }
 
 /// The change one MANIFEST record makes. Tables added and deleted, and `keyspace_log_number`,
@@ -114,6 +117,10 @@ impl VersionEdit {
             put_varint64(&mut b, f.size);
             put_length_prefixed(&mut b, &f.smallest);
             put_length_prefixed(&mut b, &f.largest);
+            if f.range_tombstones {
+                put_varint64(&mut b, TAG_RANGE_TOMBSTONES);
+                put_varint64(&mut b, f.number);
+            }
         }
         b
     }
@@ -161,10 +168,21 @@ impl VersionEdit {
                             size: d.varint64()?,
                             smallest: d.length_prefixed()?.to_vec(),
                             largest: d.length_prefixed()?.to_vec(),
+                            range_tombstones: false,
                         })
                     })()
                     .ok_or_else(|| bad("bad new-file entry"))?;
                     e.added.push(f);
+                }
+                TAG_RANGE_TOMBSTONES => {
+                    // Follows the new-file entry it marks.
+                    let n = d
+                        .varint64()
+                        .ok_or_else(|| bad("bad range tombstone mark"))?;
+                    match e.added.last_mut() {
+                        Some(f) if f.number == n => f.range_tombstones = true,
+                        _ => return Err(bad("a range tombstone mark names no table just added")),
+                    }
                 }
                 TAG_STORE_ID => {
                     let id = d
@@ -237,6 +255,7 @@ mod tests {
                 size: 4096,
                 smallest: b"a\0\0\0\0\0\0\0\x01".to_vec(),
                 largest: b"z\0\0\0\0\0\0\0\x01".to_vec(),
+                range_tombstones: true,
             }],
             store_id: Some([3; 16]),
         };

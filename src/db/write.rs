@@ -13,6 +13,7 @@ use super::tree::Tree;
 use super::version_edit::DEFAULT_KEYSPACE_ID;
 use super::{Db, DbInner, State, WalInfo, WalState};
 use crate::error::{Error, Result};
+use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::stats::Ticker;
@@ -52,6 +53,41 @@ impl Db {
         match self.tree.id {
             DEFAULT_KEYSPACE_ID => b.delete(key),
             id => b.delete_to(id, self.inner.store_id, key.as_ref()),
+        };
+        self.write(b)
+    }
+
+    /// Removes every key from `range.start` up to (not including) `range.end`: one WAL record and
+    /// one range tombstone, however many keys the range holds. Reads stop seeing the keys at
+    /// once; compaction removes them and then the tombstone. Keys written afterwards are not
+    /// removed, and [snapshots](Db::snapshot) taken before still see the old ones. An empty range
+    /// (`start >= end`) writes nothing.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// for day in 1..=9 {
+    ///     db.put(format!("log/2026-11-0{day}"), "...")?;
+    /// }
+    /// db.delete_range("log/2026-11-01".."log/2026-11-08")?; // a week, in one write
+    /// assert_eq!(db.get("log/2026-11-07")?, None);
+    /// assert_eq!(db.scan("log/".."log0").count(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`put`](Db::put).
+    pub fn delete_range<K: AsRef<[u8]>>(&self, range: std::ops::Range<K>) -> Result<()> {
+        let (start, end) = (range.start.as_ref(), range.end.as_ref());
+        if start >= end {
+            return self.inner.check_background_error();
+        }
+        let mut b = WriteBatch::new();
+        match self.tree.id {
+            DEFAULT_KEYSPACE_ID => b.delete_range(start..end),
+            id => b.delete_range_to(id, self.inner.store_id, start, end),
         };
         self.write(b)
     }
@@ -471,6 +507,9 @@ impl DbInner {
                 let e = e.ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?;
                 // Every keyspace of the group has its memtable here (a handful at most).
                 if let Some(t) = targets.iter_mut().find(|t| t.tree.id == e.keyspace) {
+                    if e.kind == ValueKind::RangeDeletion {
+                        t.tree.stats.inc(Ticker::RangeDeletes);
+                    }
                     t.mem.add(e.seq, e.kind, e.key, e.value);
                     t.entries += 1;
                     t.bytes += (e.key.len() + e.value.len()) as u64;

@@ -25,7 +25,8 @@ pub enum TableHeld {
     NoEntry,
     /// A value of this many bytes.
     Value(usize),
-    /// A tombstone: the key was deleted.
+    /// A tombstone: the key was deleted (by a point tombstone, or by a range tombstone of the
+    /// table's that covers it).
     Tombstone,
 }
 
@@ -55,7 +56,7 @@ pub struct TableStep {
 pub enum GetAnswer {
     /// The newest entry is this value.
     Value(Vec<u8>),
-    /// The newest entry is a tombstone.
+    /// The newest entry is a tombstone, or a range tombstone covers the key.
     Deleted,
     /// No memtable or table holds the key.
     NotFound,

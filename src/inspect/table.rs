@@ -114,6 +114,9 @@ pub struct TableInfo {
     pub num_entries: u64,
     /// Tombstones among them.
     pub num_deletions: u64,
+    /// Range tombstones in its range tombstone block (one per piece and sequence; see
+    /// [`Db::delete_range`](crate::Db::delete_range)).
+    pub num_range_deletions: u64,
     /// Data blocks, as the properties block counts them.
     pub num_data_blocks: u64,
     /// Bytes of keys as written (internal keys, before prefix compression).
@@ -246,6 +249,7 @@ impl TableInfo {
             meta_blocks,
             num_entries: p.num_entries,
             num_deletions: p.num_deletions,
+            num_range_deletions: p.num_range_deletions,
             num_data_blocks: p.num_data_blocks,
             raw_key_bytes: p.raw_key_bytes,
             raw_value_bytes: p.raw_value_bytes,

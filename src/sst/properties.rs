@@ -13,6 +13,8 @@ use crate::sst::block_builder::BlockBuilder;
 pub(crate) struct TableProperties {
     pub(crate) num_entries: u64,
     pub(crate) num_deletions: u64,
+    /// Range tombstones in its range tombstone block (one per fragment and sequence).
+    pub(crate) num_range_deletions: u64,
     pub(crate) num_data_blocks: u64,
     pub(crate) raw_key_bytes: u64,
     pub(crate) raw_value_bytes: u64,
@@ -48,6 +50,7 @@ impl Default for TableProperties {
         TableProperties {
             num_entries: 0,
             num_deletions: 0,
+            num_range_deletions: 0,
             num_data_blocks: 0,
             raw_key_bytes: 0,
             raw_value_bytes: 0,
@@ -80,6 +83,9 @@ impl TableProperties {
         };
         num("siftdb.num.entries", self.num_entries);
         num("siftdb.num.deletions", self.num_deletions);
+        if self.num_range_deletions > 0 {
+            num("siftdb.num.range.deletions", self.num_range_deletions);
+        }
         num("siftdb.num.data.blocks", self.num_data_blocks);
         num("siftdb.raw.key.size", self.raw_key_bytes);
         num("siftdb.raw.value.size", self.raw_value_bytes);
@@ -132,6 +138,7 @@ impl TableProperties {
             match it.key() {
                 b"siftdb.num.entries" => p.num_entries = num()?,
                 b"siftdb.num.deletions" => p.num_deletions = num()?,
+                b"siftdb.num.range.deletions" => p.num_range_deletions = num()?,
                 b"siftdb.num.data.blocks" => p.num_data_blocks = num()?,
                 b"siftdb.raw.key.size" => p.raw_key_bytes = num()?,
                 b"siftdb.raw.value.size" => p.raw_value_bytes = num()?,
@@ -169,6 +176,7 @@ mod tests {
         let p = TableProperties {
             num_entries: 1000,
             num_deletions: 3,
+            num_range_deletions: 2,
             num_data_blocks: 30,
             raw_key_bytes: 24_000,
             raw_value_bytes: 100_000,

@@ -9,15 +9,21 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::filter::Filter;
 use crate::fs::{FileSystem, WritableFile};
-use crate::key::{parse_internal_key, user_key, ValueKind};
+use crate::key::{
+    compare_internal, internal_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE,
+};
 use crate::options::Compression;
 use crate::prefix::PrefixExtractor;
+use crate::range_tombstones::{encode_block, Fragment};
 use crate::sst::block_builder::BlockBuilder;
 use crate::sst::compression::{BlockCompressor, COMPRESSION_NONE};
 use crate::sst::filter_block::{new_filter_block_builder, FilterBlockBuilder};
 use crate::sst::format::{block_trailer, BlockHandle, Footer};
 use crate::sst::properties::TableProperties;
 use crate::store_id::StoreId;
+
+/// The metaindex name of the range tombstone block.
+pub(crate) const RANGE_TOMBSTONE_BLOCK: &str = "range_tombstones";
 
 /// The settings a table is built with.
 #[derive(Clone)]
@@ -42,6 +48,8 @@ pub(crate) struct TableSummary {
     pub(crate) file_size: u64,
     pub(crate) smallest: Vec<u8>,
     pub(crate) largest: Vec<u8>,
+    /// Whether it holds range tombstones.
+    pub(crate) range_tombstones: bool,
 }
 
 /// Writes one table file. Keys (internal keys) must arrive in internal-key order. A builder
@@ -62,6 +70,8 @@ pub(crate) struct TableBuilder {
     last_key: Vec<u8>,
     props: TableProperties,
     compressor: BlockCompressor,
+    /// Range tombstone fragments, written in their own block at `finish`.
+    range_tombstones: Vec<Fragment>,
 }
 
 impl TableBuilder {
@@ -95,11 +105,23 @@ impl TableBuilder {
             last_key: Vec::new(),
             props,
             compressor,
+            range_tombstones: Vec::new(),
         })
     }
 
-    pub(crate) fn num_entries(&self) -> u64 {
-        self.props.num_entries
+    /// Whether it holds nothing yet: no entry and no range tombstone.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.props.num_entries == 0 && self.range_tombstones.is_empty()
+    }
+
+    /// Adds range tombstone fragments: non-overlapping, in key order, after any added before.
+    /// The table's key range grows to hold them: from the first one's start to the last one's
+    /// end, which is exclusive; when it ends in a zero byte, the key before it is known exactly
+    /// (nothing sorts between `k` and `k` + `0x00`), else the end itself stands in.
+    pub(crate) fn add_range_tombstones(&mut self, fragments: Vec<Fragment>) {
+        self.props.num_range_deletions +=
+            fragments.iter().map(|f| f.seqs.len() as u64).sum::<u64>();
+        self.range_tombstones.extend(fragments);
     }
 
     /// Bytes written so far plus the open data block: where compaction cuts its outputs.
@@ -195,6 +217,31 @@ impl TableBuilder {
             self.props.filter_bytes = f.filter_bytes();
             self.props.filter_keys = f.num_keys();
         }
+        if let (Some(first), Some(last)) =
+            (self.range_tombstones.first(), self.range_tombstones.last())
+        {
+            let handle = write_block(
+                &mut self.out,
+                &mut self.offset,
+                &encode_block(&self.range_tombstones),
+                None,
+            )?;
+            meta.push((RANGE_TOMBSTONE_BLOCK.to_string(), handle));
+            let smallest = internal_key(&first.start, MAX_SEQUENCE, ValueKind::RangeDeletion);
+            if self.props.num_entries == 0 || compare_internal(&smallest, &self.smallest).is_lt() {
+                self.smallest = smallest;
+            }
+            let end = &last.end;
+            let last_covered = match end.split_last() {
+                Some((0, before)) => before,
+                _ => end.as_slice(),
+            };
+            // The largest internal key of that user key.
+            let largest = internal_key(last_covered, 0, ValueKind::Deletion);
+            if self.props.num_entries == 0 || compare_internal(&largest, &self.last_key).is_gt() {
+                self.last_key = largest;
+            }
+        }
         self.props.index_bytes = self.index_block.estimated_size() as u64;
         self.props.smallest_key = self.smallest.clone();
         self.props.largest_key = self.last_key.clone();
@@ -228,6 +275,7 @@ impl TableBuilder {
             file_size: self.offset,
             smallest: std::mem::take(&mut self.smallest),
             largest: std::mem::take(&mut self.last_key),
+            range_tombstones: !self.range_tombstones.is_empty(),
         })
     }
 }

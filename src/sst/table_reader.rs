@@ -16,6 +16,7 @@ use crate::key::{lookup_key, parse_internal_key, user_key, ValueKind, MAX_SEQUEN
 use crate::memtable::NewestEntry;
 use crate::pinned_value::PinnedValue;
 use crate::prefix::PrefixExtractor;
+use crate::range_tombstones::FragmentedRangeTombstones;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
 use crate::sst::filter_block::{
     parse_filter_block, BlockSource, FilterAnswer, FilterBlockReader, FilterShape, InMemoryFilter,
@@ -24,6 +25,7 @@ use crate::sst::filter_block::{
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::sst::index_search::{IndexPosition, IndexSearch};
 use crate::sst::properties::TableProperties;
+use crate::sst::table_builder::RANGE_TOMBSTONE_BLOCK;
 use crate::stats::{Stats, Ticker};
 use crate::store_id::StoreId;
 
@@ -131,8 +133,36 @@ pub(crate) struct TableSearch<V = Vec<u8>> {
     pub(crate) filter: Option<(FilterLayout, bool)>,
     /// The data block read, if any.
     pub(crate) data_block: Option<BlockHandle>,
-    /// What the table holds for the key.
+    /// What the table holds for the key: its newest value or point tombstone at or below the
+    /// lookup's sequence.
     pub(crate) found: Option<NewestEntry<V>>,
+    /// The sequence of `found`'s entry.
+    pub(crate) found_sequence: u64,
+    /// The sequence of the table's newest range tombstone over the key at or below the lookup's
+    /// sequence (0 if none).
+    pub(crate) range_tombstone: u64,
+}
+
+impl<V> TableSearch<V> {
+    /// A search that has found nothing yet.
+    fn start(filter: Option<(FilterLayout, bool)>, data_block: Option<BlockHandle>) -> Self {
+        TableSearch {
+            filter,
+            data_block,
+            found: None,
+            found_sequence: 0,
+            range_tombstone: 0,
+        }
+    }
+
+    /// Whether one of the table's range tombstones deletes the key for this lookup: one at or
+    /// below its sequence is newer than the entry found, or there is no entry. Deeper tables
+    /// hold only older entries of the key, so the key is deleted.
+    #[inline]
+    pub(crate) fn covered(&self) -> bool {
+        self.range_tombstone > 0
+            && (self.found.is_none() || self.found_sequence < self.range_tombstone)
+    }
 }
 
 /// A point lookup between [`TableReader::locate`] and [`TableReader::finish_search`]: what the
@@ -167,7 +197,8 @@ pub(crate) trait TakeValue {
     ) -> NewestEntry<Self::Value> {
         match kind {
             ValueKind::Value => NewestEntry::Value(Self::take(block, it)),
-            ValueKind::Deletion => NewestEntry::Deleted,
+            // A writer never puts a range tombstone in a data block.
+            ValueKind::Deletion | ValueKind::RangeDeletion => NewestEntry::Deleted,
         }
     }
 }
@@ -227,6 +258,8 @@ pub(crate) struct TableReader {
     /// The store's prefix extractor, if the filter holds its prefixes.
     prefix: Option<PrefixExtractor>,
     properties: TableProperties,
+    /// Its range tombstones, read at open; `None` if it has none.
+    range_tombstones: Option<Arc<FragmentedRangeTombstones>>,
     cache: Arc<BlockCache>,
     stats: Arc<Stats>,
 }
@@ -280,6 +313,7 @@ impl TableReader {
             Arc::new(Block::new(metaindex).ok_or_else(|| bad("malformed metaindex block"))?);
         let mut properties = None;
         let mut filter = None;
+        let mut range_tombstones = None;
         let mut it = metaindex.iter(KeyOrder::Bytewise);
         it.seek_to_first();
         while it.valid() {
@@ -292,6 +326,10 @@ impl TableReader {
                     TableProperties::decode(block)
                         .ok_or_else(|| bad("malformed properties block"))?,
                 );
+            } else if name == RANGE_TOMBSTONE_BLOCK.as_bytes() {
+                let block = read_block(&file, path, handle, file_len)?;
+                let tombstones = FragmentedRangeTombstones::decode(block).map_err(bad)?;
+                range_tombstones = (!tombstones.is_empty()).then(|| Arc::new(tombstones));
             } else if filter.is_none() {
                 filter = TableFilter::open(
                     name,
@@ -336,9 +374,15 @@ impl TableReader {
             charged: placement.charge_to_cache,
             prefix,
             properties,
+            range_tombstones,
             cache,
             stats,
         })
+    }
+
+    /// Its range tombstones, if it has any.
+    pub(crate) fn range_tombstones(&self) -> Option<&Arc<FragmentedRangeTombstones>> {
+        self.range_tombstones.as_ref()
     }
 
     pub(crate) fn properties(&self) -> &TableProperties {
@@ -486,11 +530,7 @@ impl TableReader {
         key_probe: &FilterProbe<'_>,
     ) -> Result<Located<T::Value>> {
         let ukey = user_key(lookup);
-        let mut outcome = TableSearch {
-            filter: None,
-            data_block: None,
-            found: None,
-        };
+        let mut outcome = TableSearch::start(None, None);
         let blocks = LookupBlocks::new(self);
         // What the filter holds for this key: the key itself, or (whole-key filtering off) its
         // prefix; a key with neither cannot be filtered.
@@ -535,11 +575,10 @@ impl TableReader {
         lookup: &[u8],
     ) -> Result<Located<T::Value>> {
         Ok(Located {
-            search: TableSearch {
-                filter: Some((FilterLayout::Full, true)),
-                data_block: LookupBlocks::new(self).data_block_for(lookup)?,
-                found: None,
-            },
+            search: TableSearch::start(
+                Some((FilterLayout::Full, true)),
+                LookupBlocks::new(self).data_block_for(lookup)?,
+            ),
             block: None,
         })
     }
@@ -601,9 +640,24 @@ impl TableReader {
     ) -> Result<TableSearch<T::Value>> {
         let Located { mut search, block } = located;
         if let (Some(block), Some(handle)) = (block, search.data_block) {
-            search.found = self.find_in_block::<T>(&block, handle, lookup)?;
+            if let Some((found, seq)) = self.find_in_block::<T>(&block, handle, lookup)? {
+                search.found = Some(found);
+                search.found_sequence = seq;
+            }
         }
+        self.check_range_tombstones(&mut search, lookup);
         Ok(search)
+    }
+
+    /// Records in `search` the newest range tombstone over `lookup`'s key visible to it, if the
+    /// table has range tombstones: whatever the filter said, since it knows nothing of them.
+    #[inline(always)]
+    fn check_range_tombstones<V>(&self, search: &mut TableSearch<V>, lookup: &[u8]) {
+        if let Some(t) = &self.range_tombstones {
+            if let Some(p) = parse_internal_key(lookup) {
+                search.range_tombstone = t.covering_sequence(p.user_key, p.seq);
+            }
+        }
     }
 
     /// The handle of the only data block that may hold `lookup` (an internal key), or `None` if
@@ -708,11 +762,7 @@ impl TableReader {
         // prefetched; their restart entries prefetched; then the seeks.
         for (i, lookup) in lookups.iter().enumerate() {
             if maybe[i] {
-                let outcome = TableSearch {
-                    filter: Some((layout, true)),
-                    data_block: self.index_handle(lookup)?,
-                    found: None,
-                };
+                let outcome = TableSearch::start(Some((layout, true)), self.index_handle(lookup)?);
                 out.push((i, outcome));
             }
         }
@@ -745,20 +795,24 @@ impl TableReader {
         }
         for ((i, outcome), block) in out.iter_mut().zip(&blocks) {
             if let (Some(block), Some(handle)) = (block, outcome.data_block) {
-                outcome.found = self.find_in_block::<T>(block, handle, lookups[*i])?;
+                if let Some((found, seq)) = self.find_in_block::<T>(block, handle, lookups[*i])? {
+                    outcome.found = Some(found);
+                    outcome.found_sequence = seq;
+                }
             }
+            self.check_range_tombstones(outcome, lookups[*i]);
         }
         Ok(Some(layout))
     }
 
     /// The newest entry for `lookup`'s user key at or below its sequence in `block` (the data
-    /// block at `handle`), if the block holds one.
+    /// block at `handle`), and its sequence, if the block holds one.
     fn find_in_block<T: TakeValue>(
         &self,
         block: &Arc<Block>,
         handle: BlockHandle,
         lookup: &[u8],
-    ) -> Result<Option<NewestEntry<T::Value>>> {
+    ) -> Result<Option<(NewestEntry<T::Value>, u64)>> {
         let mut it = block.iter_in(KeyOrder::Internal, POINT_LOOKUP_KEY.take());
         let found = self.seek_in_block::<T>(block, &mut it, handle, lookup);
         let buffer = it.into_key_buffer();
@@ -775,7 +829,7 @@ impl TableReader {
         it: &mut BlockIter,
         handle: BlockHandle,
         lookup: &[u8],
-    ) -> Result<Option<NewestEntry<T::Value>>> {
+    ) -> Result<Option<(NewestEntry<T::Value>, u64)>> {
         let ukey = user_key(lookup);
         it.seek(lookup);
         if it.is_corrupt() {
@@ -792,7 +846,10 @@ impl TableReader {
         if parsed.user_key != ukey {
             return Ok(None);
         }
-        Ok(Some(T::found(block, it, parsed.kind, parsed.seq)))
+        Ok(Some((
+            T::found(block, it, parsed.kind, parsed.seq),
+            parsed.seq,
+        )))
     }
 
     /// An iterator over every entry. `fill_cache` is false for compactions, which read each block

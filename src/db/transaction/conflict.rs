@@ -104,7 +104,9 @@ fn newer_version(tree: &Tree, key: &[u8], snapshot: u64) -> Result<bool> {
     {
         return Ok(true);
     }
-    // The first table holding the key holds its newest version there.
+    // The first table holding the key (or a range tombstone over it) holds its newest version
+    // there.
+    let mut range_tombstone = 0;
     let found = with_lookup_key(key, MAX_SEQUENCE, |lookup| {
         tree.search_tables::<TakeSequence>(
             &sv.version,
@@ -112,6 +114,7 @@ fn newer_version(tree: &Tree, key: &[u8], snapshot: u64) -> Result<bool> {
             &FilterProbe::new(key),
             |level, _, visit| {
                 if let crate::db::read::TableVisit::Searched(search) = visit {
+                    range_tombstone = range_tombstone.max(search.range_tombstone);
                     if let Some((layout, maybe)) = search.filter {
                         let verdict = FilterVerdict::of(maybe, search.found.is_some());
                         tree.stats.record_filter(level, layout, verdict);
@@ -120,7 +123,8 @@ fn newer_version(tree: &Tree, key: &[u8], snapshot: u64) -> Result<bool> {
             },
         )
     })?;
-    Ok(matches!(found, Some(NewestEntry::Value(seq)) if seq > snapshot))
+    Ok(range_tombstone > snapshot
+        || matches!(found, Some(NewestEntry::Value(seq)) if seq > snapshot))
 }
 
 /// Whether `tree` holds a version newer than `snapshot` of any key within `bounds`. Walks every
@@ -160,6 +164,17 @@ fn table_has_newer(
     snapshot: u64,
 ) -> Result<bool> {
     let table = tree.tables.get(file)?;
+    if let Some(t) = table.range_tombstones() {
+        // Bounds taken as inclusive, as the memtables do: stricter at worst.
+        let bound = |b: Bound<&[u8]>| match b {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k.to_vec()),
+            Bound::Unbounded => None,
+        };
+        let (lo, hi) = (bound(start), bound(end));
+        if t.newest_overlapping(lo.as_deref(), hi.as_deref()) > Some(snapshot) {
+            return Ok(true);
+        }
+    }
     let mut it = table.iter(true);
     match start {
         Bound::Included(k) | Bound::Excluded(k) => it.seek(&lookup_key(k, MAX_SEQUENCE))?,
