@@ -522,6 +522,25 @@ impl DbInner {
                 self.run_compaction(job)?;
             }
         }
+        // Tables of the deepest level that still hold range tombstones (kept for a snapshot
+        // since released) are rewritten in place: otherwise the tombstones, and the keys they
+        // cover, would stay until the level is next compacted.
+        let version = self.manifest.lock().version(tree.id);
+        let deepest = version.deepest_nonempty_level();
+        let holding: Vec<Arc<FileMeta>> = version.levels[deepest]
+            .iter()
+            .filter(|f| f.range_tombstones)
+            .cloned()
+            .collect();
+        if deepest > 0 && !holding.is_empty() {
+            self.run_compaction(CompactionJob {
+                tree: Arc::clone(tree),
+                level: deepest - 1,
+                inputs: Vec::new(),
+                next_level_inputs: holding,
+                version,
+            })?;
+        }
         Ok(())
     }
 }
