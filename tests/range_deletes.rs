@@ -274,3 +274,35 @@ fn a_prefix_scan_honours_a_tombstone_in_a_table_its_filter_leaves_out() {
     assert_eq!(db.scan_prefix("user").count(), 0);
     assert_eq!(db.scan_prefix("item").count(), 100);
 }
+
+/// A table written from a memtable that holds range tombstones alone has no keys for its filter:
+/// every layout and policy writes it and reads it back.
+#[test]
+fn a_table_of_range_tombstones_alone_is_written_and_read_under_every_filter() {
+    use siftdb::filter::{BinaryFuse, FilterLayout};
+    use std::sync::Arc;
+    let filters = [
+        Filter::full(10.0),
+        Filter::block_based(10.0),
+        Filter::partitioned(10.0),
+        Filter::ribbon(10.0),
+        Filter::new(FilterLayout::Full, Arc::new(BinaryFuse::fuse8())),
+        Filter::none(),
+    ];
+    for filter in filters {
+        let dir = tempfile::tempdir().unwrap();
+        let o = options().filter(filter).level0_compaction_trigger(100);
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        db.put(key(5), value(5, 0)).unwrap();
+        db.flush().unwrap();
+        db.delete_range(key(0)..key(10)).unwrap();
+        db.flush().unwrap();
+        assert_eq!(db.get(key(5)).unwrap(), None);
+        db.close().unwrap();
+        let db = Db::open(dir.path(), o).unwrap();
+        assert_eq!(db.get(key(5)).unwrap(), None);
+        assert_eq!(db.iter().count(), 0);
+        db.compact().unwrap();
+        assert_eq!(tables(dir.path()).len(), 0, "compaction leaves nothing");
+    }
+}
