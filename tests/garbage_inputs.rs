@@ -15,8 +15,8 @@
 
 mod common;
 use common::{
-    block_entries, copy_dir, file_names, files_with_ext, handle, key, long, manifest, scratch,
-    varint,
+    block_entries, copy_dir, file_names, files_with_ext, fix_block_crc, frame_log, handle, key,
+    log_records, long, manifest, scratch, varint,
 };
 use std::path::Path;
 
@@ -107,15 +107,6 @@ fn table_blocks(bytes: &[u8]) -> Vec<BlockAt> {
         }
     }
     out
-}
-
-/// Gives the block at `offset` (contents of `size` bytes) a correct trailer again.
-fn fix_block_crc(bytes: &mut [u8], offset: usize, size: usize) {
-    let kind = bytes[offset + size];
-    let mut h = crc32fast::Hasher::new();
-    h.update(&bytes[offset..offset + size]);
-    h.update(&[kind]);
-    bytes[offset + size + 1..offset + size + 5].copy_from_slice(&h.finalize().to_le_bytes());
 }
 
 fn fix_footer_crc(bytes: &mut [u8]) {
@@ -269,36 +260,6 @@ fn random_and_mutated_table_files_never_panic_or_lie() {
             }
         }
     }
-}
-
-/// Splits a log of small records (all FULL fragments in one 32 KiB block) into payloads.
-fn log_records(bytes: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut p = 0;
-    while p + 7 <= bytes.len() {
-        let len = u16::from_le_bytes([bytes[p + 4], bytes[p + 5]]) as usize;
-        assert_eq!(bytes[p + 6], 1, "test logs hold only FULL fragments");
-        out.push(bytes[p + 7..p + 7 + len].to_vec());
-        p += 7 + len;
-    }
-    assert!(p <= 32768);
-    out
-}
-
-/// Frames `records` as FULL fragments with correct checksums.
-fn frame_log(records: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for r in records {
-        let mut h = crc32fast::Hasher::new();
-        h.update(&[1]);
-        h.update(r);
-        out.extend_from_slice(&h.finalize().to_le_bytes());
-        out.extend_from_slice(&(r.len() as u16).to_le_bytes());
-        out.push(1);
-        out.extend_from_slice(r);
-    }
-    assert!(out.len() <= 32768 - 7, "keep test logs to one block");
-    out
 }
 
 /// Mutates one record (or truncates or extends it), keeping the framing valid.

@@ -271,4 +271,66 @@ mod tests {
         assert!(VersionEdit::decode(&[99, 1], p).is_err());
         assert!(VersionEdit::decode(&[TAG_DELETED_FILE as u8, 9, 1], p).is_err());
     }
+
+    /// A range tombstone mark (tag 14) must follow the new-file entry of the table it names: one
+    /// naming another table, or coming before any, is refused as corruption naming the MANIFEST.
+    #[test]
+    fn a_range_tombstone_mark_naming_no_table_just_added_is_corruption() {
+        let table = |number: u64, range_tombstones: bool| NewFile {
+            level: 0,
+            number,
+            size: 1000,
+            smallest: b"a\0\0\0\0\0\0\0\x01".to_vec(),
+            largest: b"m\0\0\0\0\0\0\0\x01".to_vec(),
+            range_tombstones,
+        };
+        let p = Path::new("MANIFEST-000007");
+        let mark = |number: u64| {
+            let mut b = Vec::new();
+            put_varint64(&mut b, TAG_RANGE_TOMBSTONES);
+            put_varint64(&mut b, number);
+            b
+        };
+        let edit = |added: Vec<NewFile>| VersionEdit {
+            added,
+            ..Default::default()
+        };
+        // Marked tables, and unmarked ones beside them, round-trip.
+        let e = edit(vec![table(5, false), table(6, true), table(7, false)]);
+        assert_eq!(VersionEdit::decode(&e.encode(), p).unwrap(), e);
+        let refused = |bytes: &[u8], what: &str| match VersionEdit::decode(bytes, p) {
+            Err(Error::Corruption {
+                file,
+                what: message,
+            }) => {
+                assert_eq!(file, p, "{what}");
+                assert!(
+                    message.contains("range tombstone mark"),
+                    "{what}: {message}"
+                );
+            }
+            other => panic!("{what}: {other:?}"),
+        };
+        // A mark alone, before any table.
+        refused(&mark(6), "a mark before any table");
+        // A mark naming a table added earlier in the edit, not the one just added.
+        let mut bytes = edit(vec![table(5, false), table(6, false)]).encode();
+        bytes.extend(mark(5));
+        refused(&bytes, "a mark naming an earlier table");
+        // A mark naming a table the edit never adds.
+        let mut bytes = edit(vec![table(5, false)]).encode();
+        bytes.extend(mark(9));
+        refused(&bytes, "a mark naming an unknown table");
+        // A mark cut short.
+        let mut bytes = edit(vec![table(5, false)]).encode();
+        bytes.extend(&mark(5)[..1]);
+        refused(&bytes, "a mark without its number");
+        // The mark right after its table's entry is what an encoder writes.
+        let mut bytes = edit(vec![table(5, false)]).encode();
+        bytes.extend(mark(5));
+        assert_eq!(
+            VersionEdit::decode(&bytes, p).unwrap(),
+            edit(vec![table(5, true)])
+        );
+    }
 }

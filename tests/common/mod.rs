@@ -1,7 +1,8 @@
 //! Helpers shared by the whole-store tests: long-mode switches, scratch directories, copying and
 //! listing a store's files, the keys several tests write, and (for the tests that take a table
 //! file apart by hand) parsers that read the format of docs/table_format.md directly, not through
-//! the crate, so a test can aim at one region. `child.rs`: running the test binary as a child to
+//! the crate, so a test can aim at one region; and, for those that forge damage behind valid
+//! checksums, a block's trailer and WAL records (docs/log_format.md) framed again. `child.rs`: running the test binary as a child to
 //! kill. `gate.rs`: a filter policy whose builder holds a flush at a gate. `keyspaces.rs`: a
 //! keyspace's contents and tables, the error a dropped one gives, the bytes of the WALs.
 //! `power_cuts.rs`: the pieces of the power-cut loops.
@@ -171,5 +172,44 @@ pub fn block_entries(block: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         out.push((key.clone(), block[p..p + vlen].to_vec()));
         p += vlen;
     }
+    out
+}
+
+/// Gives the block at `offset` (contents of `size` bytes) a correct trailer again.
+pub fn fix_block_crc(bytes: &mut [u8], offset: usize, size: usize) {
+    let kind = bytes[offset + size];
+    let mut h = crc32fast::Hasher::new();
+    h.update(&bytes[offset..offset + size]);
+    h.update(&[kind]);
+    bytes[offset + size + 1..offset + size + 5].copy_from_slice(&h.finalize().to_le_bytes());
+}
+
+/// Splits a log of small records (all FULL fragments in one 32 KiB block) into payloads.
+pub fn log_records(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p + 7 <= bytes.len() {
+        let len = u16::from_le_bytes([bytes[p + 4], bytes[p + 5]]) as usize;
+        assert_eq!(bytes[p + 6], 1, "test logs hold only FULL fragments");
+        out.push(bytes[p + 7..p + 7 + len].to_vec());
+        p += 7 + len;
+    }
+    assert!(p <= 32768);
+    out
+}
+
+/// Frames `records` as FULL fragments with correct checksums.
+pub fn frame_log(records: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in records {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&[1]);
+        h.update(r);
+        out.extend_from_slice(&h.finalize().to_le_bytes());
+        out.extend_from_slice(&(r.len() as u16).to_le_bytes());
+        out.push(1);
+        out.extend_from_slice(r);
+    }
+    assert!(out.len() <= 32768 - 7, "keep test logs to one block");
     out
 }
