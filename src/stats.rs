@@ -111,6 +111,13 @@ tickers! {
     /// Transactions refused at commit with `Error::Conflict`: a key they read or wrote, or a key
     /// in a range they scanned, was written after their snapshot.
     TransactionConflicts => "txn.conflicts",
+    /// Values compaction turned into tombstones: removed by the keyspace's
+    /// [`CompactionFilter`](crate::CompactionFilter), or expired past the keyspace's
+    /// [`ttl`](crate::Options::ttl).
+    CompactionFilterRemoved => "compaction.filter.removed",
+    /// Values compaction rewrote as the keyspace's [`CompactionFilter`](crate::CompactionFilter)
+    /// changed them.
+    CompactionFilterChanged => "compaction.filter.changed",
 }
 
 const NUM_TICKERS: usize = Ticker::ALL.len();

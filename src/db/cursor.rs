@@ -15,6 +15,7 @@ use super::close::DirLock;
 use super::level_iter::LevelIter;
 use super::table_cache::TableCache;
 use super::tree::Tree;
+use super::ttl::{visible_kind, Expiry};
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::{Error, Result};
@@ -33,6 +34,8 @@ pub(crate) struct Sources {
     levels: Vec<Vec<Arc<FileMeta>>>,
     /// The readers of the keyspace's tables.
     tables: Arc<TableCache>,
+    /// Which values have expired (a keyspace with a TTL), as of the cursor's creation.
+    expiry: Expiry,
 }
 
 impl Sources {
@@ -65,6 +68,7 @@ impl Sources {
             l0,
             levels,
             tables: Arc::clone(&tree.tables),
+            expiry: Expiry::now(&tree.options),
         })
     }
 
@@ -269,6 +273,7 @@ impl Sources {
             l0,
             levels,
             tables: Arc::clone(&tree.tables),
+            expiry: Expiry::now(&tree.options),
         }
     }
 }
@@ -374,10 +379,11 @@ impl Cursor {
         if !self.valid {
             return &[];
         }
-        match (self.direction, &self.merged) {
+        let stored = match (self.direction, &self.merged) {
             (Direction::Forward, Some(it)) => it.value(),
             _ => &self.saved_value,
-        }
+        };
+        self.sources.expiry.user_value(stored)
     }
 
     /// Positions on the first key of the store (invalid if there is none).
@@ -721,7 +727,7 @@ impl Cursor {
                 break;
             }
             if p.seq <= self.sequence {
-                match p.kind {
+                match visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)? {
                     ValueKind::Deletion => {
                         // Every older version of this key is hidden.
                         self.saved_key.clear();
@@ -768,7 +774,7 @@ impl Cursor {
                         // A visible entry of an older key: the key after it is the answer.
                         break;
                     }
-                    match p.kind {
+                    match visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)? {
                         ValueKind::Deletion => {
                             found = false;
                             self.saved_key.clear();

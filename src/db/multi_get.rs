@@ -267,6 +267,7 @@ impl Db {
             tree.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
         }
         drop(sv);
+        tree.expire_answers(&inner.dir, &mut answers.values, &mut answers.found);
 
         let Answers {
             mut values,
