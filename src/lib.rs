@@ -57,7 +57,9 @@
 #![warn(missing_docs)]
 
 mod cache;
+mod clock;
 mod coding;
+mod compaction_filter;
 mod db;
 mod error;
 pub mod filter;
@@ -92,6 +94,8 @@ pub use fs::fault_injection;
 #[doc(hidden)]
 pub mod bench_internals;
 
+pub use clock::{Clock, SystemClock};
+pub use compaction_filter::{CompactionDecision, CompactionFilter};
 pub use db::keyspace::{DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME_BYTES};
 pub use db::{Cursor, Db, KeyRange, Keyspace, Scan, Snapshot, Transaction, TransactionScan};
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an

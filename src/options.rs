@@ -1,5 +1,10 @@
 //! Options for opening a store and for individual writes.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+use crate::compaction_filter::CompactionFilter;
 use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterAllocation};
 use crate::fs::FileSystem;
@@ -88,6 +93,10 @@ pub struct Options {
     pub(crate) max_total_wal_size: u64,
     pub(crate) compact_l0_for_reads: bool,
     pub(crate) read_compaction_tuning: crate::db::read_compaction::ReadCompactionTuning,
+    pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    pub(crate) registered_compaction_filters: Vec<Arc<dyn CompactionFilter>>,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) clock: Arc<dyn Clock>,
     #[cfg(feature = "__fault-injection")]
     pub(crate) fault_injector: Option<crate::fs::fault_injection::FaultInjector>,
 }
@@ -139,6 +148,10 @@ impl Default for Options {
             max_total_wal_size: 0,
             compact_l0_for_reads: true,
             read_compaction_tuning: crate::db::read_compaction::TUNING,
+            compaction_filter: None,
+            registered_compaction_filters: Vec::new(),
+            ttl: None,
+            clock: Arc::new(SystemClock),
             #[cfg(feature = "__fault-injection")]
             fault_injector: None,
         }
@@ -430,6 +443,76 @@ impl Options {
         self
     }
 
+    /// The keyspace's [`CompactionFilter`]: compaction asks it about each value it writes, to
+    /// keep, remove or change it (see the trait for which entries it sees). Default: none. Given
+    /// to [`Db::open`](crate::Db::open), it is the default keyspace's (and that of keyspaces
+    /// created with [`Db::keyspace`](crate::Db::keyspace)); given to
+    /// [`Db::keyspace_with`](crate::Db::keyspace_with), the new keyspace's. The store records it
+    /// by [name](CompactionFilter::name) and finds it again on reopen in the options it is opened
+    /// with: this option, or [`register_compaction_filter`](Self::register_compaction_filter).
+    /// [`Db::compact`](crate::Db::compact) of a keyspace with a filter rewrites its last level
+    /// too, so that the filter sees every entry.
+    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filter = Some(filter);
+        self
+    }
+
+    /// Makes `filter` known to the store opened with these options, without making it the
+    /// default keyspace's: a keyspace created with it (through
+    /// [`Db::keyspace_with`](crate::Db::keyspace_with) and
+    /// [`compaction_filter`](Self::compaction_filter)) finds it here by name when the store is
+    /// reopened. Store-wide; call it once per filter.
+    pub fn register_compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.registered_compaction_filters.push(filter);
+        self
+    }
+
+    /// Gives the keyspace's entries a time to live: an entry written at time *t* (by the store's
+    /// [`clock`](Self::clock)) is invisible to every read from *t* + `ttl` on, as if deleted (an
+    /// older version of its key does not show through), and compactions remove it. Counted in
+    /// whole seconds, rounded up. Default: none, entries live until deleted.
+    ///
+    /// Every value of such a keyspace is stored with its write time (four more bytes, see
+    /// `docs/table_format.md`), stamped when its batch is committed; reads return the value as
+    /// written, without it. A [`CompactionFilter`] of the keyspace sees values without it too,
+    /// and a value it changes keeps its write time. Expired entries leave the disk when a
+    /// compaction rewrites the tables that hold them (a flush keeps them);
+    /// [`Db::compact`](crate::Db::compact) of the keyspace rewrites every table.
+    ///
+    /// A time to live belongs to a keyspace and is fixed when the keyspace is created, as its
+    /// other options are: the store records it, a reopened store restores it, and
+    /// [`Db::keyspace_with`](crate::Db::keyspace_with) refuses to open an existing keyspace with
+    /// another one. The default keyspace's options are not recorded, so it cannot have one:
+    /// [`Db::open`](crate::Db::open) refuses options with a time to live. Create a keyspace with
+    /// it instead.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use siftdb::{Db, Options};
+    ///
+    /// # fn main() -> siftdb::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let sessions =
+    ///     db.keyspace_with("sessions", Options::default().ttl(Duration::from_secs(3600)))?;
+    /// sessions.put("token-1", "ada")?;
+    /// assert_eq!(sessions.get("token-1")?, Some(b"ada".to_vec())); // an hour from now: None
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// The store's time source (default: [`SystemClock`](crate::SystemClock), the operating
+    /// system's), which stamps the write times of keyspaces with a [`ttl`](Self::ttl) and judges
+    /// their expiry. Store-wide. Tests give a clock they move by hand.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// The filter configured for new tables.
     pub fn filter_config(&self) -> &Filter {
         &self.filter
@@ -518,6 +601,11 @@ impl Options {
                     "{name} {bytes} is above the largest accepted ({MAX_SIZE_OPTION} bytes, 1 TiB)"
                 )));
             }
+        }
+        if self.ttl.is_some_and(|t| t.is_zero()) {
+            return Err(Error::InvalidArgument(
+                "ttl must be above zero (whole seconds, rounded up)".into(),
+            ));
         }
         if self.block_size > MAX_BLOCK_SIZE {
             return Err(Error::InvalidArgument(format!(

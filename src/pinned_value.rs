@@ -43,6 +43,14 @@ impl PinnedValue {
     pub(crate) fn owned(value: Vec<u8>) -> PinnedValue {
         PinnedValue(Pinned::Owned(value))
     }
+
+    /// Keeps the first `len` bytes (all of them if it is shorter).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        match &mut self.0 {
+            Pinned::InBlock(_, range) => range.end = range.end.min(range.start.saturating_add(len)),
+            Pinned::Owned(v) => v.truncate(len),
+        }
+    }
 }
 
 impl Deref for PinnedValue {

@@ -115,6 +115,13 @@ tickers! {
     RangeDeleteCovered => "range.delete.covered",
     /// Range deletions written (`Db::delete_range`, `WriteBatch::delete_range`).
     RangeDeletes => "range.deletes",
+    /// Values compaction turned into tombstones: removed by the keyspace's
+    /// [`CompactionFilter`](crate::CompactionFilter), or expired past the keyspace's
+    /// [`ttl`](crate::Options::ttl).
+    CompactionFilterRemoved => "compaction.filter.removed",
+    /// Values compaction rewrote as the keyspace's [`CompactionFilter`](crate::CompactionFilter)
+    /// changed them.
+    CompactionFilterChanged => "compaction.filter.changed",
 }
 
 const NUM_TICKERS: usize = Ticker::ALL.len();

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::background::catch_panic;
+use super::compaction_filtering::CompactionInput;
 use super::filename::table_path;
 use super::flush::table_options;
 use super::level_iter::LevelIter;
@@ -356,7 +357,8 @@ impl DbInner {
         if !job.next_level_inputs.is_empty() {
             children.push(Box::new(level_iter(&job.tree, &job.next_level_inputs)));
         }
-        let mut it = MergingIterator::new(children);
+        let merged = MergingIterator::new(children);
+        let mut it = CompactionInput::new(&job.tree, out_level, snapshots, &self.dir, merged);
         match lo {
             Some(lo) => it.seek(&lookup_key(lo, MAX_SEQUENCE))?,
             None => it.seek_to_first()?,
@@ -510,6 +512,7 @@ impl DbInner {
 
     /// Compacts every level of `tree` into the next, down to the deepest level that holds data.
     fn compact_all(&self, tree: &Arc<Tree>) -> Result<()> {
+        let before = self.manifest.lock().version(tree.id);
         for level in 0..NUM_LEVELS - 1 {
             self.check_open()?;
             tree.check_live()?;
@@ -522,24 +525,8 @@ impl DbInner {
                 self.run_compaction(job)?;
             }
         }
-        // Tables of the deepest level that still hold range tombstones (kept for a snapshot
-        // since released) are rewritten in place: otherwise the tombstones, and the keys they
-        // cover, would stay until the level is next compacted.
-        let version = self.manifest.lock().version(tree.id);
-        let deepest = version.deepest_nonempty_level();
-        let holding: Vec<Arc<FileMeta>> = version.levels[deepest]
-            .iter()
-            .filter(|f| f.range_tombstones)
-            .cloned()
-            .collect();
-        if deepest > 0 && !holding.is_empty() {
-            self.run_compaction(CompactionJob {
-                tree: Arc::clone(tree),
-                level: deepest - 1,
-                inputs: Vec::new(),
-                next_level_inputs: holding,
-                version,
-            })?;
+        if let Some(job) = self.last_level_rewrite(tree, &before) {
+            self.run_compaction(job)?;
         }
         Ok(())
     }

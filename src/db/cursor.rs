@@ -15,6 +15,7 @@ use super::close::DirLock;
 use super::level_iter::LevelIter;
 use super::table_cache::TableCache;
 use super::tree::Tree;
+use super::ttl::{visible_kind, Expiry};
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::{Error, Result};
@@ -36,6 +37,8 @@ pub(crate) struct Sources {
     levels: Vec<Vec<Arc<FileMeta>>>,
     /// The readers of the keyspace's tables.
     tables: Arc<TableCache>,
+    /// Which values have expired (a keyspace with a TTL), as of the cursor's creation.
+    expiry: Expiry,
 }
 
 impl Sources {
@@ -68,6 +71,7 @@ impl Sources {
             l0,
             levels,
             tables: Arc::clone(&tree.tables),
+            expiry: Expiry::now(&tree.options),
         })
     }
 
@@ -139,22 +143,23 @@ impl Sources {
     }
 }
 
-/// What entry `p` (visible at `sequence`) is to a reader at `sequence`: a value a range
-/// tombstone covers counts as a tombstone.
+/// What entry `p`, of `kind` so far (its own, or a tombstone if expired), is to a reader at
+/// `sequence`: a value a range tombstone covers counts as a tombstone.
 #[inline]
-fn visible_kind(
+fn under_range_tombstones(
     range_tombstones: &[Arc<FragmentedRangeTombstones>],
     p: &ParsedKey<'_>,
+    kind: ValueKind,
     sequence: u64,
 ) -> ValueKind {
-    if p.kind == ValueKind::Value
+    if kind == ValueKind::Value
         && range_tombstones
             .iter()
             .any(|t| t.covers(p.user_key, p.seq, sequence))
     {
         return ValueKind::Deletion;
     }
-    p.kind
+    kind
 }
 
 /// The error for an entry whose internal key does not parse.
@@ -338,6 +343,7 @@ impl Sources {
             l0,
             levels,
             tables: Arc::clone(&tree.tables),
+            expiry: Expiry::now(&tree.options),
         }
     }
 }
@@ -444,10 +450,11 @@ impl Cursor {
         if !self.valid {
             return &[];
         }
-        match (self.direction, &self.merged) {
+        let stored = match (self.direction, &self.merged) {
             (Direction::Forward, Some(it)) => it.value(),
             _ => &self.saved_value,
-        }
+        };
+        self.sources.expiry.user_value(stored)
     }
 
     /// Positions on the first key of the store (invalid if there is none).
@@ -798,7 +805,8 @@ impl Cursor {
                 break;
             }
             if p.seq <= self.sequence {
-                match visible_kind(&self.range_tombstones, &p, self.sequence) {
+                let kind = visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
+                match under_range_tombstones(&self.range_tombstones, &p, kind, self.sequence) {
                     ValueKind::RangeDeletion => return Err(malformed(&self.inner.dir)),
                     ValueKind::Deletion => {
                         // Every older version of this key is hidden.
@@ -846,7 +854,9 @@ impl Cursor {
                         // A visible entry of an older key: the key after it is the answer.
                         break;
                     }
-                    match visible_kind(&self.range_tombstones, &p, self.sequence) {
+                    let kind =
+                        visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
+                    match under_range_tombstones(&self.range_tombstones, &p, kind, self.sequence) {
                         ValueKind::RangeDeletion => return Err(malformed(&self.inner.dir)),
                         ValueKind::Deletion => {
                             found = false;

@@ -61,7 +61,7 @@ impl Db {
                 });
         if let Some((source, hit)) = mem_hit {
             e.source = source;
-            e.answer = answer_of(hit);
+            e.answer = answer_of(self.tree.expire_found(&inner.dir, Some(hit))?);
             return Ok(e);
         }
 
@@ -107,16 +107,18 @@ impl Db {
                 level: last.level,
                 file_number: last.file_number,
             };
-            e.answer = answer_of(hit);
+            e.answer = answer_of(self.tree.expire_found(&inner.dir, Some(hit))?);
         }
         Ok(e)
     }
 }
 
-fn answer_of(hit: NewestEntry) -> GetAnswer {
+/// The answer of an entry found, as a Get sees it (an expired value is a tombstone).
+fn answer_of(hit: Option<NewestEntry>) -> GetAnswer {
     match hit {
-        NewestEntry::Value(v) => GetAnswer::Value(v),
-        NewestEntry::Deleted | NewestEntry::RangeDeleted => GetAnswer::Deleted,
+        Some(NewestEntry::Value(v)) => GetAnswer::Value(v),
+        Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) => GetAnswer::Deleted,
+        None => GetAnswer::NotFound,
     }
 }
 

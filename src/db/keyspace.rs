@@ -119,11 +119,12 @@ impl Db {
 
     /// The keyspace `name`, created with `options` if it does not exist: its filter (layout,
     /// policy, bits per key, allocation), prefix extractor, blocks, codecs, memtable and level
-    /// sizes. The store-wide fields of `options` (block cache, open files, file system,
-    /// `create_if_missing`) are the store's and are not looked at. The store records the
-    /// keyspace's options; a filter policy or prefix extractor of your own is recorded by name,
-    /// and a reopened store finds it in the options it is opened with (otherwise the keyspace's
-    /// new tables go without it, and a warning is logged).
+    /// sizes, compaction filter and [`ttl`](Options::ttl). The store-wide fields of `options`
+    /// (block cache, open files, file system, clock, `create_if_missing`) are the store's and are
+    /// not looked at. The store records the keyspace's options; a filter policy, prefix extractor
+    /// or compaction filter of your own is recorded by name, and a reopened store finds it in the
+    /// options it is opened with (otherwise the keyspace goes without it, and a warning is
+    /// logged).
     ///
     /// # Errors
     /// - `Error::InvalidArgument` for an empty name, a name over
@@ -260,6 +261,7 @@ impl Db {
         let mut lookup = inner.options.clone();
         lookup.filter = options.filter.clone();
         lookup.prefix_extractor = options.prefix_extractor.clone();
+        lookup.compaction_filter = options.compaction_filter.clone();
         let options = restore(name, &record, &lookup)?;
         let id = manifest.counters.next_keyspace_id;
         let log = inner.current_log.load(Ordering::Acquire);

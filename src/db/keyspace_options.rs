@@ -8,9 +8,15 @@
 //! options the store is opened with; if they name another, the keyspace's new tables get no
 //! filter (or no prefix extractor) and a warning is logged: its existing tables still read
 //! correctly, since a table's filter is asked only through a policy of the name it was built with.
+//! A compaction filter is recorded by name too, and looked for in the options' compaction filter
+//! and registered ones; a time to live is recorded in seconds. Both lines are written only when
+//! set.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::ttl::ttl_seconds;
+use crate::compaction_filter::CompactionFilter;
 use crate::error::{Error, Result};
 use crate::filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterLayout, FilterPolicy,
@@ -98,7 +104,15 @@ pub(crate) fn describe(options: &Options) -> String {
         ("max_subcompactions", o.max_subcompactions.to_string()),
         ("compact_l0_for_reads", o.compact_l0_for_reads.to_string()),
     ];
-    lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+    let mut record: String = lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    // Written only when set, so that the record of a keyspace without them reads as before.
+    if let Some(f) = &o.compaction_filter {
+        record.push_str(&format!("compaction_filter={}\n", f.name()));
+    }
+    if let Some(ttl) = o.ttl {
+        record.push_str(&format!("ttl={}\n", ttl_seconds(ttl)));
+    }
+    record
 }
 
 /// The options of keyspace `name` whose record is `record`: `store`'s store-wide options with the
@@ -109,6 +123,9 @@ pub(crate) fn describe(options: &Options) -> String {
 /// (the caller reports it as corruption of the MANIFEST).
 pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Options> {
     let mut o = store.clone();
+    // Recorded only when set: a record without them is a keyspace without them.
+    o.compaction_filter = None;
+    o.ttl = None;
     for line in record.lines().filter(|l| !l.is_empty()) {
         let bad = || Error::InvalidArgument(format!("keyspace {name}: bad option record {line:?}"));
         let (key, value) = line.split_once('=').ok_or_else(bad)?;
@@ -157,6 +174,10 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
             "level_size_multiplier" => o.level_size_multiplier = number()?,
             "max_subcompactions" => o.max_subcompactions = size()?,
             "compact_l0_for_reads" => o.compact_l0_for_reads = flag()?,
+            "compaction_filter" => {
+                o.compaction_filter = restore_compaction_filter(name, value, store)
+            }
+            "ttl" => o.ttl = Some(Duration::from_secs(number()?)),
             _ => return Err(bad()),
         }
     }
@@ -230,9 +251,70 @@ fn restore_prefix(keyspace: &str, name: &str, store: &Options) -> Option<PrefixE
     own
 }
 
+/// The compaction filter a `compaction_filter=` line names, found among the store's options.
+fn restore_compaction_filter(
+    keyspace: &str,
+    name: &str,
+    store: &Options,
+) -> Option<Arc<dyn CompactionFilter>> {
+    let found = store
+        .compaction_filter
+        .iter()
+        .chain(&store.registered_compaction_filters)
+        .find(|f| f.name() == name)
+        .cloned();
+    if found.is_none() {
+        log::warn!(
+            "keyspace {keyspace}: its compaction filter {name} is not in the options the store \
+             was opened with (compaction_filter, register_compaction_filter); its compactions \
+             keep every entry"
+        );
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compaction_filter::CompactionDecision;
+
+    struct KeepAll;
+
+    impl CompactionFilter for KeepAll {
+        fn name(&self) -> &str {
+            "test.KeepAll"
+        }
+        fn filter(&self, _: usize, _: &[u8], _: &[u8]) -> CompactionDecision {
+            CompactionDecision::Keep
+        }
+    }
+
+    #[test]
+    fn a_ttl_and_a_compaction_filter_are_recorded_only_when_set() {
+        let plain = describe(&Options::default());
+        assert!(!plain.contains("ttl") && !plain.contains("compaction_filter"));
+        let o = Options::default()
+            .ttl(Duration::from_millis(2_500))
+            .compaction_filter(Arc::new(KeepAll));
+        let record = describe(&o);
+        assert_eq!(
+            record,
+            format!("{plain}compaction_filter=test.KeepAll\nttl=3\n")
+        );
+        // The filter is found by name, in the store's filter or among the registered ones.
+        let registered = Options::default().register_compaction_filter(Arc::new(KeepAll));
+        let back = restore("k", &record, &registered).unwrap();
+        assert_eq!(back.ttl, Some(Duration::from_secs(3)));
+        assert_eq!(describe(&back), record);
+        // Not found: none, and the record it makes names none.
+        let back = restore("k", &record, &Options::default()).unwrap();
+        assert!(back.compaction_filter.is_none());
+        assert_eq!(back.ttl, Some(Duration::from_secs(3)));
+        // A record without them clears what the store's options have.
+        let store = Options::default().compaction_filter(Arc::new(KeepAll));
+        let back = restore("k", &plain, &store).unwrap();
+        assert!(back.compaction_filter.is_none() && back.ttl.is_none());
+    }
 
     #[test]
     fn a_record_restores_the_options_it_describes() {
@@ -250,6 +332,7 @@ mod tests {
         let back = restore("k", &describe(&none), &Options::default()).unwrap();
         assert!(back.filter.policy().is_none());
         assert!(restore("k", "block_size=big\n", &Options::default()).is_err());
+        assert!(restore("k", "ttl=soon\n", &Options::default()).is_err());
         assert!(restore("k", "colour=blue\n", &Options::default()).is_err());
     }
 }

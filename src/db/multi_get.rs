@@ -235,6 +235,7 @@ impl Db {
                 .iter()
                 .map(|k| {
                     let found = tree.get_in::<CopyValue>(&sv, k.as_ref(), seq, |v| v)?;
+                    let found = tree.expire_found(&inner.dir, found)?;
                     Ok(match found {
                         Some(NewestEntry::Value(v)) => {
                             tree.stats.inc(Ticker::NumberKeysFound);
@@ -287,6 +288,7 @@ impl Db {
             tree.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
         }
         drop(sv);
+        tree.expire_answers(&inner.dir, &mut answers.values, &mut answers.found);
 
         let Answers {
             mut values,

@@ -26,6 +26,7 @@ use super::keyspace_options::restore;
 use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords};
 use super::table_cache::{TableCache, TablePlacement};
 use super::tree::TreeState;
+use super::ttl::check_no_default_ttl;
 use super::version::Retire;
 use super::version_edit::{VersionEdit, DEFAULT_KEYSPACE_ID};
 use super::{Db, DbInner, Lifecycle, State, WalInfo, WalState};
@@ -47,8 +48,9 @@ impl Db {
     ///
     /// # Errors
     /// - `Error::InvalidArgument`, before anything is created, if `options` are out of range or
-    ///   cannot work together (see [`Options`]), if `path` is empty or a file, or if it holds no
-    ///   store and may not be created;
+    ///   cannot work together (see [`Options`]), if they have a [`ttl`](Options::ttl) (only
+    ///   keyspaces other than the default one may), if `path` is empty or a file, or if it holds
+    ///   no store and may not be created;
     /// - `Error::Locked` if another `Db` holds the directory (a writer, or a reader opened with
     ///   [`open_read_only`](Db::open_read_only));
     /// - `Error::Corruption` naming the file if CURRENT, the MANIFEST, a WAL (other than a torn
@@ -60,6 +62,7 @@ impl Db {
     /// - `Error::Io` naming the file for operating-system failures.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
+        check_no_default_ttl(&options)?;
         let dir = path.as_ref();
         check_store_path(dir)?;
         let fs = options.file_system();
@@ -216,14 +219,16 @@ impl Db {
     /// ```
     ///
     /// # Errors
-    /// - `Error::InvalidArgument` if `options` cannot work together, if `path` is empty,
-    ///   missing or a file, or if the directory holds no store;
+    /// - `Error::InvalidArgument` if `options` cannot work together or have a
+    ///   [`ttl`](Options::ttl), if `path` is empty, missing or a file, or if the directory holds
+    ///   no store;
     /// - `Error::Locked` if a writer has the store open;
     /// - `Error::Corruption` as for [`open`](Db::open) (a damaged CURRENT, MANIFEST, WAL or
     ///   table, a store's files without CURRENT);
     /// - `Error::Io` naming the file for operating-system failures.
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
+        check_no_default_ttl(&options)?;
         let dir = path.as_ref();
         check_store_path(dir)?;
         match fs::metadata(dir) {

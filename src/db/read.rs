@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
 use super::tree::Tree;
+use super::ttl::StoredValue;
 use super::version::{FileMeta, Version};
 use super::{Db, Snapshot, SuperVersion};
 use crate::error::Result;
@@ -257,7 +258,10 @@ impl Db {
         key: &[u8],
         sequence: Option<u64>,
         from_memtable: impl FnOnce(Vec<u8>) -> T::Value,
-    ) -> Result<Option<T::Value>> {
+    ) -> Result<Option<T::Value>>
+    where
+        T::Value: StoredValue,
+    {
         let inner = &self.inner;
         let tree = &*self.tree;
         inner.check_open()?;
@@ -270,6 +274,7 @@ impl Db {
         let sv = tree.current.read();
         let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
         let found = tree.get_in::<T>(&sv, key, seq, from_memtable)?;
+        let found = tree.expire_found(&inner.dir, found)?;
         Ok(match found {
             Some(NewestEntry::Value(v)) => {
                 tree.stats.inc(Ticker::NumberKeysFound);

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::filename::log_path;
 use super::transaction::{ConflictCheck, GroupWrites};
 use super::tree::Tree;
+use super::ttl::stamp_write_times;
 use super::version_edit::DEFAULT_KEYSPACE_ID;
 use super::{Db, DbInner, State, WalInfo, WalState};
 use crate::error::{Error, Result};
@@ -446,7 +447,11 @@ impl DbInner {
         let bytes: usize = group.iter().map(|w| w.batch.encoded().len()).sum();
         let mut targets = std::mem::take(&mut wal.targets);
         let made = self.make_room_for_write(wal, ids, bytes as u64, &mut targets);
-        let applied = made.and_then(|()| self.log_and_apply_to(wal, group, &mut targets, bytes));
+        let applied = made.and_then(|()| {
+            let batches = group.iter_mut().map(|w| &mut w.batch);
+            let stamped = stamp_write_times(batches, targets.iter().map(|t| &*t.tree));
+            self.log_and_apply_to(wal, group, &mut targets, bytes + stamped as usize)
+        });
         // Kept for the next group, empty: the memtables and trees are let go of now.
         targets.clear();
         wal.targets = targets;

@@ -1,0 +1,255 @@
+//! What a compaction's merged input looks like once the keyspace's compaction filter and its time
+//! to live have had their say: [`CompactionInput`] wraps the merge and rewrites entries on the
+//! way, so the compaction loop keeps its own rules (which versions to keep, which tombstones to
+//! drop) and applies them to the rewritten entries.
+//!
+//! - **Time to live.** A value whose write time is a TTL past becomes a tombstone at its own
+//!   sequence, whichever version of its key it is, snapshots or not. Every read already treats an
+//!   expired value as a tombstone at that sequence (at any snapshot, since expiry only ever comes
+//!   closer), so the rewrite changes nothing any reader sees; it lets the loop drop the value and,
+//!   where nothing below holds the key, the tombstone too.
+//! - **Compaction filter.** It is asked about the newest version of each key in the merge, if that
+//!   version is a value newer than every live snapshot, so no snapshot can read it: snapshots keep
+//!   seeing what they saw. `Remove` turns the value into a tombstone at its sequence, so that an
+//!   older version in a deeper level does not show through; `ChangeValue` replaces the value (with
+//!   a TTL, the new value keeps the old write time). A value that expired is not shown to it.
+//!
+//! Both count in `compaction.filter.removed` and `compaction.filter.changed`.
+//!
+//! `Db::compact` of such a keyspace also rewrites the tables of its last level that none of its
+//! jobs rewrote ([`DbInner::last_level_rewrite`]), so that the filter and the TTL reach every
+//! entry (RocksDB's `kIfHaveCompactionFilter`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::compaction::CompactionJob;
+use super::tree::Tree;
+use super::ttl::{append_write_time, missing_write_time, split_write_time, Expiry};
+use super::version::Version;
+use super::DbInner;
+use crate::compaction_filter::{CompactionDecision, CompactionFilter};
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{append_internal_key, parse_internal_key, ValueKind};
+use crate::stats::{Stats, Ticker};
+
+/// What the rules make of the entry the merge is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rewrite {
+    /// Written as merged.
+    AsIs,
+    /// A tombstone at the entry's sequence: `key` holds its internal key, its value is empty.
+    Tombstone,
+    /// The value in `value` instead.
+    Value,
+}
+
+/// The rules of one compaction of a keyspace with a compaction filter or a TTL.
+struct Rules<'a> {
+    filter: Option<Arc<dyn CompactionFilter>>,
+    expiry: Expiry,
+    /// The level the compaction writes, which the filter is told.
+    level: usize,
+    /// The newest live snapshot: the filter sees only versions newer than it.
+    newest_snapshot: Option<u64>,
+    keyspace: &'a str,
+    stats: &'a Stats,
+    dir: &'a Path,
+}
+
+/// A compaction's merged input, with the keyspace's compaction filter and TTL applied to each
+/// entry (see the module docs). The compaction loop moves it forward only: `seek_to_first` or
+/// `seek`, then `next`.
+pub(crate) struct CompactionInput<'a, I> {
+    input: I,
+    /// `None` for a keyspace with neither: the input passes through.
+    rules: Option<Rules<'a>>,
+    rewrite: Rewrite,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    /// The user key of the last entry, to tell the newest version of each key (`None` after a
+    /// seek).
+    last_user_key: Option<Vec<u8>>,
+}
+
+impl<'a, I: InternalIterator> CompactionInput<'a, I> {
+    /// `input` (the merge of a compaction of `tree` into `level`) under `tree`'s compaction filter
+    /// and TTL, with `snapshots` (ascending) live. Expiry is judged as of now. `dir` is the
+    /// store's directory, which errors name.
+    pub(crate) fn new(
+        tree: &'a Tree,
+        level: usize,
+        snapshots: &[u64],
+        dir: &'a Path,
+        input: I,
+    ) -> Self {
+        let o = &tree.options;
+        let rules = (o.compaction_filter.is_some() || o.ttl.is_some()).then(|| Rules {
+            filter: o.compaction_filter.clone(),
+            expiry: Expiry::now(o),
+            level,
+            newest_snapshot: snapshots.last().copied(),
+            keyspace: &tree.name,
+            stats: &tree.stats,
+            dir,
+        });
+        CompactionInput {
+            input,
+            rules,
+            rewrite: Rewrite::AsIs,
+            key: Vec::new(),
+            value: Vec::new(),
+            last_user_key: None,
+        }
+    }
+
+    pub(crate) fn seek_to_first(&mut self) -> Result<()> {
+        self.input.seek_to_first()?;
+        self.last_user_key = None;
+        self.apply_rules()
+    }
+
+    pub(crate) fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.input.seek(target)?;
+        self.last_user_key = None;
+        self.apply_rules()
+    }
+
+    pub(crate) fn next(&mut self) -> Result<()> {
+        self.input.next()?;
+        self.apply_rules()
+    }
+
+    #[inline]
+    pub(crate) fn valid(&self) -> bool {
+        self.input.valid()
+    }
+
+    /// The current internal key (a tombstone's, for a value the rules removed).
+    #[inline]
+    pub(crate) fn key(&self) -> &[u8] {
+        match self.rewrite {
+            Rewrite::Tombstone => &self.key,
+            Rewrite::AsIs | Rewrite::Value => self.input.key(),
+        }
+    }
+
+    /// The current value (empty for a tombstone).
+    #[inline]
+    pub(crate) fn value(&self) -> &[u8] {
+        match self.rewrite {
+            Rewrite::AsIs => self.input.value(),
+            Rewrite::Tombstone | Rewrite::Value => &self.value,
+        }
+    }
+
+    /// Decides what the entry the input is on becomes.
+    fn apply_rules(&mut self) -> Result<()> {
+        self.rewrite = Rewrite::AsIs;
+        let Some(rules) = &self.rules else {
+            return Ok(());
+        };
+        if !self.input.valid() {
+            return Ok(());
+        }
+        // A malformed key is the compaction loop's to report.
+        let Some(parsed) = parse_internal_key(self.input.key()) else {
+            return Ok(());
+        };
+        let newest = self.last_user_key.as_deref() != Some(parsed.user_key);
+        if newest {
+            let last = self.last_user_key.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(parsed.user_key);
+        }
+        if parsed.kind != ValueKind::Value {
+            return Ok(());
+        }
+        let stored = self.input.value();
+        let (value, written) = match rules.expiry {
+            Expiry::Never => (stored, None),
+            Expiry::Stamped { .. } => {
+                let (value, written) = split_write_time(stored)
+                    .ok_or_else(|| missing_write_time(rules.dir, rules.keyspace))?;
+                (value, Some(written))
+            }
+        };
+        if written.is_some_and(|w| rules.expiry.expired(w)) {
+            rules.stats.inc(Ticker::CompactionFilterRemoved);
+            tombstone(&mut self.key, &mut self.value, parsed.user_key, parsed.seq);
+            self.rewrite = Rewrite::Tombstone;
+            return Ok(());
+        }
+        let Some(filter) = &rules.filter else {
+            return Ok(());
+        };
+        let visible_to_snapshot = rules.newest_snapshot.is_some_and(|s| parsed.seq <= s);
+        if !newest || visible_to_snapshot {
+            return Ok(());
+        }
+        match filter.filter(rules.level, parsed.user_key, value) {
+            CompactionDecision::Keep => {}
+            CompactionDecision::Remove => {
+                rules.stats.inc(Ticker::CompactionFilterRemoved);
+                tombstone(&mut self.key, &mut self.value, parsed.user_key, parsed.seq);
+                self.rewrite = Rewrite::Tombstone;
+            }
+            CompactionDecision::ChangeValue(new) => {
+                rules.stats.inc(Ticker::CompactionFilterChanged);
+                self.value = new;
+                if let Some(written) = written {
+                    append_write_time(&mut self.value, written);
+                }
+                self.rewrite = Rewrite::Value;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes `key` and `value` a tombstone of `user_key` at sequence `seq`.
+fn tombstone(key: &mut Vec<u8>, value: &mut Vec<u8>, user_key: &[u8], seq: u64) {
+    key.clear();
+    append_internal_key(key, user_key, seq, ValueKind::Deletion);
+    value.clear();
+}
+
+impl DbInner {
+    /// For `Db::compact` of `tree`, once it has compacted every level into the next: a job that
+    /// rewrites in place the tables of the last level that still hold range tombstones (kept for
+    /// a snapshot since released: otherwise they, and the keys they cover, would stay until the
+    /// level is next compacted) and, if the keyspace has a compaction filter or a TTL, those that
+    /// were there before (`before`, the version it started from) and that no job rewrote since,
+    /// so that the filter and the TTL see their entries too. `None` if there are none.
+    pub(crate) fn last_level_rewrite(
+        &self,
+        tree: &Arc<Tree>,
+        before: &Version,
+    ) -> Option<CompactionJob> {
+        let o = &tree.options;
+        let filtering = o.compaction_filter.is_some() || o.ttl.is_some();
+        let version = self.manifest.lock().version(tree.id);
+        let last = version.deepest_nonempty_level();
+        let untouched: Vec<_> = version.levels[last]
+            .iter()
+            .filter(|f| {
+                f.range_tombstones
+                    || (filtering && before.levels[last].iter().any(|g| g.number == f.number))
+            })
+            .cloned()
+            .collect();
+        if last == 0 || untouched.is_empty() {
+            return None;
+        }
+        // A job from the level above with no tables of its own: its output goes to `last`, in
+        // place of the tables it read there.
+        Some(CompactionJob {
+            tree: Arc::clone(tree),
+            level: last - 1,
+            inputs: Vec::new(),
+            next_level_inputs: untouched,
+            version,
+        })
+    }
+}
