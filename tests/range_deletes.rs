@@ -306,3 +306,47 @@ fn a_table_of_range_tombstones_alone_is_written_and_read_under_every_filter() {
         assert_eq!(tables(dir.path()).len(), 0, "compaction leaves nothing");
     }
 }
+
+/// Tables cut small, so that compaction outputs end next to the tombstones: a snapshot taken
+/// before the range deletes keeps reading every key, and the latest view none of the deleted.
+#[test]
+fn a_snapshot_reads_every_key_after_tombstones_are_compacted_between_small_tables() {
+    let o = Options::default()
+        .write_buffer_size(4096)
+        .target_file_size(4096)
+        .max_bytes_for_level_base(16 << 10)
+        .level_size_multiplier(4)
+        .level0_compaction_trigger(2)
+        .block_size(512);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), o).unwrap();
+    for i in 0..300 {
+        db.put(key(i), [5u8; 40]).unwrap();
+    }
+    db.compact().unwrap();
+    let snapshot = db.snapshot();
+    let mut deleted = std::collections::BTreeSet::new();
+    for (a, b) in [
+        (90, 110),
+        (200, 201),
+        (150, 151),
+        (0, 3),
+        (297, 300),
+        (40, 41),
+    ] {
+        db.delete_range(key(a)..key(b)).unwrap();
+        deleted.extend(a..b);
+        db.compact().unwrap();
+        for i in 0..300 {
+            assert!(
+                db.get_at(&snapshot, key(i)).unwrap().is_some(),
+                "key {i} at the snapshot, after {a}..{b}"
+            );
+            assert_eq!(
+                db.get(key(i)).unwrap().is_some(),
+                !deleted.contains(&i),
+                "key {i} after {a}..{b}"
+            );
+        }
+    }
+}

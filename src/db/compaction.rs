@@ -525,7 +525,9 @@ impl DbInner {
                 self.run_compaction(job)?;
             }
         }
-        if let Some(job) = self.last_level_rewrite(tree, &before) {
+        for job in self.last_level_rewrites(tree, &before) {
+            self.check_open()?;
+            tree.check_live()?;
             self.run_compaction(job)?;
         }
         Ok(())

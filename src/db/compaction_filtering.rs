@@ -216,40 +216,41 @@ fn tombstone(key: &mut Vec<u8>, value: &mut Vec<u8>, user_key: &[u8], seq: u64) 
 }
 
 impl DbInner {
-    /// For `Db::compact` of `tree`, once it has compacted every level into the next: a job that
-    /// rewrites in place the tables of the last level that still hold range tombstones (kept for
-    /// a snapshot since released: otherwise they, and the keys they cover, would stay until the
-    /// level is next compacted) and, if the keyspace has a compaction filter or a TTL, those that
-    /// were there before (`before`, the version it started from) and that no job rewrote since,
-    /// so that the filter and the TTL see their entries too. `None` if there are none.
-    pub(crate) fn last_level_rewrite(
+    /// For `Db::compact` of `tree`, once it has compacted every level into the next: jobs that
+    /// rewrite in place, one table each, the tables of the last level that still hold range
+    /// tombstones (kept for a snapshot since released: otherwise they, and the keys they cover,
+    /// would stay until the level is next compacted) and, if the keyspace has a compaction filter
+    /// or a TTL, those that were there before (`before`, the version it started from) and that no
+    /// job rewrote since, so that the filter and the TTL see their entries too. One table per
+    /// job: a job's outputs span its inputs' key range, which for two tables of a level apart
+    /// would take in the tables between them.
+    pub(crate) fn last_level_rewrites(
         &self,
         tree: &Arc<Tree>,
         before: &Version,
-    ) -> Option<CompactionJob> {
+    ) -> Vec<CompactionJob> {
         let o = &tree.options;
         let filtering = o.compaction_filter.is_some() || o.ttl.is_some();
         let version = self.manifest.lock().version(tree.id);
         let last = version.deepest_nonempty_level();
-        let untouched: Vec<_> = version.levels[last]
+        if last == 0 {
+            return Vec::new();
+        }
+        version.levels[last]
             .iter()
             .filter(|f| {
                 f.range_tombstones
                     || (filtering && before.levels[last].iter().any(|g| g.number == f.number))
             })
-            .cloned()
-            .collect();
-        if last == 0 || untouched.is_empty() {
-            return None;
-        }
-        // A job from the level above with no tables of its own: its output goes to `last`, in
-        // place of the tables it read there.
-        Some(CompactionJob {
-            tree: Arc::clone(tree),
-            level: last - 1,
-            inputs: Vec::new(),
-            next_level_inputs: untouched,
-            version,
-        })
+            // A job from the level above with no tables of its own: its output goes to `last`,
+            // in place of the table it read there.
+            .map(|f| CompactionJob {
+                tree: Arc::clone(tree),
+                level: last - 1,
+                inputs: Vec::new(),
+                next_level_inputs: vec![Arc::clone(f)],
+                version: Arc::clone(&version),
+            })
+            .collect()
     }
 }
