@@ -101,6 +101,34 @@ impl MergingIterator {
         self.current = best;
     }
 
+    /// The position, among the children it was made with, of the child the merge is on.
+    pub(crate) fn current_child(&self) -> Option<usize> {
+        self.current
+    }
+
+    /// Moves the child the merge is on to `target` (going forward: to its first entry at or after
+    /// it, which must lie ahead; going backward: to its last entry at or before it, which must lie
+    /// behind) and settles on the child that is then first (or last). The other children stay: a
+    /// reader that knows the child holds nothing it would show before `target` passes over its
+    /// entries with one seek.
+    ///
+    /// # Errors
+    /// The child's error; the merge is then invalid.
+    pub(crate) fn skip_current_to(&mut self, target: &[u8]) -> Result<()> {
+        let Some(cur) = self.current else {
+            return Ok(());
+        };
+        let r = match self.direction {
+            Direction::Forward => self.children[cur]
+                .seek(target)
+                .map(|()| self.find_smallest()),
+            Direction::Reverse => self.children[cur]
+                .seek_for_prev(target)
+                .map(|()| self.find_largest()),
+        };
+        self.settle(r)
+    }
+
     /// Leaves the merge invalid if `r` is an error, so no caller reads a child that failed.
     fn settle(&mut self, r: Result<()>) -> Result<()> {
         if r.is_err() {

@@ -137,9 +137,10 @@ impl FragmentedRangeTombstones {
             .unwrap_or(0)
     }
 
-    /// Whether a tombstone over `key` at or below `read_seq` is newer than `seq`.
-    pub(crate) fn covers(&self, key: &[u8], seq: u64, read_seq: u64) -> bool {
-        self.covering_sequence(key, read_seq) > seq
+    /// The piece over `key` if a tombstone of it at or below `read_seq` is newer than `seq`.
+    pub(crate) fn covering(&self, key: &[u8], seq: u64, read_seq: u64) -> Option<&Fragment> {
+        self.fragment_for(key)
+            .filter(|f| f.newest_at(read_seq).is_some_and(|t| t > seq))
     }
 
     /// The oldest tombstone over `key` newer than `seq`, if any: what a compaction weighs against
@@ -283,7 +284,7 @@ mod tests {
         assert_eq!(f.covering_sequence(b"d", 4), 0);
         assert_eq!(f.covering_sequence(b"g", 100), 0, "the end is not deleted");
         assert_eq!(f.covering_sequence(b"", 100), 0);
-        assert!(f.covers(b"f", 4, 10) && !f.covers(b"f", 5, 10));
+        assert!(f.covering(b"f", 4, 10).is_some() && f.covering(b"f", 5, 10).is_none());
         assert_eq!(f.oldest_newer_than(b"d", 5), Some(7));
         assert_eq!(f.oldest_newer_than(b"d", 4), Some(5));
         assert_eq!(f.oldest_newer_than(b"d", 7), None);

@@ -21,9 +21,10 @@ use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{
-    append_internal_key, compare_bytes, parse_internal_key, user_key, ParsedKey, ValueKind,
+    append_internal_key, compare_bytes, internal_key, lookup_key, parse_internal_key, user_key,
+    ParsedKey, ValueKind, MAX_SEQUENCE,
 };
-use crate::range_tombstones::FragmentedRangeTombstones;
+use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 
 /// The memtables and tables a cursor merges: a super-version's, with (for a prefix scan) only
 /// the tables that may hold the prefix.
@@ -33,8 +34,8 @@ pub(crate) struct Sources {
     sv: Arc<SuperVersion>,
     /// L0 tables to read, newest first.
     l0: Vec<Arc<FileMeta>>,
-    /// Per level ≥ 1 that has tables to read, its tables in key order.
-    levels: Vec<Vec<Arc<FileMeta>>>,
+    /// Per level ≥ 1 that has tables to read, the level and its tables in key order.
+    levels: Vec<(usize, Vec<Arc<FileMeta>>)>,
     /// The readers of the keyspace's tables.
     tables: Arc<TableCache>,
     /// Which values have expired (a keyspace with a TTL), as of the cursor's creation.
@@ -55,7 +56,7 @@ impl Sources {
             }
         }
         let mut levels = Vec::new();
-        for files in sv.version.levels.iter().skip(1) {
+        for (level, files) in sv.version.levels.iter().enumerate().skip(1) {
             let mut kept = Vec::new();
             for f in files {
                 if keep(f)? {
@@ -63,7 +64,7 @@ impl Sources {
                 }
             }
             if !kept.is_empty() {
-                levels.push(kept);
+                levels.push((level, kept));
             }
         }
         Ok(Sources {
@@ -76,26 +77,45 @@ impl Sources {
     }
 
     /// The merge of every source: memtables newest first, L0 tables newest first, then one
-    /// [`LevelIter`] per level (which opens its tables as the walk reaches them).
+    /// [`LevelIter`] per level (which opens its tables as the walk reaches them); and each
+    /// child's [age](Self::age_of_table).
     ///
     /// # Errors
     /// `Error::Corruption` or `Error::Io` if an L0 table cannot be opened.
-    fn merge(&self) -> Result<MergingIterator> {
+    fn merge(&self) -> Result<(MergingIterator, Vec<usize>)> {
         let sv = &self.sv;
-        let mut children: Vec<Box<dyn InternalIterator>> =
-            Vec::with_capacity(1 + sv.imm.len() + self.l0.len() + self.levels.len());
+        let n = 1 + sv.imm.len() + self.l0.len() + self.levels.len();
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::with_capacity(n);
+        let mut ages = Vec::with_capacity(n);
         children.push(Box::new(sv.mem.iter()));
         for m in &sv.imm {
             children.push(Box::new(m.iter()));
         }
+        ages.extend(0..children.len());
         for f in &self.l0 {
             children.push(Box::new(self.tables.get(f)?.iter(true)));
+            ages.push(self.age_of_table(0, f));
         }
-        for files in &self.levels {
+        for (level, files) in &self.levels {
             let tables = Arc::clone(&self.tables);
             children.push(Box::new(LevelIter::new(files.clone(), tables, true)));
+            ages.push(self.age_of_table(*level, &files[0]));
         }
-        Ok(MergingIterator::new(children))
+        Ok((MergingIterator::new(children), ages))
+    }
+
+    /// How old the source holding table `f` of `level` is: 0 for the memtable, then one more
+    /// per frozen memtable, per newer L0 table, and per level. Every entry of an older source
+    /// is older than every range tombstone of a newer one over its key (a table's key range
+    /// takes in its tombstones', and compaction moves a key's entries and the tombstones over
+    /// it down together), so such a tombstone hides a whole run of the older source's entries.
+    fn age_of_table(&self, level: usize, f: &FileMeta) -> usize {
+        let memtables = 1 + self.sv.imm.len();
+        let l0 = &self.sv.version.levels[0];
+        match level {
+            0 => memtables + l0.iter().filter(|g| g.number > f.number).count(),
+            _ => memtables + l0.len() + level,
+        }
     }
 
     /// The range tombstones of every memtable, and of every table whose key range meets
@@ -108,11 +128,17 @@ impl Sources {
         &self,
         lower: &Bound<Vec<u8>>,
         upper: &Bound<Vec<u8>>,
-    ) -> Result<Vec<Arc<FragmentedRangeTombstones>>> {
+    ) -> Result<Vec<SourceTombstones>> {
         let sv = &self.sv;
-        let mut out: Vec<Arc<FragmentedRangeTombstones>> = std::iter::once(&sv.mem)
+        let mut out: Vec<SourceTombstones> = std::iter::once(&sv.mem)
             .chain(&sv.imm)
-            .filter_map(|m| m.range_tombstones())
+            .enumerate()
+            .filter_map(|(age, m)| {
+                Some(SourceTombstones {
+                    age,
+                    list: m.range_tombstones()?,
+                })
+            })
             .collect();
         if !sv.version.range_tombstones {
             return Ok(out);
@@ -132,10 +158,15 @@ impl Sources {
             };
             after_lower && before_upper
         };
-        for f in sv.version.levels.iter().flatten() {
-            if f.range_tombstones && meets(f) {
-                if let Some(t) = self.tables.get(f)?.range_tombstones() {
-                    out.push(Arc::clone(t));
+        for (level, files) in sv.version.levels.iter().enumerate() {
+            for f in files {
+                if f.range_tombstones && meets(f) {
+                    if let Some(t) = self.tables.get(f)?.range_tombstones() {
+                        out.push(SourceTombstones {
+                            age: self.age_of_table(level, f),
+                            list: Arc::clone(t),
+                        });
+                    }
                 }
             }
         }
@@ -143,23 +174,40 @@ impl Sources {
     }
 }
 
-/// What entry `p`, of `kind` so far (its own, or a tombstone if expired), is to a reader at
-/// `sequence`: a value a range tombstone covers counts as a tombstone.
+/// One source's range tombstones, and the source's age (see `Sources::age_of_table`).
+pub(crate) struct SourceTombstones {
+    age: usize,
+    list: Arc<FragmentedRangeTombstones>,
+}
+
+/// What entry `p` of a source of age `age`, of `kind` so far (its own, or a tombstone if
+/// expired), is to a reader at `sequence`: a value a range tombstone covers counts as a
+/// tombstone. With it, the piece of a covering tombstone of a newer source, if any: nothing of
+/// this source in that piece is visible, so the walk may jump past it.
 #[inline]
-fn under_range_tombstones(
-    range_tombstones: &[Arc<FragmentedRangeTombstones>],
+fn under_range_tombstones<'t>(
+    range_tombstones: &'t [SourceTombstones],
     p: &ParsedKey<'_>,
     kind: ValueKind,
     sequence: u64,
-) -> ValueKind {
-    if kind == ValueKind::Value
-        && range_tombstones
-            .iter()
-            .any(|t| t.covers(p.user_key, p.seq, sequence))
-    {
-        return ValueKind::Deletion;
+    age: usize,
+) -> (ValueKind, Option<&'t Fragment>) {
+    if kind != ValueKind::Value || range_tombstones.is_empty() {
+        return (kind, None);
     }
-    kind
+    let mut covered = false;
+    for t in range_tombstones {
+        if let Some(f) = t.list.covering(p.user_key, p.seq, sequence) {
+            if t.age < age {
+                return (ValueKind::Deletion, Some(f));
+            }
+            covered = true;
+        }
+    }
+    match covered {
+        true => (ValueKind::Deletion, None),
+        false => (kind, None),
+    }
 }
 
 /// The error for an entry whose internal key does not parse.
@@ -246,7 +294,9 @@ pub struct Cursor {
     /// The range tombstones of every memtable and table that may hold a key in the cursor's
     /// range, gathered with the merge: an entry one of them covers is hidden as a tombstone
     /// would hide it.
-    range_tombstones: Vec<Arc<FragmentedRangeTombstones>>,
+    range_tombstones: Vec<SourceTombstones>,
+    /// The age of each child of the merge (see `Sources::age_of_table`).
+    child_ages: Vec<usize>,
     direction: Direction,
     valid: bool,
     /// Forward: scratch (the seek target; the user key whose older versions are skipped).
@@ -334,9 +384,10 @@ impl Sources {
             .version
             .levels
             .iter()
+            .enumerate()
             .skip(1)
-            .filter(|files| !files.is_empty())
-            .cloned()
+            .filter(|(_, files)| !files.is_empty())
+            .map(|(level, files)| (level, files.clone()))
             .collect();
         Sources {
             sv,
@@ -362,6 +413,7 @@ impl Cursor {
             upper: Bound::Unbounded,
             merged: None,
             range_tombstones: Vec::new(),
+            child_ages: Vec::new(),
             direction: Direction::Forward,
             valid: false,
             saved_key: Vec::new(),
@@ -636,8 +688,9 @@ impl Cursor {
                     Ok((m, tombstones))
                 });
                 match merged {
-                    Ok((m, tombstones)) => {
+                    Ok(((m, ages), tombstones)) => {
                         self.merged = Some(m);
+                        self.child_ages = ages;
                         self.range_tombstones = tombstones;
                     }
                     Err(e) => return self.fail(e),
@@ -806,13 +859,26 @@ impl Cursor {
             }
             if p.seq <= self.sequence {
                 let kind = visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
-                match under_range_tombstones(&self.range_tombstones, &p, kind, self.sequence) {
+                let age = it.current_child().map_or(0, |c| self.child_ages[c]);
+                let (kind, piece) =
+                    under_range_tombstones(&self.range_tombstones, &p, kind, self.sequence, age);
+                match kind {
                     ValueKind::RangeDeletion => return Err(malformed(&self.inner.dir)),
                     ValueKind::Deletion => {
-                        // Every older version of this key is hidden.
-                        self.saved_key.clear();
-                        self.saved_key.extend_from_slice(p.user_key);
+                        // Every older version of this key is hidden. (A key at or before the one
+                        // hidden already leaves it: after a backward walk jumped a source back
+                        // past a range tombstone's start, a step forward meets that source's
+                        // covered entries before the current key's versions.)
+                        if !(skipping && compare_bytes(p.user_key, &self.saved_key).is_le()) {
+                            self.saved_key.clear();
+                            self.saved_key.extend_from_slice(p.user_key);
+                        }
                         skipping = true;
+                        if let Some(piece) = piece {
+                            // Nothing of this source before the piece's end is visible.
+                            it.skip_current_to(&lookup_key(&piece.end, MAX_SEQUENCE))?;
+                            continue;
+                        }
                     }
                     ValueKind::Value => {
                         let hidden = skipping && compare_bytes(p.user_key, &self.saved_key).is_le();
@@ -856,12 +922,32 @@ impl Cursor {
                     }
                     let kind =
                         visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
-                    match under_range_tombstones(&self.range_tombstones, &p, kind, self.sequence) {
+                    let age = it.current_child().map_or(0, |c| self.child_ages[c]);
+                    let (kind, piece) = under_range_tombstones(
+                        &self.range_tombstones,
+                        &p,
+                        kind,
+                        self.sequence,
+                        age,
+                    );
+                    match kind {
                         ValueKind::RangeDeletion => return Err(malformed(&self.inner.dir)),
                         ValueKind::Deletion => {
                             found = false;
                             self.saved_key.clear();
                             self.saved_value.clear();
+                            if let Some(piece) = piece {
+                                // Nothing of this source from the piece's start on is visible:
+                                // to the last entry before it (every entry of the start key sorts
+                                // after this target).
+                                let before = internal_key(
+                                    &piece.start,
+                                    MAX_SEQUENCE,
+                                    ValueKind::RangeDeletion,
+                                );
+                                it.skip_current_to(&before)?;
+                                continue;
+                            }
                         }
                         ValueKind::Value => {
                             found = true;
