@@ -120,11 +120,13 @@ impl MemTable {
     /// The newest entry for the user key of `lookup` (a [`lookup_key`](crate::key::lookup_key))
     /// with a sequence ≤ the lookup's, range tombstones included. A Get builds one lookup key
     /// for every memtable and table.
+    #[inline]
     pub(crate) fn get(&self, lookup: &InternalKey) -> Option<NewestEntry> {
         let point = self.get_point(lookup);
-        let Some(tombstones) = self.range_tombstones() else {
+        if !self.has_range_tombstones.load(Acquire) {
             return point.map(|(e, _)| e);
-        };
+        }
+        let tombstones = self.range_tombstones()?;
         let parsed = parse_internal_key(lookup.as_bytes())?;
         let covering = tombstones.covering_sequence(parsed.user_key, parsed.seq);
         match point {
@@ -135,6 +137,7 @@ impl MemTable {
     }
 
     /// The newest value or point tombstone for the user key of `lookup`, and its sequence.
+    #[inline]
     fn get_point(&self, lookup: &InternalKey) -> Option<(NewestEntry, u64)> {
         // An empty memtable (just after a switch or flush) is answered without an epoch pin. Its
         // count is read after the Get's sequence, so it covers every entry that sequence admits.

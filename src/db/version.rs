@@ -225,7 +225,7 @@ impl Version {
 
     /// The one table of `level` (below L0) whose key range holds `ukey`, if any; `lead` is
     /// `ukey`'s [`leading_bytes`].
-    #[inline]
+    #[inline(always)]
     pub(crate) fn table_for_key(
         &self,
         level: usize,
@@ -335,7 +335,7 @@ pub(crate) struct DeeperTablesForKey<'v, 'k> {
 impl<'v> Iterator for DeeperTablesForKey<'v, '_> {
     type Item = (usize, &'v Arc<FileMeta>);
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         let ukey = self.ukey;
         while self.level < self.version.depth {
