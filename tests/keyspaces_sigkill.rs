@@ -20,13 +20,13 @@
 //! `SIFTDB_KS_CRASH_KILLS=n`: any number.
 
 mod common;
-use common::child::{differences, key, parse_key, run_child, spawn_lock, value};
+use common::child::{differences, key, kill_loop, parse_key, spawn_lock, value};
 use common::keyspaces::contents;
 use common::long;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand::{rngs::StdRng, SeedableRng};
 use siftdb::{Db, Filter, Keyspace, Options, Ticker, WriteBatch};
 
 const CHILD_ENV: &str = "SIFTDB_KS_CRASH_CHILD";
@@ -219,36 +219,24 @@ fn sigkill_keeps_batches_across_keyspaces_whole_and_in_order() {
     let mut rng = StdRng::seed_from_u64(0x6b73_0009);
     let started = Instant::now();
     let root = tempfile::tempdir().unwrap();
+    let mut recovered_extra = 0u64;
     // A fresh store every 25 kills bounds the data each check scans and rotates the filter.
-    let per_epoch = 25;
-    let (mut acked_total, mut recovered_extra) = (0u64, 0u64);
-    let mut dir = root.path().join("epoch0");
-    let mut start = 0;
-    for kill in 0..kills {
-        let epoch = (kill / per_epoch) as u64;
-        if kill % per_epoch == 0 {
-            dir = root.path().join(format!("epoch{epoch}"));
-            start = 0;
-        }
-        // Mostly short lives (recovery, the first flushes), some long enough for compactions.
-        let delay = if rng.gen_bool(0.3) {
-            Duration::from_millis(rng.gen_range(0..30))
-        } else {
-            Duration::from_millis(rng.gen_range(30..250))
-        };
-        let env = [
-            (CHILD_ENV, dir.display().to_string()),
-            ("SIFTDB_KS_CRASH_START", start.to_string()),
-            ("SIFTDB_KS_CRASH_EPOCH", epoch.to_string()),
-        ];
-        let acked = run_child("keyspaces_crash_child", &env, delay).last_ack;
-        let m = check(&dir, epoch, acked, kill);
-        if let Some(a) = acked {
-            acked_total += a + 1 - start;
-            recovered_extra += m - (a + 1);
-        }
-        start = m;
-    }
+    let acked_total = kill_loop(
+        kills,
+        &mut rng,
+        root.path(),
+        25,
+        "keyspaces_crash_child",
+        CHILD_ENV,
+        "SIFTDB_KS_CRASH",
+        |dir, epoch, acked, kill, _| {
+            let m = check(dir, epoch, acked, kill);
+            if let Some(a) = acked {
+                recovered_extra += m - (a + 1);
+            }
+            m
+        },
+    );
     assert!(
         acked_total > 0,
         "no operation was acknowledged before a kill"

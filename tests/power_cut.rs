@@ -28,7 +28,7 @@
 //! `-- --nocapture` to see where the cuts landed.
 
 mod common;
-use common::power_cuts::{aim, open_through_cuts, power_fails, tiny_options, Tally};
+use common::power_cuts::{aim, open_through_cuts, power_fails, tiny_options, upkeep, Tally};
 use common::{key, long};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -182,25 +182,13 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
                 durable = history.len();
                 tally.synced_acked += 1;
             }
-            match rng.gen_range(0..200) {
-                0..=2 => {
-                    if db.flush().is_err() {
-                        break;
-                    }
-                    durable = history.len();
-                }
-                3 => {
-                    if db.compact().is_err() {
-                        break;
-                    }
-                    durable = history.len();
-                }
-                10..=12 => {
-                    if db.sync_wal().is_err() {
-                        break;
-                    }
-                    durable = history.len();
-                }
+            let pick = rng.gen_range(0..200);
+            match upkeep(&db, pick) {
+                Some(Ok(())) => durable = history.len(),
+                Some(Err(())) => break,
+                None => {}
+            }
+            match pick {
                 4..=9 => {
                     // A live read sees every acknowledged write.
                     let k = key(rng.gen_range(0..KEYS) as usize);

@@ -27,7 +27,7 @@
 //! the cuts landed and how many lookups range tombstones answered after a reopen.
 
 mod common;
-use common::power_cuts::{aim, open_through_cuts, power_fails, tiny_options, Tally};
+use common::power_cuts::{aim, open_through_cuts, power_fails, tiny_options, upkeep, Tally};
 use common::{files_with_ext, key, long};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -247,25 +247,13 @@ fn power_cuts_amid_range_deletes_recover_a_prefix_holding_every_synced_write() {
                 durable = history.len();
                 tally.synced_acked += 1;
             }
-            match rng.gen_range(0..200) {
-                0..=2 => {
-                    if db.flush().is_err() {
-                        break;
-                    }
-                    durable = history.len();
-                }
-                3 => {
-                    if db.compact().is_err() {
-                        break;
-                    }
-                    durable = history.len();
-                }
-                10..=12 => {
-                    if db.sync_wal().is_err() {
-                        break;
-                    }
-                    durable = history.len();
-                }
+            let pick = rng.gen_range(0..200);
+            match upkeep(&db, pick) {
+                Some(Ok(())) => durable = history.len(),
+                Some(Err(())) => break,
+                None => {}
+            }
+            match pick {
                 4..=6 => {
                     // A live read sees every acknowledged write; one at the snapshot sees none
                     // made after it.

@@ -17,7 +17,7 @@
 //! Both count in `compaction.filter.removed` and `compaction.filter.changed`.
 //!
 //! `Db::compact` of such a keyspace also rewrites the tables of its last level that none of its
-//! jobs rewrote ([`DbInner::last_level_rewrite`]), so that the filter and the TTL reach every
+//! jobs rewrote ([`DbInner::last_level_rewrites`]), so that the filter and the TTL reach every
 //! entry (RocksDB's `kIfHaveCompactionFilter`).
 
 use std::path::Path;

@@ -19,6 +19,53 @@ pub fn spawn_lock() -> MutexGuard<'static, ()> {
     SPAWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A SIGKILL loop of `kills` lives over fresh stores of `per_epoch` lives each, in directories
+/// `epoch<n>` under `root`. Each life runs the child test `child` with its store's directory in
+/// `dir_env`, and in `<env_prefix>_START` and `<env_prefix>_EPOCH` the operation to start from
+/// and the epoch; it is killed after a delay (mostly short lives, for recovery and the first
+/// flushes; some long enough for compactions). `check(dir, epoch, last_ack, kill, start)` then
+/// checks the store and returns the operation the next life starts from. Returns the operations
+/// acknowledged in all.
+#[allow(clippy::too_many_arguments)]
+pub fn kill_loop(
+    kills: usize,
+    rng: &mut impl rand::Rng,
+    root: &std::path::Path,
+    per_epoch: usize,
+    child: &str,
+    dir_env: &str,
+    env_prefix: &str,
+    mut check: impl FnMut(&std::path::Path, u64, Option<u64>, usize, u64) -> u64,
+) -> u64 {
+    let mut acked_total = 0;
+    let mut dir = root.join("epoch0");
+    let mut start = 0;
+    for kill in 0..kills {
+        let epoch = (kill / per_epoch) as u64;
+        if kill % per_epoch == 0 {
+            dir = root.join(format!("epoch{epoch}"));
+            start = 0;
+        }
+        let delay = if rng.gen_bool(0.3) {
+            Duration::from_millis(rng.gen_range(0..30))
+        } else {
+            Duration::from_millis(rng.gen_range(30..250))
+        };
+        let env = [
+            (dir_env, dir.display().to_string()),
+            (&*format!("{env_prefix}_START"), start.to_string()),
+            (&*format!("{env_prefix}_EPOCH"), epoch.to_string()),
+        ];
+        let acked = run_child(child, &env, delay).last_ack;
+        let next = check(&dir, epoch, acked, kill, start);
+        if let Some(a) = acked {
+            acked_total += a + 1 - start;
+        }
+        start = next;
+    }
+    acked_total
+}
+
 /// What the child said before it was killed: the last `ack <i>` line's `i`, and how many lines
 /// started with `synced `.
 pub struct ChildReport {

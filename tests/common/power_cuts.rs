@@ -8,6 +8,20 @@ use rand::Rng;
 use siftdb::fault_injection::{FaultInjector, OpFilter, OpKind, OpSite, PowerCut};
 use siftdb::Db;
 
+/// The upkeep a loop's step `pick` (drawn from `0..200`) asks for: a flush (0–2), a compaction (3)
+/// or a WAL sync (10–12), each of which makes every write acknowledged so far durable. `None` for
+/// the other picks, which are the loop's own; `Some(Err(()))` if the upkeep failed (the machine
+/// is stopping).
+pub fn upkeep(db: &Db, pick: u32) -> Option<Result<(), ()>> {
+    let done = match pick {
+        0..=2 => db.flush(),
+        3 => db.compact(),
+        10..=12 => db.sync_wal(),
+        _ => return None,
+    };
+    Some(done.map_err(|_| ()))
+}
+
 /// Where the cut of one life is aimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Aim {
