@@ -350,3 +350,42 @@ fn a_snapshot_reads_every_key_after_tombstones_are_compacted_between_small_table
         }
     }
 }
+
+/// `compact_range` removes what a range tombstone covers, and the tombstone, rewriting only the
+/// tables that hold keys of the range.
+#[test]
+fn compact_range_reclaims_a_deleted_range_and_leaves_the_other_tables_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for i in 0..6000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.compact().unwrap();
+    let numbers = |dir: &Path| -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sst"))
+            .collect()
+    };
+    let before = numbers(dir.path());
+    assert!(before.len() > 4, "a store of several tables");
+    db.delete_range(key(2000)..key(3000)).unwrap();
+    db.compact_range(key(2000)..key(3000)).unwrap();
+    let after = numbers(dir.path());
+    let t = tables(dir.path());
+    assert_eq!(t.iter().map(|t| t.num_entries).sum::<u64>(), 5000);
+    assert_eq!(t.iter().map(|t| t.num_range_deletions).sum::<u64>(), 0);
+    assert_eq!(keys(&db).len(), 5000);
+    assert_eq!(db.get(key(2500)).unwrap(), None);
+    assert_eq!(db.get(key(3000)).unwrap(), Some(value(3000, 0)));
+    let kept = before.intersection(&after).count();
+    assert!(
+        kept >= before.len() / 2,
+        "tables outside the range stay: {kept} of {} kept",
+        before.len()
+    );
+    // A range with nothing in it compacts nothing.
+    db.compact_range(key(9000)..key(9500)).unwrap();
+    assert_eq!(numbers(dir.path()), after);
+}

@@ -38,7 +38,7 @@ pub(crate) struct CompactionJob {
 }
 
 impl CompactionJob {
-    fn new(
+    pub(crate) fn new(
         tree: &Arc<Tree>,
         version: Arc<Version>,
         level: usize,
@@ -721,10 +721,19 @@ impl Db {
     /// call lets the job in progress finish and starts no other); `Error::InvalidArgument` if the
     /// keyspace was dropped.
     pub fn compact(&self) -> Result<()> {
+        self.compact_with(|inner, tree| inner.compact_all(tree))
+    }
+
+    /// Flushes, then runs `job` on this handle's keyspace under the compaction lock; a failure
+    /// (but a close or a dropped keyspace) becomes the store's background error.
+    pub(crate) fn compact_with(
+        &self,
+        job: impl FnOnce(&DbInner, &Arc<Tree>) -> Result<()>,
+    ) -> Result<()> {
         self.flush()?;
         let _compacting = self.inner.compaction.lock();
         self.inner.check_background_error()?;
-        let result = catch_panic("compaction", || self.inner.compact_all(&self.tree));
+        let result = catch_panic("compaction", || job(&self.inner, &self.tree));
         if let Err(e) = &result {
             if !matches!(e, Error::Closed(_) | Error::InvalidArgument(_)) {
                 self.inner.set_background_error(e);
