@@ -187,16 +187,8 @@ impl MemTable {
         (start, end): (Bound<&[u8]>, Bound<&[u8]>),
         sequence: u64,
     ) -> bool {
-        fn bound(b: Bound<&[u8]>) -> Option<&[u8]> {
-            match b {
-                Bound::Included(k) | Bound::Excluded(k) => Some(k),
-                Bound::Unbounded => None,
-            }
-        }
-        // Bounds taken as inclusive: at worst a tombstone that only touches an excluded bound
-        // counts, which makes a conflict check stricter, never looser.
         if let Some(t) = self.range_tombstones() {
-            if t.newest_overlapping(bound(start), bound(end)) > Some(sequence) {
+            if t.newest_overlapping((start, end)) > Some(sequence) {
                 return true;
             }
         }

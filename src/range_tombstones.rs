@@ -8,8 +8,10 @@
 //! is then one binary search. A table stores its pieces in its range tombstone block (format:
 //! `docs/table_format.md`, *Range tombstone block*).
 
+use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::db::key_range::below_end;
 use crate::key::{compare_bytes, internal_key, parse_internal_key, ValueKind};
 use crate::sst::block::{Block, KeyOrder};
 use crate::sst::block_builder::BlockBuilder;
@@ -154,18 +156,22 @@ impl FragmentedRangeTombstones {
             .find(|&s| s > seq)
     }
 
-    /// The newest sequence of any tombstone overlapping `[start, end]` (either bound open if
-    /// `None`; `end` inclusive), if any: what a transaction's conflict check asks.
+    /// The newest sequence of any tombstone over a key of `(start, end)`, if any: what a
+    /// transaction's conflict check asks. An excluded start counts as included: at worst a
+    /// tombstone that covers only the start itself counts, which makes a check stricter, never
+    /// looser.
     pub(crate) fn newest_overlapping(
         &self,
-        start: Option<&[u8]>,
-        end: Option<&[u8]>,
+        (start, end): (Bound<&[u8]>, Bound<&[u8]>),
     ) -> Option<u64> {
         self.fragments
             .iter()
             .filter(|f| {
-                start.is_none_or(|s| compare_bytes(&f.end, s).is_gt())
-                    && end.is_none_or(|e| compare_bytes(&f.start, e).is_le())
+                let after_start = match start {
+                    Bound::Included(s) | Bound::Excluded(s) => compare_bytes(&f.end, s).is_gt(),
+                    Bound::Unbounded => true,
+                };
+                after_start && below_end(&f.start, end)
             })
             .filter_map(|f| f.seqs.first().copied())
             .max()
@@ -288,9 +294,17 @@ mod tests {
         assert_eq!(f.oldest_newer_than(b"d", 5), Some(7));
         assert_eq!(f.oldest_newer_than(b"d", 4), Some(5));
         assert_eq!(f.oldest_newer_than(b"d", 7), None);
-        assert_eq!(f.newest_overlapping(Some(b"e"), None), Some(5));
-        assert_eq!(f.newest_overlapping(Some(b"g"), None), None);
-        assert_eq!(f.newest_overlapping(None, Some(b"a")), Some(7));
+        let from = |k: &'static [u8]| (Bound::Included(k), Bound::Unbounded);
+        assert_eq!(f.newest_overlapping(from(b"e")), Some(5));
+        assert_eq!(f.newest_overlapping(from(b"g")), None);
+        assert_eq!(
+            f.newest_overlapping((Bound::Unbounded, Bound::Included(&b"a"[..]))),
+            Some(7)
+        );
+        assert_eq!(
+            f.newest_overlapping((Bound::Unbounded, Bound::Excluded(&b"a"[..]))),
+            None
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::snapshot::VersionRetention;
 use super::tree::Tree;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
-use super::{Db, DbInner};
+use super::DbInner;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::iter::{InternalIterator, MergingIterator};
@@ -509,29 +509,6 @@ impl DbInner {
         drop(builder);
         outcome
     }
-
-    /// Compacts every level of `tree` into the next, down to the deepest level that holds data.
-    fn compact_all(&self, tree: &Arc<Tree>) -> Result<()> {
-        let before = self.manifest.lock().version(tree.id);
-        for level in 0..NUM_LEVELS - 1 {
-            self.check_open()?;
-            tree.check_live()?;
-            let version = self.manifest.lock().version(tree.id);
-            if level >= version.deepest_nonempty_level().max(1) {
-                break;
-            }
-            let inputs = version.levels[level].clone();
-            if let Some(job) = CompactionJob::new(tree, version, level, inputs) {
-                self.run_compaction(job)?;
-            }
-        }
-        for job in self.last_level_rewrites(tree, &before) {
-            self.check_open()?;
-            tree.check_live()?;
-            self.run_compaction(job)?;
-        }
-        Ok(())
-    }
 }
 
 /// The range tombstones of the job's input tables, fragmented together; `None` if they have none.
@@ -708,39 +685,6 @@ fn split_points(job: &CompactionJob, n: usize, target_file_size: u64) -> Vec<Vec
         }
     }
     splits
-}
-
-impl Db {
-    /// Flushes the memtable and compacts every level into the next, so that all data ends in one
-    /// level with no shadowed versions and no tombstones. Waits until done. It compacts the
-    /// default keyspace; on a [`Keyspace`](crate::Keyspace), that keyspace.
-    ///
-    /// # Errors
-    /// The error of a failed flush or compaction (its inputs are kept); the store then refuses
-    /// writes until it is reopened. `Error::Closed` if the store is closed (a close during the
-    /// call lets the job in progress finish and starts no other); `Error::InvalidArgument` if the
-    /// keyspace was dropped.
-    pub fn compact(&self) -> Result<()> {
-        self.compact_with(|inner, tree| inner.compact_all(tree))
-    }
-
-    /// Flushes, then runs `job` on this handle's keyspace under the compaction lock; a failure
-    /// (but a close or a dropped keyspace) becomes the store's background error.
-    pub(crate) fn compact_with(
-        &self,
-        job: impl FnOnce(&DbInner, &Arc<Tree>) -> Result<()>,
-    ) -> Result<()> {
-        self.flush()?;
-        let _compacting = self.inner.compaction.lock();
-        self.inner.check_background_error()?;
-        let result = catch_panic("compaction", || job(&self.inner, &self.tree));
-        if let Err(e) = &result {
-            if !matches!(e, Error::Closed(_) | Error::InvalidArgument(_)) {
-                self.inner.set_background_error(e);
-            }
-        }
-        result
-    }
 }
 
 #[cfg(test)]

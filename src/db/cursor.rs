@@ -143,24 +143,13 @@ impl Sources {
         if !sv.version.range_tombstones {
             return Ok(out);
         }
-        let meets = |f: &FileMeta| {
-            let after_lower = match lower {
-                Bound::Included(k) | Bound::Excluded(k) => {
-                    compare_bytes(f.largest_user(), k).is_ge()
-                }
-                Bound::Unbounded => true,
-            };
-            let before_upper = match upper {
-                Bound::Included(k) | Bound::Excluded(k) => {
-                    compare_bytes(f.smallest_user(), k).is_le()
-                }
-                Bound::Unbounded => true,
-            };
-            after_lower && before_upper
-        };
+        let bounds = (
+            lower.as_ref().map(Vec::as_slice),
+            upper.as_ref().map(Vec::as_slice),
+        );
         for (level, files) in sv.version.levels.iter().enumerate() {
             for f in files {
-                if f.range_tombstones && meets(f) {
+                if f.range_tombstones && f.meets(bounds) {
                     if let Some(t) = self.tables.get(f)?.range_tombstones() {
                         out.push(SourceTombstones {
                             age: self.age_of_table(level, f),
@@ -180,7 +169,7 @@ pub(crate) struct SourceTombstones {
     list: Arc<FragmentedRangeTombstones>,
 }
 
-/// What entry `p` of a source of age `age`, of `kind` so far (its own, or a tombstone if
+/// What entry `p` of a source of age `age()` (asked only if there are range tombstones), of `kind` so far (its own, or a tombstone if
 /// expired), is to a reader at `sequence`: a value a range tombstone covers counts as a
 /// tombstone. With it, the piece of a covering tombstone of a newer source, if any: nothing of
 /// this source in that piece is visible, so the walk may jump past it.
@@ -190,11 +179,12 @@ fn under_range_tombstones<'t>(
     p: &ParsedKey<'_>,
     kind: ValueKind,
     sequence: u64,
-    age: usize,
+    age: impl FnOnce() -> usize,
 ) -> (ValueKind, Option<&'t Fragment>) {
     if kind != ValueKind::Value || range_tombstones.is_empty() {
         return (kind, None);
     }
+    let age = age();
     let mut covered = false;
     for t in range_tombstones {
         if let Some(f) = t.list.covering(p.user_key, p.seq, sequence) {
@@ -859,7 +849,7 @@ impl Cursor {
             }
             if p.seq <= self.sequence {
                 let kind = visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
-                let age = it.current_child().map_or(0, |c| self.child_ages[c]);
+                let age = || it.current_child().map_or(0, |c| self.child_ages[c]);
                 let (kind, piece) =
                     under_range_tombstones(&self.range_tombstones, &p, kind, self.sequence, age);
                 match kind {
@@ -922,7 +912,7 @@ impl Cursor {
                     }
                     let kind =
                         visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
-                    let age = it.current_child().map_or(0, |c| self.child_ages[c]);
+                    let age = || it.current_child().map_or(0, |c| self.child_ages[c]);
                     let (kind, piece) = under_range_tombstones(
                         &self.range_tombstones,
                         &p,

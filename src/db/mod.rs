@@ -1,13 +1,12 @@
 //! `Db`: the store. This file holds its shared state; each operation lives in its own file:
 //! `open.rs` (open, read-only open and recovery), `close.rs` (the handle count, `close`),
 //! `write.rs` (writes and `sync_wal`), `read.rs` (Get), `scan.rs` (`scan`, `iter`), `cursor.rs`,
-//! `flush.rs`, `compaction.rs`, `compact_range.rs`, `background.rs` (the two worker threads), `checkpoint.rs`,
+//! `flush.rs`, `compaction.rs`, `manual_compaction.rs` (`compact`, `compact_range`), `background.rs` (the two worker threads), `checkpoint.rs`,
 //! `destroy.rs`, `property.rs`, `conveniences.rs`.
 
 mod background;
 mod checkpoint;
 mod close;
-mod compact_range;
 mod compaction;
 mod compaction_filtering;
 mod compaction_stats;
@@ -22,6 +21,7 @@ pub(crate) mod keyspace;
 mod keyspace_options;
 mod level_iter;
 pub(crate) mod manifest;
+mod manual_compaction;
 mod multi_get;
 mod open;
 mod property;

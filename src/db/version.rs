@@ -2,9 +2,11 @@
 //! compaction makes a new one from an edit, and readers keep the one they started with.
 
 use std::fmt;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
+use super::key_range::{above_start, below_end};
 use super::table_filter::FilterSpend;
 use super::version_edit::{NewFile, VersionEdit};
 use crate::key::{compare_bytes, leading_bytes, user_key};
@@ -111,6 +113,11 @@ impl FileMeta {
     pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
         compare_bytes(self.largest_user(), lo).is_ge()
             && compare_bytes(self.smallest_user(), hi).is_le()
+    }
+
+    /// Whether the table's user-key range meets the range `(start, end)`.
+    pub(crate) fn meets(&self, (start, end): (Bound<&[u8]>, Bound<&[u8]>)) -> bool {
+        above_start(self.largest_user(), start) && below_end(self.smallest_user(), end)
     }
 
     /// Whether the table's largest user key sorts before `ukey`, whose [`leading_bytes`] are

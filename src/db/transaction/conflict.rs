@@ -143,16 +143,11 @@ fn newer_in_range(
         return Ok(true);
     }
     for file in sv.version.levels.iter().flatten() {
-        if meets(file, bounds) && table_has_newer(dir, tree, file, bounds, snapshot)? {
+        if file.meets(bounds) && table_has_newer(dir, tree, file, bounds, snapshot)? {
             return Ok(true);
         }
     }
     Ok(false)
-}
-
-/// Whether the key range of `file` meets `bounds`.
-fn meets(file: &FileMeta, (start, end): (Bound<&[u8]>, Bound<&[u8]>)) -> bool {
-    above_start(file.largest_user(), start) && below_end(file.smallest_user(), end)
 }
 
 /// [`newer_in_range`] for one table.
@@ -165,13 +160,7 @@ fn table_has_newer(
 ) -> Result<bool> {
     let table = tree.tables.get(file)?;
     if let Some(t) = table.range_tombstones() {
-        // Bounds taken as inclusive, as the memtables do: stricter at worst.
-        let bound = |b: Bound<&[u8]>| match b {
-            Bound::Included(k) | Bound::Excluded(k) => Some(k.to_vec()),
-            Bound::Unbounded => None,
-        };
-        let (lo, hi) = (bound(start), bound(end));
-        if t.newest_overlapping(lo.as_deref(), hi.as_deref()) > Some(snapshot) {
+        if t.newest_overlapping((start, end)) > Some(snapshot) {
             return Ok(true);
         }
     }

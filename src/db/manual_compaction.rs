@@ -1,35 +1,21 @@
-//! `Db::compact_range`: the compaction of the tables that hold a range of keys, level by level
-//! down to the deepest, leaving the rest of the store alone.
+//! Compactions a caller asks for: [`Db::compact`], of every level, and [`Db::compact_range`], of
+//! the tables that hold a range of keys, level by level down to the deepest.
 
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::background::catch_panic;
 use super::compaction::CompactionJob;
 use super::key_range::KeyRange;
 use super::tree::Tree;
 use super::version::FileMeta;
 use super::{Db, DbInner};
-use crate::error::Result;
-use crate::key::compare_bytes;
+use crate::error::{Error, Result};
 use crate::options::NUM_LEVELS;
 
-/// Whether `f`'s key range meets `(lo, hi)` (an excluded bound taken as included: at worst one
-/// table more is compacted).
-fn meets(f: &FileMeta, (lo, hi): (&Bound<Vec<u8>>, &Bound<Vec<u8>>)) -> bool {
-    let after_lo = match lo {
-        Bound::Included(k) | Bound::Excluded(k) => compare_bytes(f.largest_user(), k).is_ge(),
-        Bound::Unbounded => true,
-    };
-    let before_hi = match hi {
-        Bound::Included(k) | Bound::Excluded(k) => compare_bytes(f.smallest_user(), k).is_le(),
-        Bound::Unbounded => true,
-    };
-    after_lo && before_hi
-}
-
 impl DbInner {
-    /// Compacts the tables of `tree` that meet `bounds` into the next level, level by level, down
-    /// to the deepest level that holds data: all of L0 if any of its tables meets them (an L0
+    /// Compacts the tables of `tree` that meet `bounds` (all of them, for `Db::compact`) into the
+    /// next level, level by level, down to the deepest level that holds data: all of L0 if any of its tables meets them (an L0
     /// table left above newer keys moved down would hide them), and below it the tables that
     /// meet them, with what they overlap in the next level. Then, as [`Db::compact`] does, the
     /// deepest level's tables in the range that still hold range tombstones (or, with a compaction
@@ -37,7 +23,7 @@ impl DbInner {
     fn compact_range_of(
         &self,
         tree: &Arc<Tree>,
-        bounds: (&Bound<Vec<u8>>, &Bound<Vec<u8>>),
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
     ) -> Result<()> {
         let before = self.manifest.lock().version(tree.id);
         for level in 0..NUM_LEVELS - 1 {
@@ -49,16 +35,16 @@ impl DbInner {
             }
             let files = &version.levels[level];
             let inputs: Vec<Arc<FileMeta>> = match level {
-                0 if files.iter().any(|f| meets(f, bounds)) => files.clone(),
+                0 if files.iter().any(|f| f.meets(bounds)) => files.clone(),
                 0 => Vec::new(),
-                _ => files.iter().filter(|f| meets(f, bounds)).cloned().collect(),
+                _ => files.iter().filter(|f| f.meets(bounds)).cloned().collect(),
             };
             if let Some(job) = CompactionJob::new(tree, version, level, inputs) {
                 self.run_compaction(job)?;
             }
         }
         for job in self.last_level_rewrites(tree, &before) {
-            if job.next_level_inputs.iter().all(|f| meets(f, bounds)) {
+            if job.next_level_inputs.iter().all(|f| f.meets(bounds)) {
                 self.check_open()?;
                 tree.check_live()?;
                 self.run_compaction(job)?;
@@ -69,6 +55,21 @@ impl DbInner {
 }
 
 impl Db {
+    /// Flushes the memtable and compacts every level into the next, so that all data ends in one
+    /// level with no shadowed versions and no tombstones. Waits until done. It compacts the
+    /// default keyspace; on a [`Keyspace`](crate::Keyspace), that keyspace.
+    ///
+    /// # Errors
+    /// The error of a failed flush or compaction (its inputs are kept); the store then refuses
+    /// writes until it is reopened. `Error::Closed` if the store is closed (a close during the
+    /// call lets the job in progress finish and starts no other); `Error::InvalidArgument` if the
+    /// keyspace was dropped.
+    pub fn compact(&self) -> Result<()> {
+        self.compact_with(|inner, tree| {
+            inner.compact_range_of(tree, (Bound::Unbounded, Bound::Unbounded))
+        })
+    }
+
     /// Flushes the memtable and compacts the tables that hold keys of `range`, level by level,
     /// down to the deepest level that holds data; tables wholly outside the range are not
     /// rewritten (an L0 table is compacted with all of L0, and a table overlapping the range is
@@ -94,6 +95,25 @@ impl Db {
     /// As [`compact`](Db::compact).
     pub fn compact_range<R: KeyRange>(&self, range: R) -> Result<()> {
         let (lo, hi) = range.into_bounds();
-        self.compact_with(|inner, tree| inner.compact_range_of(tree, (&lo, &hi)))
+        let bounds = (
+            lo.as_ref().map(Vec::as_slice),
+            hi.as_ref().map(Vec::as_slice),
+        );
+        self.compact_with(|inner, tree| inner.compact_range_of(tree, bounds))
+    }
+
+    /// Flushes, then runs `job` on this handle's keyspace under the compaction lock; a failure
+    /// (but a close or a dropped keyspace) becomes the store's background error.
+    fn compact_with(&self, job: impl FnOnce(&DbInner, &Arc<Tree>) -> Result<()>) -> Result<()> {
+        self.flush()?;
+        let _compacting = self.inner.compaction.lock();
+        self.inner.check_background_error()?;
+        let result = catch_panic("compaction", || job(&self.inner, &self.tree));
+        if let Err(e) = &result {
+            if !matches!(e, Error::Closed(_) | Error::InvalidArgument(_)) {
+                self.inner.set_background_error(e);
+            }
+        }
+        result
     }
 }
