@@ -233,6 +233,22 @@ impl MemTable {
         self.map.is_empty() && !self.has_range_tombstones.load(Acquire)
     }
 
+    /// Calls `f` with each entry's internal key and value, in order, without copying them: one
+    /// step per entry where [`MemTableIter`] searches the skiplist again, for walks that need no
+    /// cursor (a flush). Stops at the first error `f` returns.
+    ///
+    /// # Errors
+    /// The first error `f` returns.
+    pub(crate) fn for_each_entry(
+        &self,
+        mut f: impl FnMut(&[u8], &[u8]) -> crate::error::Result<()>,
+    ) -> crate::error::Result<()> {
+        for entry in self.map.iter() {
+            f(entry.key().as_bytes(), entry.value())?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn iter(self: &Arc<Self>) -> MemTableIter {
         MemTableIter {
             mem: Arc::clone(self),

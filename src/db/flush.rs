@@ -13,7 +13,6 @@ use super::{Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::fs::FileSystem;
-use crate::iter::InternalIterator;
 use crate::key::parse_internal_key;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -60,22 +59,23 @@ pub(crate) fn write_level0_table(
     mem: &Arc<MemTable>,
 ) -> Result<Option<NewFile>> {
     let mut builder = TableBuilder::create(fs, &table_path(dir, number), number, options)?;
-    let it = &mut mem.iter();
     let mut retention = VersionRetention::new(snapshots);
-    it.seek_to_first()?;
+    // The previous entry's user key, in a buffer reused from entry to entry.
     let mut last: Option<Vec<u8>> = None;
-    while it.valid() {
-        let parsed = parse_internal_key(it.key())
+    mem.for_each_entry(|key, value| {
+        let parsed = parse_internal_key(key)
             .ok_or_else(|| Error::corruption(dir, "a memtable held a malformed internal key"))?;
         if last.as_deref() != Some(parsed.user_key) {
-            last = Some(parsed.user_key.to_vec());
+            let buf = last.get_or_insert_with(Vec::new);
+            buf.clear();
+            buf.extend_from_slice(parsed.user_key);
             retention.next_key();
         }
         if retention.keep(parsed.seq) {
-            builder.add(it.key(), it.value())?;
+            builder.add(key, value)?;
         }
-        it.next()?;
-    }
+        Ok(())
+    })?;
     if let Some(t) = mem.range_tombstones() {
         builder.add_range_tombstones(t.fragments().to_vec());
     }

@@ -44,12 +44,27 @@ impl Compression {
     }
 }
 
+/// Blocks in a row that must fail to compress before the compressor stops trying every block.
+const REFUSALS_BEFORE_PROBING: u32 = 8;
+/// Once blocks stopped compressing, the compressor tries one block in this many; a block that
+/// compresses makes it try every block again.
+const PROBE_EVERY: u32 = 16;
+
 /// The compressor of one table's blocks, with its state and output buffer kept for the whole
 /// table: a fresh snappy encoder, LZ4 hash table or zstd context per block costs an allocation
 /// and a clearing each, which for snappy was a quarter of a compaction's instructions.
+///
+/// Data that does not compress (values already compressed or encrypted) is stored raw anyway,
+/// and trying each block cost a tenth of a compaction's time on such data; so after
+/// [`REFUSALS_BEFORE_PROBING`] blocks in a row stored raw, only one block in [`PROBE_EVERY`] is
+/// tried until one compresses again.
 pub(crate) struct BlockCompressor {
     codec: Codec,
     out: Vec<u8>,
+    /// Blocks in a row that were tried and stored raw.
+    refused_in_a_row: u32,
+    /// Blocks still to store raw without trying.
+    untried_left: u32,
 }
 
 enum Codec {
@@ -74,15 +89,31 @@ impl BlockCompressor {
         Ok(BlockCompressor {
             codec,
             out: Vec::new(),
+            refused_in_a_row: 0,
+            untried_left: 0,
         })
     }
 
     /// What to store for block `raw`, and its trailer byte: `raw` compressed if that saves at
-    /// least an eighth of it (compressed length `< len − len / 8`), else `raw` itself.
+    /// least an eighth of it (compressed length `< len − len / 8`), else `raw` itself; also `raw`
+    /// itself, untried, for blocks between probes once blocks stopped compressing.
     pub(crate) fn compress<'a>(&'a mut self, raw: &'a [u8]) -> (&'a [u8], u8) {
+        if self.untried_left > 0 {
+            self.untried_left -= 1;
+            return (raw, COMPRESSION_NONE);
+        }
         match self.encode(raw) {
-            Some((kind, n)) if n < raw.len() - raw.len() / 8 => (&self.out[..n], kind),
-            _ => (raw, COMPRESSION_NONE),
+            Some((kind, n)) if n < raw.len() - raw.len() / 8 => {
+                self.refused_in_a_row = 0;
+                (&self.out[..n], kind)
+            }
+            _ => {
+                self.refused_in_a_row = self.refused_in_a_row.saturating_add(1);
+                if self.refused_in_a_row >= REFUSALS_BEFORE_PROBING {
+                    self.untried_left = PROBE_EVERY - 1;
+                }
+                (raw, COMPRESSION_NONE)
+            }
         }
     }
 
@@ -248,6 +279,33 @@ mod tests {
         let mut c = BlockCompressor::new(codec).unwrap();
         let (stored, kind) = c.compress(raw);
         (stored.to_vec(), kind)
+    }
+
+    #[test]
+    fn blocks_that_stop_compressing_are_probed_and_trying_resumes_when_one_compresses() {
+        for codec in CODECS {
+            let mut c = BlockCompressor::new(codec).unwrap();
+            let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+            let mut kinds = Vec::new();
+            for _ in 0..REFUSALS_BEFORE_PROBING {
+                let mut random = vec![0u8; 4096];
+                rng.fill_bytes(&mut random);
+                kinds.push(c.compress(&random).1);
+            }
+            assert!(kinds.iter().all(|&k| k == COMPRESSION_NONE), "{codec}");
+            // Between probes, even a block that would compress is stored raw, untried ...
+            let half = half_compressible(4096, 1);
+            let kinds: Vec<u8> = (0..PROBE_EVERY).map(|_| c.compress(&half).1).collect();
+            let (untried, probe) = kinds.split_at(PROBE_EVERY as usize - 1);
+            assert!(untried.iter().all(|&k| k == COMPRESSION_NONE), "{codec}");
+            // ... the probe compresses, and from then on every block is tried again.
+            assert_ne!(probe[0], COMPRESSION_NONE, "{codec}");
+            for _ in 0..2 * PROBE_EVERY {
+                let (stored, kind) = c.compress(&half);
+                assert_ne!(kind, COMPRESSION_NONE, "{codec}");
+                assert_eq!(decompress(kind, stored.to_vec()).unwrap(), half);
+            }
+        }
     }
 
     #[test]
