@@ -63,6 +63,9 @@ pub(crate) struct FileMeta {
     /// What its filter spends, once Monkey allocation has read it from the properties: every flush
     /// and compaction reads every live table's (`table_filter.rs`).
     pub(crate) filter_spend: OnceLock<FilterSpend>,
+    /// Set once a compaction starts merging it: Monkey allocation leaves it out of the tree the
+    /// store settles in (`table_filter.rs`).
+    pub(crate) merging: std::sync::atomic::AtomicBool,
     retire: OnceLock<Retire>,
 }
 
@@ -148,6 +151,7 @@ impl FileMeta {
             range_tombstones: f.range_tombstones,
             reader: OnceLock::new(),
             filter_spend: OnceLock::new(),
+            merging: std::sync::atomic::AtomicBool::new(false),
             retire: OnceLock::new(),
         }
     }
