@@ -32,6 +32,10 @@ pub(crate) const SETTLED_ALLOWANCE: f64 = 0.015;
 /// writes flow.
 pub(crate) const FLOWING_ALLOWANCE: f64 = 0.045;
 
+/// How far, in bits per key, a table's filter may be from what its new level would give it and
+/// still move there as it is (see [`Tree::move_keeps_filters`]).
+pub(crate) const MOVE_TOLERANCE: f64 = 0.25;
+
 /// What a live table's filter spends, read from its properties.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FilterSpend {
@@ -141,9 +145,8 @@ struct TreeAfter {
     shape: TreeShape,
     /// Keys per table byte over the live tables, which turns level targets into keys.
     keys_per_byte: f64,
-    /// The tables that stay after the write and no compaction is merging, leaving out L0 when
-    /// it holds a compaction's worth of such tables (it is merged before the store settles).
-    settled: Spending,
+    /// Per level, the tables that stay after the write and no compaction is merging.
+    staying: Vec<Spending>,
     /// Every table that stays after the write.
     flowing: Spending,
     /// Whether L0, with the new tables, holds a compaction's worth of tables no compaction is
@@ -164,7 +167,7 @@ impl TreeAfter {
             levels: vec![0.0; NUM_LEVELS],
         };
         let (mut all_keys, mut all_bytes, mut most_overhead, mut tables) = (0.0, 0.0, 0.0f64, 0);
-        let mut settled = [Spending::default(); 2]; // L0, deeper levels
+        let mut staying = vec![Spending::default(); NUM_LEVELS];
         let mut flowing = Spending::default();
         let mut l0_staying = usize::from(new.level == 0);
         let mut replaced_l0 = Vec::new();
@@ -185,15 +188,16 @@ impl TreeAfter {
                 if unfiltered(level) {
                     continue;
                 }
-                if level == 0 {
-                    shape.l0_tables.push(keys);
-                } else {
-                    shape.levels[level] += keys;
+                // A table a compaction is merging is on its way to the level below.
+                let merging = f.merging.load(Ordering::Relaxed);
+                match (level, merging) {
+                    (0, false) => shape.l0_tables.push(keys),
+                    (l, m) => shape.levels[(l + usize::from(m)).min(NUM_LEVELS - 1)] += keys,
                 }
                 flowing.keys += keys;
                 flowing.bits += s.bits;
-                if !f.merging.load(Ordering::Relaxed) {
-                    let part = &mut settled[usize::from(level > 0)];
+                if !merging {
+                    let part = &mut staying[level];
                     part.keys += keys;
                     part.bits += s.bits;
                     l0_staying += usize::from(level == 0);
@@ -204,12 +208,6 @@ impl TreeAfter {
         tables += new.replaced.len().max(1);
         let rounding = most_overhead * tables as f64;
         let l0_due = l0_staying >= options.level0_compaction_trigger;
-        let [l0, deeper] = settled;
-        let settled = Spending {
-            keys: deeper.keys + if l0_due { 0.0 } else { l0.keys },
-            bits: deeper.bits + if l0_due { 0.0 } else { l0.bits },
-            rounding,
-        };
         flowing.rounding = rounding;
         let incoming = new.keys as f64;
         if new.level == 0 {
@@ -228,7 +226,7 @@ impl TreeAfter {
             } else {
                 0.0
             },
-            settled,
+            staying,
             flowing,
             l0_due,
         }
@@ -249,9 +247,8 @@ fn monkey_bits_for_new_tables(
         .filter
         .policy()
         .map_or(LN2_SQUARED, |p| nats_per_bit(p.as_ref()));
-    let settled = tree
-        .shape
-        .settled(|level| options.max_bytes_for_level(level) as f64 * tree.keys_per_byte);
+    let target = |level: usize| options.max_bytes_for_level(level) as f64 * tree.keys_per_byte;
+    let settled = tree.shape.settled(target);
     let (l0, levels) = settled.monkey_bits(average, slope);
     let plan = if new.level == 0 {
         l0.first().copied().unwrap_or(average)
@@ -262,18 +259,55 @@ fn monkey_bits_for_new_tables(
     if n <= 0.0 {
         return plan;
     }
-    // An L0 table due to be merged counts only while writes flow; every other new table counts
-    // in the tree the store settles in.
-    let (spending, allowance) = if new.level == 0 && tree.l0_due {
-        (tree.flowing, FLOWING_ALLOWANCE)
+    let bits = if new.level == 0 && tree.l0_due {
+        // An L0 table due to be merged counts only while writes flow: every table of the tree.
+        let spending = tree.flowing;
+        let budget = average * (spending.keys + n);
+        let room = (FLOWING_ALLOWANCE * budget - spending.rounding).max(0.0);
+        let over = spending.bits + plan * n - budget - room;
+        plan - over.max(0.0) / n
     } else {
-        (tree.settled, SETTLED_ALLOWANCE)
+        let deepest = levels[tree.shape.deepest()];
+        let spend = |b: f64| settled_spend(tree, new, b, deepest, &target);
+        let (keys, at_plan) = spend(plan);
+        let per_bit = spend(1.0).1 - spend(0.0).1;
+        let budget = average * keys;
+        let room = (SETTLED_ALLOWANCE * budget - tree.flowing.rounding).max(0.0);
+        let over = at_plan - budget - room;
+        plan - over.max(0.0) / per_bit.max(f64::MIN_POSITIVE)
     };
-    let budget = average * (spending.keys + n);
-    let room = (allowance * budget - spending.rounding).max(0.0);
-    let over = spending.bits + plan * n - budget - room;
-    let bits = if over > 0.0 { plan - over / n } else { plan };
     bits.max(0.5 * plan)
+}
+
+/// The keys and filter bits of the tree as it settles after the write, the new tables spending
+/// `bits` per key: a level above the deepest drains what it holds over its target into the deepest
+/// level, where compactions rewrite those keys with the deepest level's bits (`deepest_bits`); L0
+/// counts unless a compaction is due to merge it; tables a compaction is merging are left out.
+fn settled_spend(
+    tree: &TreeAfter,
+    new: &NewTables<'_>,
+    bits: f64,
+    deepest_bits: f64,
+    target: &dyn Fn(usize) -> f64,
+) -> (f64, f64) {
+    let deepest = tree.shape.deepest();
+    let n = new.keys as f64;
+    let (mut keys, mut spent) = (0.0, 0.0);
+    for (level, s) in tree.staying.iter().enumerate() {
+        if level == 0 && tree.l0_due {
+            continue;
+        }
+        let incoming = if level == new.level { n } else { 0.0 };
+        let (level_keys, level_bits) = (s.keys + incoming, s.bits + incoming * bits);
+        let stays = if level > 0 && level < deepest && level_keys > 0.0 {
+            (target(level) / level_keys).min(1.0)
+        } else {
+            1.0
+        };
+        keys += level_keys;
+        spent += level_bits * stays + level_keys * (1.0 - stays) * deepest_bits;
+    }
+    (keys, spent)
 }
 
 /// The distinct user keys of `it` (a memtable's): the keys a flush of it puts in a filter.
@@ -336,17 +370,22 @@ impl Tree {
     /// an upper bound, since shadowed versions and dropped tombstones do not reach the outputs;
     /// the next writes make up for the difference.
     pub(crate) fn filter_for_compaction(&self, job: &CompactionJob) -> Filter {
+        for f in job.inputs.iter().chain(&job.next_level_inputs) {
+            // They leave the tree before it settles: flushes meanwhile leave them out of the
+            // memory bound.
+            f.merging.store(true, Ordering::Relaxed);
+        }
+        self.compaction_outputs_filter(job)
+    }
+
+    /// The filter for the tables `job` would write, without marking its inputs.
+    fn compaction_outputs_filter(&self, job: &CompactionJob) -> Filter {
         let replaced: Vec<Arc<FileMeta>> = job
             .inputs
             .iter()
             .chain(&job.next_level_inputs)
             .cloned()
             .collect();
-        for f in &replaced {
-            // They leave the tree before it settles: flushes meanwhile leave them out of the
-            // memory bound.
-            f.merging.store(true, Ordering::Relaxed);
-        }
         let keys = if monkey_applies(&self.options) {
             replaced
                 .iter()
@@ -362,6 +401,28 @@ impl Tree {
             replaced: &replaced,
         };
         filter_for_new_tables(&self.options, &job.version, &new, &|f| self.filter_spend(f))
+    }
+
+    /// Whether the tables of `job` may move down a level as they are, keeping their filters:
+    /// always under uniform allocation; under Monkey, unless a table's bits per key are more than
+    /// [`MOVE_TOLERANCE`] from those the level below would give it (it is then rewritten, which
+    /// costs reading and writing it once, so that it takes its new level's bits).
+    pub(crate) fn move_keeps_filters(&self, job: &CompactionJob) -> bool {
+        if !monkey_applies(&self.options) {
+            return true;
+        }
+        let target = self.compaction_outputs_filter(job);
+        let target = target.policy().map_or(0.0, |p| p.bits_per_key());
+        job.inputs.iter().all(|f| {
+            self.filter_spend(f).is_none_or(|s| {
+                let bits = if s.keys > 0 {
+                    s.bits / s.keys as f64
+                } else {
+                    0.0
+                };
+                (bits - target).abs() <= MOVE_TOLERANCE
+            })
+        })
     }
 }
 
@@ -534,13 +595,18 @@ mod tests {
             if new.level == 0 && tree.l0_due {
                 continue;
             }
-            let n = new.keys as f64;
-            let spent = tree.settled.bits + got * n;
-            let budget = 8.0 * (tree.settled.keys + n);
+            let target = |level: usize| opts.max_bytes_for_level(level) as f64 * tree.keys_per_byte;
+            let slope = nats_per_bit(opts.filter.policy().unwrap().as_ref());
+            let (_, levels) = tree.shape.settled(target).monkey_bits(8.0, slope);
+            let deepest = levels[tree.shape.deepest()];
+            let (keys, spent) = settled_spend(&tree, &new, got, deepest, &target);
+            let budget = 8.0 * keys;
             assert!(
                 spent <= budget * (1.0 + SETTLED_ALLOWANCE) + 1e-6,
-                "{files:?} {bits:?}: {}",
-                spent / budget
+                "{files:?} {bits:?}: {} (level {}, {} bits against a plan of {plan})",
+                spent / budget,
+                new.level,
+                got
             );
         }
     }
@@ -557,6 +623,8 @@ mod tests {
         for f in &v.levels[0] {
             f.merging.store(true, Ordering::Relaxed);
         }
+        // Their keys now count in L1, where they are going.
+        let plan = planned(&opts, &v, &flush(1_000));
         let free = bits_of(&filter_for_new_tables(&opts, &v, &flush(1_000), &spend));
         assert!((free - plan).abs() < 1e-9, "{free} against {plan}");
     }
