@@ -2,11 +2,12 @@
 //!
 //! Under [`FilterAllocation::Monkey`] a new table takes the bits per key of its level in Monkey's
 //! plan for the tree the store settles in ([`TreeShape::settled`]), lowered only as far as the
-//! memory bound needs: after the write, the tables no compaction is merging spend at most
-//! [`ALLOWANCE`] more than uniform allocation would give them (the configured bits per key times
-//! their filter keys). Tables keep the bits they were built with; compactions rewrite them with
-//! their level's. The derivation and the bound: docs/filters.md, *Filter memory per level
-//! (Monkey)*.
+//! memory bound needs: after the write, the tree as it settles ([`settled_spend`]) spends at most
+//! [`SETTLED_ALLOWANCE`] more than uniform allocation would (the configured bits per key times its
+//! filter keys). Tables keep the bits they were built with; compactions rewrite them with their
+//! level's, and a table whose bits are far from its new level's is rewritten rather than moved
+//! ([`Tree::move_keeps_filters`]). The derivation and the bound: docs/filters.md, *Filter memory
+//! per level (Monkey)*.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,8 +24,7 @@ use crate::options::{Options, NUM_LEVELS};
 use crate::sst::properties::TableProperties;
 
 /// How much more than uniform allocation the tree the store settles in may spend, as a share of
-/// uniform's bits: the tables no compaction is merging, without L0 when a compaction is due to
-/// merge it. The filters' rounding is allowed for on top (see [`Spending::rounding`]), so that the
+/// uniform's bits (see [`settled_spend`]). The filters' rounding is allowed for on top (see [`Spending::rounding`]), so that the
 /// bytes stay within 2 % of uniform's.
 pub(crate) const SETTLED_ALLOWANCE: f64 = 0.015;
 

@@ -16,10 +16,12 @@ pub enum FilterAllocation {
     Uniform,
     /// Uniform's filter memory at the policy's bits per key, spread over the levels so that each
     /// run's FP rate is proportional to its entries (Monkey), for the tree the store settles in:
-    /// every level above the deepest at its target size, the deepest as it is, L0 as one table.
-    /// Each new table, flushed or written by a compaction, takes the bits of its level in that
-    /// plan, lowered only where the tree's filter memory would otherwise pass uniform's by more
-    /// than 2 % (5 % while L0 holds tables a compaction is due to merge). Policies without a
+    /// L0 as one table, every level above the deepest at most at its target size, the deepest
+    /// with the rest. Each new table, flushed or written by a compaction, takes the bits of its
+    /// level in that plan, lowered only where the tree as it settles would otherwise spend more
+    /// than 2 % over uniform's filter bytes; a table moves down a level without a rewrite only if
+    /// its bits are within a quarter bit per key of the new level's. `siftdb.stats` shows how far
+    /// the tables are from Monkey's optimum for the current shape. Policies without a
     /// bits-per-key knob (see
     /// [`FilterPolicy::with_bits_per_key`](crate::FilterPolicy::with_bits_per_key)) stay uniform.
     Monkey,
