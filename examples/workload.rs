@@ -112,6 +112,16 @@ struct Args {
     /// Compact the whole store before the first read phase after writes.
     #[arg(long)]
     compact: bool,
+    /// Before the first read phase after writes, wait until no compaction is pending (the tree
+    /// the store settles in once writes pause).
+    #[arg(long)]
+    settle: bool,
+    /// Memtable size in KiB (default: the store's, 4096).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(4..=1 << 30))]
+    write_buffer_kb: Option<u64>,
+    /// `Options::max_bytes_for_level_base` in KiB (default: the store's, 10240).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(4..=1 << 30))]
+    level_base_kb: Option<u64>,
     /// Print one JSON object per phase on stdout.
     #[arg(long)]
     json: bool,
@@ -433,6 +443,14 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         options
     };
+    let options = match args.write_buffer_kb {
+        Some(kb) => options.write_buffer_size(usize::try_from(kb << 10).unwrap_or(usize::MAX)),
+        None => options,
+    };
+    let options = match args.level_base_kb {
+        Some(kb) => options.max_bytes_for_level_base(kb << 10),
+        None => options,
+    };
     let options = match args.max_total_wal_mb {
         Some(mb) => options.max_total_wal_size(mb << 20),
         None => options,
@@ -489,11 +507,18 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                     ks.compact()?;
                 }
             }
+            if args.settle {
+                settle(&db);
+                for ks in spaces.iter() {
+                    settle(ks);
+                }
+            }
             note(
                 args,
                 &format!(
-                    "  (flushed{} before reading: {:.2} s)",
+                    "  (flushed{}{} before reading: {:.2} s)",
                     if args.compact { " and compacted" } else { "" },
+                    if args.settle { ", settled" } else { "" },
                     t.elapsed().as_secs_f64()
                 ),
             );
@@ -532,6 +557,13 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "(no siftdb.stats)".into());
     note(args, &format!("\ndb.property(\"siftdb.stats\"):\n{stats}"));
     Ok(())
+}
+
+/// Waits until no compaction is pending in `db` (a store or one keyspace's handle).
+fn settle(db: &impl std::ops::Deref<Target = Db>) {
+    while db.property("siftdb.compaction-pending").as_deref() != Some("0") {
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Prints to stdout, or to stderr when stdout carries JSON.

@@ -5,11 +5,26 @@ use std::fmt::Write;
 
 use super::version_edit::DEFAULT_KEYSPACE_ID;
 use super::Db;
-use crate::filter::FilterLayout;
+use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;
 use crate::sst::table_reader::CachedBlock;
 
 /// Filter facts gathered over the tables of one level that share a layout and policy.
+/// One live table, as the allocation report sees it: its level, filter keys and bits per key, and
+/// its filter's theoretical FP rate (1 without a filter: every missing key reads a block).
+struct FilteredTable {
+    level: usize,
+    keys: f64,
+    bits_per_key: f64,
+    rate: f64,
+}
+
+impl FilteredTable {
+    fn filtered(&self) -> bool {
+        self.rate < 1.0
+    }
+}
+
 #[derive(Default)]
 struct FilterGroup {
     tables: usize,
@@ -24,6 +39,9 @@ impl Db {
     /// A named report, or `None` for an unknown name:
     /// - `siftdb.stats`: per level the tables, bytes and entries; per level and filter the layout,
     ///   policy, filter bytes, bits per key, and the measured next to the theoretical FP rate;
+    ///   per level the bits per key the tables have and those Monkey would give the tree's
+    ///   current shape at uniform's memory, and the data-block reads a missing Get wastes there,
+    ///   expected at uniform's bits, at the tables' and at Monkey's, and measured;
     ///   the block cache's use by kind of block (data, filter, index) and the filter memory pinned
     ///   with tables and charged to the cache; the live snapshots and the oldest one's sequence;
     ///   per level, what the flushes or compactions into it read (from the level above and from
@@ -120,6 +138,7 @@ impl Db {
             "level", "tables", "bytes", "entries"
         );
         let mut filters: BTreeMap<(usize, String, String), FilterGroup> = BTreeMap::new();
+        let mut allocated: Vec<FilteredTable> = Vec::new();
         for (level, files) in version.levels.iter().enumerate() {
             if files.is_empty() {
                 continue;
@@ -147,6 +166,25 @@ impl Db {
                         None,
                     ),
                 };
+                let keys = if p.filter_keys > 0 {
+                    p.filter_keys
+                } else {
+                    p.num_entries
+                };
+                allocated.push(FilteredTable {
+                    level,
+                    keys: keys as f64,
+                    bits_per_key: if p.filter_bits_per_key.is_finite() && p.filter_keys > 0 {
+                        p.filter_bits_per_key
+                    } else {
+                        p.filter_bytes as f64 * 8.0 / keys.max(1) as f64
+                    },
+                    rate: if p.filter_layout.is_empty() {
+                        1.0
+                    } else {
+                        theory.unwrap_or(f64::NAN)
+                    },
+                });
                 let g = filters.entry((level, layout, policy)).or_default();
                 g.tables += 1;
                 g.filter_bytes += p.filter_bytes;
@@ -207,6 +245,163 @@ impl Db {
                 pct((g.theory_keys > 0).then(|| g.theory_weighted / g.theory_keys as f64))
             );
         }
+        allocation_report(tree, &allocated, &stats, out);
         super::compaction_stats::write_report(out, &tree.compaction_stats.levels(), &stats);
     }
+}
+
+/// Per level: the bits per key the tables have and those Monkey would give the current shape at
+/// uniform's memory (the configured bits per key), and the data-block reads a missing Get that
+/// falls in every run's key range wastes there at uniform's bits, at the tables', and at Monkey's,
+/// with the measured ones (false positives per Get that found nothing). Left out when the
+/// configured policy has no bits-per-key knob or no theory, or some table's theory is unknown.
+fn allocation_report(
+    tree: &super::tree::Tree,
+    tables: &[FilteredTable],
+    stats: &crate::stats::Statistics,
+    out: &mut String,
+) {
+    let Some(policy) = tree.options.filter.policy() else {
+        return;
+    };
+    let average = policy.bits_per_key();
+    let rate = |b: f64| policy.theoretical_fp_rate(b);
+    if tables.is_empty() || !average.is_finite() || rate(average).is_none() {
+        return;
+    }
+    if tables.iter().any(|t| t.rate.is_nan()) {
+        return;
+    }
+    // The runs with filters: each L0 table, each deeper level.
+    let mut shape = TreeShape {
+        l0_tables: Vec::new(),
+        levels: vec![0.0; NUM_LEVELS],
+    };
+    for t in tables.iter().filter(|t| t.filtered()) {
+        if t.level == 0 {
+            shape.l0_tables.push(t.keys);
+        } else {
+            shape.levels[t.level] += t.keys;
+        }
+    }
+    let (l0_bits, level_bits) = shape.monkey_bits(average, nats_per_bit(policy.as_ref()));
+    let p = |b: f64| if b > 0.0 { rate(b).unwrap_or(1.0) } else { 1.0 };
+    let gets = stats.ticker(crate::Ticker::NumberKeysRead);
+    let missing = gets.saturating_sub(stats.ticker(crate::Ticker::NumberKeysFound));
+    let allocation = match tree.options.filter_allocation {
+        FilterAllocation::Uniform => "uniform",
+        FilterAllocation::Monkey => "monkey",
+    };
+    let _ = writeln!(
+        out,
+        "\nfilter allocation: {allocation} at {average:.2} bits/key; data-block reads wasted per \
+         missing Get (in every run's key range), expected at uniform's, the tables' and Monkey's \
+         bits, and measured"
+    );
+    let _ = writeln!(
+        out,
+        "{:<5} {:>5} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8}",
+        "level",
+        "runs",
+        "keys",
+        "tables-b/k",
+        "monkey-b/k",
+        "uniform",
+        "tables",
+        "monkey",
+        "measured"
+    );
+    // (runs, keys, bits spent by tables, bits Monkey spends, uniform, tables, monkey, measured)
+    let mut total = (0usize, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let mut l0_slot = 0;
+    for (level, &b) in level_bits.iter().enumerate() {
+        let here: Vec<&FilteredTable> = tables.iter().filter(|t| t.level == level).collect();
+        if here.is_empty() {
+            continue;
+        }
+        let keys: f64 = here.iter().map(|t| t.keys).sum();
+        let spent: f64 = here.iter().map(|t| t.keys * t.bits_per_key).sum();
+        let (runs, uniform, current, monkey, monkey_spent) = if level == 0 {
+            let mut monkey = 0.0;
+            let mut monkey_spent = 0.0;
+            for t in &here {
+                if t.filtered() {
+                    let b = l0_bits.get(l0_slot).copied().unwrap_or(0.0);
+                    l0_slot += 1;
+                    monkey += p(b);
+                    monkey_spent += b * t.keys;
+                } else {
+                    monkey += 1.0;
+                }
+            }
+            let uniform: f64 = here
+                .iter()
+                .map(|t| if t.filtered() { p(average) } else { 1.0 })
+                .sum();
+            (
+                here.len(),
+                uniform,
+                here.iter().map(|t| t.rate).sum::<f64>(),
+                monkey,
+                monkey_spent,
+            )
+        } else {
+            // A missing key meets one table of the level, as often as its share of the keys.
+            let share = |t: &&FilteredTable| t.keys / keys.max(1.0);
+            let unfiltered: f64 = here.iter().filter(|t| !t.filtered()).map(share).sum();
+            let filtered_keys: f64 = here.iter().filter(|t| t.filtered()).map(|t| t.keys).sum();
+            (
+                1,
+                unfiltered + (1.0 - unfiltered) * p(average),
+                here.iter().map(|t| share(t) * t.rate).sum::<f64>(),
+                unfiltered + (1.0 - unfiltered) * p(b),
+                b * filtered_keys,
+            )
+        };
+        let counts = stats.level_filter_counts(level);
+        let measured = (counts.positive - counts.true_positive.min(counts.positive)) as f64
+            / missing.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "L{:<4} {:>5} {:>11.0} {:>11.2} {:>11.2} {:>8.4} {:>8.4} {:>8.4} {:>8.4}",
+            level,
+            runs,
+            keys,
+            spent / keys.max(1.0),
+            monkey_spent / keys.max(1.0),
+            uniform,
+            current,
+            monkey,
+            measured
+        );
+        total.0 += runs;
+        total.1 += keys;
+        total.2 += spent;
+        total.3 += monkey_spent;
+        total.4 += uniform;
+        total.5 += current;
+        total.6 += monkey;
+        total.7 += measured;
+    }
+    let (runs, keys, spent, monkey_spent, uniform, current, monkey, measured) = total;
+    let _ = writeln!(
+        out,
+        "{:<5} {:>5} {:>11.0} {:>11.2} {:>11.2} {:>8.4} {:>8.4} {:>8.4} {:>8.4}",
+        "all",
+        runs,
+        keys,
+        spent / keys.max(1.0),
+        monkey_spent / keys.max(1.0),
+        uniform,
+        current,
+        monkey,
+        measured
+    );
+    let _ = writeln!(
+        out,
+        "the tables waste {:.2} × Monkey's optimum for this shape and {:.2} × uniform's; {missing} \
+         Gets found nothing",
+        current / monkey.max(f64::MIN_POSITIVE),
+        current / uniform.max(f64::MIN_POSITIVE)
+    );
 }

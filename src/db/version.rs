@@ -63,6 +63,10 @@ pub(crate) struct FileMeta {
     /// What its filter spends, once Monkey allocation has read it from the properties: every flush
     /// and compaction reads every live table's (`table_filter.rs`).
     pub(crate) filter_spend: OnceLock<FilterSpend>,
+    /// Set once a compaction starts merging it: Monkey allocation counts it in the level it is
+    /// going to and leaves it out of the memory bound (`table_filter.rs`). A compaction that fails
+    /// leaves it set, which only loosens that bound until the table is merged.
+    pub(crate) merging: std::sync::atomic::AtomicBool,
     retire: OnceLock<Retire>,
 }
 
@@ -148,6 +152,7 @@ impl FileMeta {
             range_tombstones: f.range_tombstones,
             reader: OnceLock::new(),
             filter_spend: OnceLock::new(),
+            merging: std::sync::atomic::AtomicBool::new(false),
             retire: OnceLock::new(),
         }
     }
