@@ -104,7 +104,7 @@ pub type DbIterator = Cursor;
 pub use error::{BackgroundError, Error, Result};
 pub use filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,
-    FilterPolicy, LevelDbBloom, Ribbon,
+    FilterPolicy, LevelDbBloom, RangeFilter, Ribbon,
 };
 pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
