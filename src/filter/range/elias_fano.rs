@@ -47,7 +47,10 @@ impl EliasFano {
         let mut upper = vec![0u64; words(upper_len)];
         let mut previous = 0;
         for (i, &v) in values.iter().enumerate() {
-            assert!(v >= previous && v < universe, "Elias-Fano input out of order");
+            assert!(
+                v >= previous && v < universe,
+                "Elias-Fano input out of order"
+            );
             previous = v;
             if low_bits > 0 {
                 write_bits(&mut low, i as u64 * u64::from(low_bits), low_bits, v);

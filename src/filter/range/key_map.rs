@@ -1,8 +1,11 @@
 //! How byte-string keys become the 64-bit integers a range filter holds, keeping their order.
 //!
-//! Every key of a table starts with the bytes all of them share (the table's *common prefix*,
-//! kept in the filter); a key maps to the 8 bytes after it, big-endian, zero-padded if the key
-//! ends sooner. Keys in order map to integers in order (equal integers for keys that differ only
+//! Every key of a table starts with the bytes all of them share (the table's *common prefix*);
+//! the filter keeps the first `s` of them, `s` being the common prefix's length but at most the
+//! longest key's length less 8, and a key maps to the 8 bytes after those `s`, big-endian,
+//! zero-padded if the key ends sooner. So keys of one length map to their last 8 bytes once the
+//! prefix is long enough, and a range's width in integers is its width in those bytes, however
+//! narrow the table's key range (a longer stripped prefix would scale widths by 256 a byte). Keys in order map to integers in order (equal integers for keys that differ only
 //! past those 8 bytes, or in trailing zero bytes), so a key in `[a, b]` maps into
 //! `[map(a), map(b)]`: the filter never misses a key for a range of bounds mapped the same way.
 //! A bound that does not start with the prefix sorts below or above every key of the table, and
@@ -56,6 +59,8 @@ pub(crate) struct KeyMapper {
     last: Vec<u8>,
     /// The common prefix length of the keys so far.
     prefix_len: usize,
+    /// The longest key's length.
+    max_len: usize,
     values: Vec<u64>,
     /// `(index of the first value, prefix length)` each time the prefix shrank.
     runs: Vec<(usize, usize)>,
@@ -79,6 +84,7 @@ impl KeyMapper {
                 }
             }
         }
+        self.max_len = self.max_len.max(key.len());
         self.values.push(window(key, self.prefix_len));
         self.last.clear();
         self.last.extend_from_slice(key);
@@ -89,13 +95,13 @@ impl KeyMapper {
         self.values.len()
     }
 
-    /// The common prefix and every key's integer at it, ascending (repeats possible); the mapper
-    /// starts empty again.
+    /// The stripped prefix and every key's integer after it, ascending (repeats possible); the
+    /// mapper starts empty again.
     pub(crate) fn finish(&mut self) -> (Vec<u8>, Vec<u64>) {
         let mut values = std::mem::take(&mut self.values);
         let runs = std::mem::take(&mut self.runs);
         let first = self.first.take().unwrap_or_default();
-        let prefix_len = self.prefix_len;
+        let prefix_len = self.prefix_len.min(self.max_len.saturating_sub(8));
         for (i, &(start, at)) in runs.iter().enumerate() {
             let end = runs.get(i + 1).map_or(values.len(), |r| r.0);
             let shift = at - prefix_len;
@@ -114,6 +120,7 @@ impl KeyMapper {
             }
         }
         self.prefix_len = 0;
+        self.max_len = 0;
         self.last.clear();
         let prefix = first.get(..prefix_len).unwrap_or_default().to_vec();
         (prefix, values)
@@ -157,7 +164,8 @@ mod tests {
                 mapper.add(k);
             }
             let (prefix, values) = mapper.finish();
-            let lcp = common_prefix_len(&keys[0], &keys[keys.len() - 1]);
+            let longest = keys.iter().map(Vec::len).max().unwrap_or(0);
+            let lcp = common_prefix_len(&keys[0], &keys[keys.len() - 1]).min(longest.saturating_sub(8));
             prop_assert_eq!(&prefix[..], &keys[0][..lcp]);
             let expected: Vec<u64> = keys.iter().map(|k| window(k, lcp)).collect();
             prop_assert_eq!(&values, &expected);
