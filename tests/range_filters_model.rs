@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use siftdb::inspect::ScanDecision;
 use siftdb::{Db, Options, RangeFilter, Snapshot, Ticker};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -346,6 +347,35 @@ fn empty_short_scans_read_no_block_of_tables_the_filter_rules_out() {
     assert_eq!(per_level, checked);
     let report = db.property("siftdb.stats").expect("stats");
     assert!(report.contains("range filter"), "{report}");
+    // explain_scan agrees: some tables ruled out by their filter, none read that the filter
+    // ruled out, and nothing counted.
+    let before = db.statistics();
+    let start = ((13 % 20_000) << 24) + 1;
+    let e = db
+        .explain_scan(range_key(start)..range_key(start + 256))
+        .expect("explain");
+    assert!(e.range_filters_asked);
+    assert!(e
+        .tables
+        .iter()
+        .any(|t| matches!(t.decision, ScanDecision::RangeFilterNo { .. })));
+    assert!(e.tables_read() < e.tables.len(), "{e}");
+    assert_eq!(
+        db.statistics()
+            .since(&before)
+            .ticker(Ticker::RangeFilterChecked),
+        0
+    );
+    let at = 13u64 << 24;
+    let e = db
+        .explain_scan(range_key(at)..range_key(at + 256))
+        .expect("explain");
+    assert!(
+        e.tables
+            .iter()
+            .any(|t| matches!(t.decision, ScanDecision::RangeFilterMaybe { .. })),
+        "{e}"
+    );
 
     // The same scans without range filters read blocks.
     let plain_dir = tempfile::tempdir().expect("dir");

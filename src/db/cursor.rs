@@ -47,23 +47,53 @@ pub(crate) struct Sources {
 }
 
 impl Sources {
-    /// The memtables of `sv` (a super-version of `tree`) and those of its tables `keep` accepts.
-    pub(crate) fn filtered(
+    /// The memtables of `sv` and, of its tables that `keep` accepts, those a read of
+    /// `(lower, upper)` needs: whose key range meets the range (found by binary search in levels
+    /// ≥ 1) and, with both bounds set and range filters configured, whose range filter does not
+    /// rule the range out.
+    ///
+    /// # Errors
+    /// `Error::Corruption` or `Error::Io` if a table whose range filter is asked cannot be opened,
+    /// or as `keep` fails.
+    pub(crate) fn for_range(
         sv: Arc<SuperVersion>,
         tree: &Tree,
+        lower: &Bound<Vec<u8>>,
+        upper: &Bound<Vec<u8>>,
         mut keep: impl FnMut(&FileMeta) -> Result<bool>,
     ) -> Result<Sources> {
+        let bounded = !matches!(lower, Bound::Unbounded) && !matches!(upper, Bound::Unbounded);
+        let ask = bounded && tree.options.range_filter.is_some();
+        let (from, to) = (
+            lower.as_ref().map(Vec::as_slice),
+            upper.as_ref().map(Vec::as_slice),
+        );
+        let mut ranged = RangeFiltering::new(tree, lower, upper);
+        let mut choose = |f: &FileMeta| -> Result<bool> {
+            if !keep(f)? {
+                return Ok(false);
+            }
+            match ask {
+                true => ranged.may_hold(f),
+                false => Ok(f.meets((from, to))),
+            }
+        };
         let mut l0 = Vec::new();
         for f in sv.version.levels[0].iter().rev() {
-            if keep(f)? {
+            if choose(f)? {
                 l0.push(Arc::clone(f));
             }
         }
         let mut levels = Vec::new();
         for (level, files) in sv.version.levels.iter().enumerate().skip(1) {
+            // A level's tables are sorted and disjoint: those meeting the range are a run.
+            let first = files.partition_point(|f| !f.meets((from, Bound::Unbounded)));
             let mut kept = Vec::new();
-            for f in files {
-                if keep(f)? {
+            for f in files[first..]
+                .iter()
+                .take_while(|f| f.meets((Bound::Unbounded, to)))
+            {
+                if choose(f)? {
                     kept.push(Arc::clone(f));
                 }
             }
@@ -77,27 +107,8 @@ impl Sources {
             levels,
             tables: Arc::clone(&tree.tables),
             expiry: Expiry::now(&tree.options),
-            range_verdicts: None,
+            range_verdicts: ranged.into_pending(),
         })
-    }
-
-    /// [`filtered`](Self::filtered) for a read of `(lower, upper)`: with both bounds set and range
-    /// filters configured, the tables whose range filter rules the range out are left out too.
-    pub(crate) fn for_range(
-        sv: Arc<SuperVersion>,
-        tree: &Tree,
-        lower: &Bound<Vec<u8>>,
-        upper: &Bound<Vec<u8>>,
-        mut keep: impl FnMut(&FileMeta) -> Result<bool>,
-    ) -> Result<Sources> {
-        let bounded = !matches!(lower, Bound::Unbounded) && !matches!(upper, Bound::Unbounded);
-        if !(bounded && tree.options.range_filter.is_some()) {
-            return Sources::filtered(sv, tree, keep);
-        }
-        let mut ranged = RangeFiltering::new(tree, lower, upper);
-        let mut sources = Sources::filtered(sv, tree, |f| Ok(keep(f)? && ranged.may_hold(f)?))?;
-        sources.range_verdicts = ranged.into_pending();
-        Ok(sources)
     }
 
     /// Settles the pending range filter answers from where `merge` was just positioned.

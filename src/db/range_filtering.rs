@@ -78,6 +78,71 @@ impl PendingVerdicts {
     }
 }
 
+/// What a bounded read of `(lower, upper)` does with one table, as far as range filters go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RangeAnswer {
+    /// The table's key range misses the range: left out.
+    OutsideRange,
+    /// The table holds range tombstones: always read.
+    RangeTombstones,
+    /// The table has no range filter: read.
+    NoRangeFilter,
+    /// The range, clamped to the table's keys, is `width` integers, wider than its filter
+    /// answers: read.
+    TooWide { width: u64 },
+    /// The filter was asked about a range of `width` integers; `maybe` false leaves the table out.
+    Filtered { width: u64, maybe: bool },
+}
+
+/// What table `f` of `tree` answers for a read of `(lower, upper)` (nothing is counted).
+///
+/// # Errors
+/// `Error::Corruption` or `Error::Io` if the table cannot be opened.
+pub(crate) fn answer(
+    tree: &Tree,
+    f: &FileMeta,
+    lower: &Bound<Vec<u8>>,
+    upper: &Bound<Vec<u8>>,
+) -> Result<RangeAnswer> {
+    let bounds = (
+        lower.as_ref().map(Vec::as_slice),
+        upper.as_ref().map(Vec::as_slice),
+    );
+    if !f.meets(bounds) {
+        return Ok(RangeAnswer::OutsideRange);
+    }
+    if f.range_tombstones {
+        return Ok(RangeAnswer::RangeTombstones);
+    }
+    let table = tree.tables.get(f)?;
+    let Some(filter) = table.range_filter() else {
+        return Ok(RangeAnswer::NoRangeFilter);
+    };
+    // The range within the table's keys: a one-sided range becomes a bounded one.
+    let lo = match lower {
+        Bound::Included(k) | Bound::Excluded(k) if k.as_slice() > f.smallest_user() => k,
+        _ => f.smallest_user(),
+    };
+    let hi = match upper {
+        Bound::Included(k) | Bound::Excluded(k) if k.as_slice() < f.largest_user() => k,
+        _ => f.largest_user(),
+    };
+    let Some((lo, hi)) = filter.integer_range(Some(lo), Some(hi)) else {
+        return Ok(RangeAnswer::Filtered {
+            width: 1,
+            maybe: false,
+        });
+    };
+    let width = (hi - lo).saturating_add(1);
+    if width > filter.max_range() {
+        return Ok(RangeAnswer::TooWide { width });
+    }
+    Ok(RangeAnswer::Filtered {
+        width,
+        maybe: filter.may_contain_integers(lo, hi),
+    })
+}
+
 /// Chooses the tables a read of `(lower, upper)` merges, asking their range filters.
 pub(crate) struct RangeFiltering<'a> {
     tree: &'a Tree,
@@ -107,55 +172,35 @@ impl<'a> RangeFiltering<'a> {
     /// # Errors
     /// `Error::Corruption` or `Error::Io` if the table cannot be opened.
     pub(crate) fn may_hold(&mut self, f: &FileMeta) -> Result<bool> {
-        let bounds = (
-            self.lower.as_ref().map(Vec::as_slice),
-            self.upper.as_ref().map(Vec::as_slice),
-        );
-        if !f.meets(bounds) {
-            return Ok(false);
-        }
-        if f.range_tombstones {
-            return Ok(true);
-        }
-        let table = self.tree.tables.get(f)?;
-        let Some(filter) = table.range_filter() else {
-            return Ok(true);
-        };
-        // The range within the table's keys: a one-sided range becomes a bounded one.
-        let lo = match self.lower {
-            Bound::Included(k) | Bound::Excluded(k) if k.as_slice() > f.smallest_user() => k,
-            _ => f.smallest_user(),
-        };
-        let hi = match self.upper {
-            Bound::Included(k) | Bound::Excluded(k) if k.as_slice() < f.largest_user() => k,
-            _ => f.largest_user(),
-        };
         let stats = &self.tree.stats;
-        let Some((lo, hi)) = filter.integer_range(Some(lo), Some(hi)) else {
-            stats.record_range_filter(f.level, 1, false);
-            return Ok(false);
-        };
-        let width = (hi - lo).saturating_add(1);
-        if width > filter.max_range() {
-            return Ok(true);
-        }
-        let maybe = filter.may_contain_integers(lo, hi);
-        stats.record_range_filter(f.level, width, maybe);
-        if maybe {
-            let (smallest, largest) = (f.smallest_user(), f.largest_user());
-            if in_bounds(smallest, self.lower, self.upper)
-                || in_bounds(largest, self.lower, self.upper)
-            {
-                stats.record_range_filter_true_positive(f.level, width);
-            } else {
-                self.pending.push(Pending {
-                    level: f.level,
-                    number: f.number,
-                    width,
-                });
+        match answer(self.tree, f, self.lower, self.upper)? {
+            RangeAnswer::OutsideRange => Ok(false),
+            RangeAnswer::RangeTombstones | RangeAnswer::NoRangeFilter => Ok(true),
+            RangeAnswer::TooWide { .. } => Ok(true),
+            RangeAnswer::Filtered {
+                width,
+                maybe: false,
+            } => {
+                stats.record_range_filter(f.level, width, false);
+                Ok(false)
+            }
+            RangeAnswer::Filtered { width, maybe: true } => {
+                stats.record_range_filter(f.level, width, true);
+                let (smallest, largest) = (f.smallest_user(), f.largest_user());
+                if in_bounds(smallest, self.lower, self.upper)
+                    || in_bounds(largest, self.lower, self.upper)
+                {
+                    stats.record_range_filter_true_positive(f.level, width);
+                } else {
+                    self.pending.push(Pending {
+                        level: f.level,
+                        number: f.number,
+                        width,
+                    });
+                }
+                Ok(true)
             }
         }
-        Ok(maybe)
     }
 
     /// The answers still to settle once the merge is positioned, if any.

@@ -160,7 +160,10 @@ impl TableBuilder {
         }
         if let Some(r) = self.range_filter.as_mut() {
             // Tombstones too: a table holding one in a scan's range hides older versions there.
-            r.add_key(ukey);
+            // Versions of one key are one key.
+            if self.props.num_entries == 0 || user_key(&self.last_key) != ukey {
+                r.add_key(ukey);
+            }
         }
         if self.props.num_entries == 0 {
             self.smallest = ikey.to_vec();

@@ -33,6 +33,19 @@ fn block_offset(block: u64, seed: u64, r: u64) -> u64 {
     ((u128::from(z) * u128::from(r)) >> 64) as u64
 }
 
+/// `h(x) = (q(⌊x / L⌋) + x) mod r`, with `q`'s offset for x's block given.
+#[inline]
+fn shift_by(offset: u64, x: u64, r: u64) -> u64 {
+    // offset < r and x mod r < r: one subtraction brings the sum below r (wrapping past 2^64
+    // when r is above 2^63).
+    let (sum, carry) = offset.overflowing_add(x % r);
+    if carry || sum >= r {
+        sum.wrapping_sub(r)
+    } else {
+        sum
+    }
+}
+
 /// The hash range for `n` keys at `bits_per_key`: `n · 2^(bits − 2)`, at least 1.
 fn hash_range(n: u64, bits_per_key: f64) -> u64 {
     let r = n as f64 * (bits_per_key - 2.0).exp2();
@@ -62,12 +75,12 @@ impl GrafiteBuilder {
         }
     }
 
-    /// Adds a key, not below the last one added (a repeat adds nothing).
+    /// Adds a key, not below the last one added (a repeat changes nothing in the filter).
     pub fn add_key(&mut self, key: &[u8]) {
         self.keys.add(key);
     }
 
-    /// Distinct keys added so far.
+    /// Keys added so far (a repeat counted again).
     pub fn num_keys(&self) -> usize {
         self.keys.len()
     }
@@ -80,10 +93,7 @@ impl GrafiteBuilder {
         let l = self.max_range;
         let mut hashes: Vec<u64> = values
             .iter()
-            .map(|&x| {
-                let offset = block_offset(x / l, SEED, r);
-                ((u128::from(offset) + u128::from(x % r)) % u128::from(r)) as u64
-            })
+            .map(|&x| shift_by(block_offset(x / l, SEED, r), x, r))
             .collect();
         hashes.sort_unstable();
         let ef = EliasFano::new(&hashes, r);
@@ -237,8 +247,7 @@ impl GrafiteFilter {
         if width >= r - 1 {
             return true;
         }
-        let offset = block_offset(x / self.max_range, SEED, r);
-        let start = ((u128::from(offset) + u128::from(x % r)) % u128::from(r)) as u64;
+        let start = shift_by(block_offset(x / self.max_range, SEED, r), x, r);
         match start.checked_add(width).filter(|&end| end < r) {
             Some(end) => self.hashes.any_in(start, end),
             None => {

@@ -56,7 +56,6 @@ pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 #[derive(Debug, Default)]
 pub(crate) struct KeyMapper {
     first: Option<Vec<u8>>,
-    last: Vec<u8>,
     /// The common prefix length of the keys so far.
     prefix_len: usize,
     /// The longest key's length.
@@ -67,7 +66,8 @@ pub(crate) struct KeyMapper {
 }
 
 impl KeyMapper {
-    /// Adds `key`, not below the last key added. A repeat of the last key adds nothing.
+    /// Adds `key`, not below the last key added. A repeat adds a repeated integer, which
+    /// [`finish`](Self::finish) leaves for the caller to drop.
     pub(crate) fn add(&mut self, key: &[u8]) {
         match &self.first {
             None => {
@@ -75,9 +75,8 @@ impl KeyMapper {
                 self.prefix_len = key.len();
                 self.runs.push((0, key.len()));
             }
-            Some(_) if self.last == key => return,
             Some(first) => {
-                let shared = common_prefix_len(first, key).min(self.prefix_len);
+                let shared = common_prefix_len(&first[..self.prefix_len], key);
                 if shared < self.prefix_len {
                     self.prefix_len = shared;
                     self.runs.push((self.values.len(), shared));
@@ -86,11 +85,9 @@ impl KeyMapper {
         }
         self.max_len = self.max_len.max(key.len());
         self.values.push(window(key, self.prefix_len));
-        self.last.clear();
-        self.last.extend_from_slice(key);
     }
 
-    /// Distinct keys added.
+    /// Keys added (repeats counted).
     pub(crate) fn len(&self) -> usize {
         self.values.len()
     }
@@ -121,7 +118,6 @@ impl KeyMapper {
         }
         self.prefix_len = 0;
         self.max_len = 0;
-        self.last.clear();
         let prefix = first.get(..prefix_len).unwrap_or_default().to_vec();
         (prefix, values)
     }
