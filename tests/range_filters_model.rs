@@ -350,7 +350,7 @@ fn empty_short_scans_read_no_block_of_tables_the_filter_rules_out() {
     // explain_scan agrees: some tables ruled out by their filter, none read that the filter
     // ruled out, and nothing counted.
     let before = db.statistics();
-    let start = ((13 % 20_000) << 24) + 1;
+    let start = (13 << 24) + 1;
     let e = db
         .explain_scan(range_key(start)..range_key(start + 256))
         .expect("explain");

@@ -3,8 +3,10 @@
 //! whatever the keys and the queries, including queries that start just past a key.
 //!
 //! Each key's integer `x` ([`key_map`](super::key_map)) is hashed to
-//! `h(x) = (q(⌊x / L⌋) + x) mod r` with `r = n · 2^(B − 2)`: a random offset per block of `L`
-//! integers, so keys of one block keep their distances. The sorted hashes go into Elias–Fano
+//! `h(x) = (q(⌊x / L⌋) + x mod L) mod r` with `r = n · 2^(B − 2)`: a random offset per block of `L`
+//! integers, so keys of one block keep their distances. (The paper adds `x` rather than `x mod L`;
+//! the two differ by `⌊x / L⌋ · L mod r`, a constant per block that the random offset absorbs.
+//! `L` is a power of two, so both are a shift and a mask.) The sorted hashes go into Elias–Fano
 //! (`n · (2 + log2(r / n)) = n · B` bits). A range `[a, b]` of at most `L` integers meets at most
 //! two blocks; within each, its keys hash into one interval of length `b − a + 1` (mod `r`), so
 //! the filter answers whether a stored hash lies there: never "no" for a range holding a key, and
@@ -33,16 +35,71 @@ fn block_offset(block: u64, seed: u64, r: u64) -> u64 {
     ((u128::from(z) * u128::from(r)) >> 64) as u64
 }
 
-/// `h(x) = (q(⌊x / L⌋) + x) mod r`, with `q`'s offset for x's block given.
+/// `h(x) = (q(⌊x / L⌋) + x mod L) mod r`, for `L = 2^shift`.
 #[inline]
-fn shift_by(offset: u64, x: u64, r: u64) -> u64 {
-    // offset < r and x mod r < r: one subtraction brings the sum below r (wrapping past 2^64
-    // when r is above 2^63).
-    let (sum, carry) = offset.overflowing_add(x % r);
+fn hash(x: u64, shift: u32, r: u64) -> u64 {
+    let offset = block_offset(x >> shift, SEED, r);
+    let mut within = x & low_mask(shift);
+    if within >= r {
+        within %= r;
+    }
+    // Both below r: one subtraction brings the sum below r (wrapping past 2^64 when r is above
+    // 2^63).
+    let (sum, carry) = offset.overflowing_add(within);
     if carry || sum >= r {
         sum.wrapping_sub(r)
     } else {
         sum
+    }
+}
+
+fn low_mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    }
+}
+
+/// The block size for ranges up to `max_range` integers: the power of two at or above it (at most
+/// 2^63).
+fn block_size_for(max_range: u64) -> u64 {
+    max_range
+        .max(1)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 63)
+}
+
+/// Sorts `values`, all below `bound`: a least-significant-digit radix sort of 11-bit digits when
+/// that takes at most four passes (a table's hashes: `bound` is about `n · 2^(bits − 2)`), which
+/// beats a comparison sort several times over; else the standard sort.
+fn sort_below(values: &mut Vec<u64>, bound: u64) {
+    const DIGIT: u32 = 11;
+    let bits = 64 - bound.saturating_sub(1).leading_zeros();
+    let passes = bits.div_ceil(DIGIT);
+    if passes > 4 || values.len() < 256 {
+        values.sort_unstable();
+        return;
+    }
+    let mut other = vec![0u64; values.len()];
+    for pass in 0..passes {
+        let shift = pass * DIGIT;
+        let mut counts = [0usize; 1 << DIGIT];
+        for &v in values.iter() {
+            counts[((v >> shift) & ((1 << DIGIT) - 1)) as usize] += 1;
+        }
+        let mut start = 0;
+        for c in counts.iter_mut() {
+            let n = *c;
+            *c = start;
+            start += n;
+        }
+        for &v in values.iter() {
+            let digit = ((v >> shift) & ((1 << DIGIT) - 1)) as usize;
+            other[counts[digit]] = v;
+            counts[digit] += 1;
+        }
+        std::mem::swap(values, &mut other);
     }
 }
 
@@ -66,11 +123,11 @@ pub struct GrafiteBuilder {
 
 impl GrafiteBuilder {
     /// A builder for filters of `bits_per_key` (clamped to 3..=60) answering ranges of up to
-    /// `max_range` integers (at least 1).
+    /// `max_range` integers (rounded up to a power of two, at most 2^63).
     pub fn new(bits_per_key: f64, max_range: u64) -> GrafiteBuilder {
         GrafiteBuilder {
             bits_per_key: clamp_bits(bits_per_key),
-            max_range: max_range.max(1),
+            max_range: block_size_for(max_range),
             keys: KeyMapper::default(),
         }
     }
@@ -91,11 +148,9 @@ impl GrafiteBuilder {
         values.dedup();
         let r = hash_range(values.len() as u64, self.bits_per_key);
         let l = self.max_range;
-        let mut hashes: Vec<u64> = values
-            .iter()
-            .map(|&x| shift_by(block_offset(x / l, SEED, r), x, r))
-            .collect();
-        hashes.sort_unstable();
+        let shift = l.trailing_zeros();
+        let mut hashes: Vec<u64> = values.iter().map(|&x| hash(x, shift, r)).collect();
+        sort_below(&mut hashes, r);
         let ef = EliasFano::new(&hashes, r);
         let mut out = Vec::with_capacity(32 + prefix.len() + ef.memory_bytes());
         out.push(FORMAT_GRAFITE);
@@ -149,7 +204,7 @@ impl GrafiteFilter {
         let bits_per_key = f64::from_bits(u64::from_le_bytes(*bits));
         let (max_range, rest) = rest.split_first_chunk::<8>()?;
         let max_range = u64::from_le_bytes(*max_range);
-        if max_range == 0 || clamp_bits(bits_per_key) != bits_per_key {
+        if !max_range.is_power_of_two() || clamp_bits(bits_per_key) != bits_per_key {
             return None;
         }
         let mut reader = Decoder::new(rest);
@@ -231,13 +286,14 @@ impl GrafiteFilter {
             return true;
         }
         let l = self.max_range;
-        let (first_block, last_block) = (lo / l, hi / l);
+        let shift = l.trailing_zeros();
+        let (first_block, last_block) = (lo >> shift, hi >> shift);
         if first_block == last_block {
             self.any_in_block(lo, width)
         } else {
-            let end_of_first = first_block * l + (l - 1);
+            let end_of_first = (first_block << shift) | (l - 1);
             self.any_in_block(lo, end_of_first - lo)
-                || self.any_in_block(last_block * l, hi - last_block * l)
+                || self.any_in_block(last_block << shift, hi - (last_block << shift))
         }
     }
 
@@ -247,7 +303,7 @@ impl GrafiteFilter {
         if width >= r - 1 {
             return true;
         }
-        let start = shift_by(block_offset(x / self.max_range, SEED, r), x, r);
+        let start = hash(x, self.max_range.trailing_zeros(), r);
         match start.checked_add(width).filter(|&end| end < r) {
             Some(end) => self.hashes.any_in(start, end),
             None => {
@@ -395,6 +451,16 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_radix_sort_sorts(values in proptest::collection::vec(any::<u64>(), 0..3000), bits in 1u32..64) {
+            let bound = 1u64 << bits;
+            let mut values: Vec<u64> = values.into_iter().map(|v| v % bound).collect();
+            let mut expected = values.clone();
+            expected.sort_unstable();
+            sort_below(&mut values, bound);
+            prop_assert_eq!(values, expected);
+        }
+
         #[test]
         fn no_false_negative_for_any_keys_and_range(
             mut keys in proptest::collection::vec(

@@ -75,13 +75,12 @@ impl KeyMapper {
                 self.prefix_len = key.len();
                 self.runs.push((0, key.len()));
             }
-            Some(first) => {
+            Some(first) if !key.starts_with(&first[..self.prefix_len]) => {
                 let shared = common_prefix_len(&first[..self.prefix_len], key);
-                if shared < self.prefix_len {
-                    self.prefix_len = shared;
-                    self.runs.push((self.values.len(), shared));
-                }
+                self.prefix_len = shared;
+                self.runs.push((self.values.len(), shared));
             }
+            Some(_) => {}
         }
         self.max_len = self.max_len.max(key.len());
         self.values.push(window(key, self.prefix_len));

@@ -40,7 +40,7 @@ impl RangeFilter {
     /// that is not a finite number in that span) answering ranges up to `max_range` integers wide
     /// (at least 1) after a table's common prefix: the false positive rate for an empty range of
     /// `ℓ ≤ max_range` integers is about `ℓ / 2^(bits_per_key − 2)`, and wider ranges always
-    /// read the table.
+    /// read the table. Tables round `max_range` up to a power of two (at most 2^63).
     pub fn grafite(bits_per_key: f64, max_range: u64) -> RangeFilter {
         RangeFilter {
             grafite: Some((bits_per_key, max_range)),
