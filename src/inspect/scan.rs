@@ -86,11 +86,21 @@ impl ScanExplanation {
     }
 }
 
-fn bound(b: &Bound<Vec<u8>>, open: &str, closed: &str) -> String {
+/// A range's start as `[k`, `(k` or `(∞`.
+fn start(b: &Bound<Vec<u8>>) -> String {
     match b {
-        Bound::Included(k) => format!("{closed}\"{}\"", escape(k, 64)),
-        Bound::Excluded(k) => format!("{open}\"{}\"", escape(k, 64)),
-        Bound::Unbounded => "∞".to_string(),
+        Bound::Included(k) => format!("[\"{}\"", escape(k, 64)),
+        Bound::Excluded(k) => format!("(\"{}\"", escape(k, 64)),
+        Bound::Unbounded => "(∞".to_string(),
+    }
+}
+
+/// A range's end as `k]`, `k)` or `∞)`.
+fn end(b: &Bound<Vec<u8>>) -> String {
+    match b {
+        Bound::Included(k) => format!("\"{}\"]", escape(k, 64)),
+        Bound::Excluded(k) => format!("\"{}\")", escape(k, 64)),
+        Bound::Unbounded => "∞)".to_string(),
     }
 }
 
@@ -99,8 +109,8 @@ impl fmt::Display for ScanExplanation {
         writeln!(
             f,
             "scan {} .. {} in keyspace {}: {} of {} tables read{}",
-            bound(&self.lower, "(", "["),
-            bound(&self.upper, ")", "]"),
+            start(&self.lower),
+            end(&self.upper),
             self.keyspace,
             self.tables_read(),
             self.tables.len(),
