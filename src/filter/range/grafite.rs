@@ -181,9 +181,13 @@ fn clamp_bits(bits_per_key: f64) -> f64 {
 /// }
 /// let filter = GrafiteFilter::from_bytes(&builder.finish()).expect("well-formed");
 /// assert!(filter.may_contain(Some(b"user:0150"), Some(b"user:0250"))); // holds user:0200
-/// assert!(!filter.may_contain(Some(b"user:9"), None)); // past every key
-/// assert!(!filter.may_contain(None, Some(b"user:00"))); // before every key
+/// // Bounds outside the stripped prefix ("u": keys this short keep 8 bytes after it) are certain.
+/// assert!(!filter.may_contain(Some(b"v"), None));
+/// assert!(!filter.may_contain(None, Some(b"t")));
 /// ```
+///
+/// On its own the filter knows only its prefix, not its table's smallest and largest keys: a
+/// store clamps a range to those before asking, so that a one-sided range becomes narrow.
 #[derive(Debug, Clone)]
 pub struct GrafiteFilter {
     bits_per_key: f64,
