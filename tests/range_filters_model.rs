@@ -471,3 +471,33 @@ fn bad_range_filter_options_are_refused() {
         assert!(matches!(err, siftdb::Error::InvalidArgument(_)), "{err}");
     }
 }
+
+#[test]
+fn a_keyspace_keeps_its_range_filter_across_reopens() {
+    let dir = tempfile::tempdir().expect("dir");
+    let keys: Vec<Vec<u8>> = (0..2000u64).map(|n| range_key(n << 20)).collect();
+    {
+        let db = Db::open(dir.path(), options(RangeFilter::none())).expect("open");
+        let ks = db
+            .keyspace_with("events", options(RangeFilter::grafite(14.0, 1 << 12)))
+            .expect("keyspace");
+        for k in &keys {
+            ks.put(k, b"v").expect("put");
+        }
+        ks.flush().expect("flush");
+        db.close().expect("close");
+    }
+    // Reopened without the option: the keyspace's own record brings its range filter back.
+    let db = Db::open(dir.path(), options(RangeFilter::none())).expect("reopen");
+    let ks = db.keyspace("events").expect("keyspace");
+    for k in &keys {
+        ks.put(k, b"w").expect("put");
+    }
+    ks.flush().expect("flush");
+    for n in (0..2000u64).step_by(13) {
+        let got = collect(ks.scan(range_key((n << 20) + 1)..range_key((n << 20) + 500)));
+        assert!(got.is_empty());
+    }
+    let s = ks.statistics();
+    assert!(s.ticker(Ticker::RangeFilterUseful) > 0, "{s}");
+}
