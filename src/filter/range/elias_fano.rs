@@ -270,22 +270,23 @@ impl EliasFano {
             return None;
         }
         ef.zero_samples = ef.sample_zeros();
-        // Low parts ascend within each bucket.
-        let mut position = 0;
-        let mut index = 0;
-        let mut previous: Option<u64> = None;
-        while position < upper_len {
-            if ef.upper_bit(position) {
+        // Low parts ascend within each bucket: walk the set bits a word at a time (the value of
+        // sorted position i has its bit at bucket + i).
+        let mut index = 0u64;
+        let mut previous: Option<(u64, u64)> = None;
+        for (w, &word) in ef.upper.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let position = w as u64 * 64 + u64::from(bits.trailing_zeros());
+                bits &= bits - 1;
+                let bucket = position - index;
                 let low = ef.low_of(index);
-                if previous.is_some_and(|p| low < p) {
+                if previous.is_some_and(|(b, l)| b == bucket && low < l) {
                     return None;
                 }
-                previous = Some(low);
+                previous = Some((bucket, low));
                 index += 1;
-            } else {
-                previous = None;
             }
-            position += 1;
         }
         Some((ef, rest))
     }
@@ -396,6 +397,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn low_parts_out_of_order_in_a_bucket_are_refused() {
+        let ef = EliasFano::new(&[1, 2], 1000);
+        let mut bytes = Vec::new();
+        ef.encode_into(&mut bytes);
+        // Both values are in bucket 0 with 8 low bits: swap them in the first low word.
+        let low_word = 8 + 8 + 1;
+        assert_eq!(bytes[low_word..low_word + 2], [1, 2]);
+        bytes.swap(low_word, low_word + 1);
+        assert!(EliasFano::decode(&bytes).is_none());
     }
 
     proptest! {
