@@ -22,6 +22,16 @@
 //! `positive` (said "maybe"), `true positive` (said "maybe" and the table held the key), the
 //! measured false positive rate and data blocks read per Get. `--json` prints one JSON object per
 //! phase on stdout instead (the rest goes to stderr).
+//!
+//! Short range scans (`scanempty`, `scanhit`) need `--key-format binary`: keys are then a fixed
+//! 8-byte head and a big-endian 64-bit number (key `n`'s a bijective scramble of `n`, so keys are
+//! spread over the whole number space), and a range of `--scan-width` numbers is a range of that
+//! many integers in a range filter's key space. `scanempty` asks ranges holding no key, starting
+//! anywhere (uniform) or, with `--correlated`, just after a present key; `scanhit` ranges holding
+//! one present key. With `--range-filter-bits` the store builds Grafite range filters:
+//!
+//! cargo run --release --example workload -- --key-format binary --range-filter-bits 20 \
+//!     --phases fillrandom,scanempty,scanhit --scan-width 256
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -39,8 +49,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use siftdb::{
     BinaryFuse, CacheLocalBloom, Compression, Db, Filter, FilterAllocation, FilterLayout,
-    FilterPolicy, Keyspace, LevelDbBloom, Options, PrefixExtractor, Ribbon, Statistics, Ticker,
-    WriteBatch, WriteOptions,
+    FilterPolicy, Keyspace, LevelDbBloom, Options, PrefixExtractor, RangeFilter, Ribbon,
+    Statistics, Ticker, WriteBatch, WriteOptions,
 };
 use value_generator::ValueGenerator;
 
@@ -112,8 +122,9 @@ struct Args {
     /// Compact the whole store before the first read phase after writes.
     #[arg(long)]
     compact: bool,
-    /// Before the first read phase after writes, wait until no compaction is pending (the tree
-    /// the store settles in once writes pause).
+    /// Before the first read phase after writes, wait until no compaction is pending: the tree
+    /// the store settles in once writes pause, which read phases then meet unchanged (and a later
+    /// run reopening `--dir` finds so).
     #[arg(long)]
     settle: bool,
     /// Memtable size in KiB (default: the store's, 4096).
@@ -166,6 +177,30 @@ struct Args {
     /// `Options::max_total_wal_size` in MiB (default: 4 × the largest memtable size).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     max_total_wal_mb: Option<u64>,
+    /// How key numbers become keys: zero-padded decimals, or (for range scans) a fixed head and
+    /// a scrambled big-endian number (`--key-size` 9 to 1024; the number is the last 8 bytes).
+    #[arg(long, value_enum, default_value_t = KeyFormat::Decimal)]
+    key_format: KeyFormat,
+    /// Build Grafite range filters of this many bits per key (`Options::range_filter`).
+    #[arg(long, value_parser = parse_range_filter_bits)]
+    range_filter_bits: Option<f64>,
+    /// The widest range (in integers) the range filters answer.
+    #[arg(long, default_value_t = 1 << 16, value_parser = clap::value_parser!(u64).range(1..))]
+    range_filter_max_range: u64,
+    /// Integers per range of `scanempty` and `scanhit`.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    scan_width: u64,
+    /// `scanempty` ranges start just after a present key instead of anywhere.
+    #[arg(long)]
+    correlated: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum KeyFormat {
+    /// Zero-padded decimal numbers.
+    Decimal,
+    /// A fixed head, then a scrambled big-endian 64-bit number.
+    Binary,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -180,6 +215,10 @@ enum Phase {
     /// `scan_prefix` of present (`--hit-ratio`) and missing prefixes; tables whose filter rules
     /// the prefix out are skipped.
     Seekprefix,
+    /// Short scans of `--scan-width` integers that find nothing (`--key-format binary`).
+    Scanempty,
+    /// Short scans of `--scan-width` integers holding one present key (`--key-format binary`).
+    Scanhit,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -235,6 +274,15 @@ fn parse_bits_per_key(s: &str) -> Result<f64, String> {
         Ok(v)
     } else {
         Err("must be > 0 and ≤ 100".into())
+    }
+}
+
+fn parse_range_filter_bits(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (3.0..=60.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("must be from 3 to 60".into())
     }
 }
 
@@ -312,10 +360,35 @@ fn record(h: &mut Histogram<u64>, elapsed: Duration, n: u64) {
     }
 }
 
-/// Key `n` as a zero-padded decimal of exactly `size` bytes.
-fn key(n: u64, size: usize, buf: &mut String) {
+/// Key `n` as `format` makes it, of exactly `size` bytes.
+fn key(n: u64, size: usize, format: KeyFormat, buf: &mut Vec<u8>) {
     buf.clear();
-    let _ = write!(buf, "{n:0size$}");
+    match format {
+        KeyFormat::Decimal => {
+            let mut s = String::with_capacity(size);
+            let _ = write!(s, "{n:0size$}");
+            buf.extend_from_slice(s.as_bytes());
+        }
+        KeyFormat::Binary => binary_key(scramble(n), size, buf),
+    }
+}
+
+/// The head of binary keys, cut or repeated to length.
+const BINARY_HEAD: &[u8] = b"siftkey:";
+
+/// A binary key: the head to `size − 8` bytes, then `x` big-endian.
+fn binary_key(x: u64, size: usize, buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.extend(BINARY_HEAD.iter().cycle().take(size - 8));
+    buf.extend_from_slice(&x.to_be_bytes());
+}
+
+/// A bijection of the 64-bit numbers (splitmix64's finaliser), spreading key numbers over them.
+fn scramble(n: u64) -> u64 {
+    let mut z = n;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// What one phase measured.
@@ -340,7 +413,10 @@ const SCAN_SAMPLE_EVERY: u64 = 16;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let digits = (2 * args.keys + 1).to_string().len();
+    let digits = match args.key_format {
+        KeyFormat::Decimal => (2 * args.keys + 1).to_string().len(),
+        KeyFormat::Binary => 9,
+    };
     if usize::from(args.key_size) < digits {
         eprintln!(
             "error: --key-size {} is too small for --keys {} (need at least {digits} bytes)",
@@ -355,6 +431,14 @@ fn main() -> ExitCode {
             .any(|p| matches!(p, Phase::Scan | Phase::Seekprefix));
     if args.keyspaces > 1 && unroutable {
         eprintln!("error: --keyspaces above 1 takes no scan or seekprefix phase and no --batch");
+        return ExitCode::from(2);
+    }
+    let short_scans = args
+        .phases
+        .iter()
+        .any(|p| matches!(p, Phase::Scanempty | Phase::Scanhit));
+    if short_scans && (args.key_format != KeyFormat::Binary || args.keyspaces > 1) {
+        eprintln!("error: scanempty and scanhit need --key-format binary and one keyspace");
         return ExitCode::from(2);
     }
     match run(&args) {
@@ -455,6 +539,11 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(mb) => options.max_total_wal_size(mb << 20),
         None => options,
     };
+    let range_filter = match args.range_filter_bits {
+        Some(bits) => RangeFilter::grafite(bits, args.range_filter_max_range),
+        None => RangeFilter::none(),
+    };
+    let options = options.range_filter(range_filter);
     let db = Arc::new(Db::open(&dir, options)?);
     let spaces: Arc<Vec<Keyspace>> = Arc::new(if args.keyspaces > 1 {
         (0..args.keyspaces)
@@ -466,9 +555,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     note(
         args,
         &format!(
-            "siftdb workload: {} keys of {} B, values of {} B (compression ratio {:.2}), {}{}, filter {:?} ({:?}{}), {} read thread(s), dir {}",
+            "siftdb workload: {} keys of {} B ({:?}), values of {} B (compression ratio {:.2}), {}{}, filter {:?} ({:?}{}), range filter {:?}, {} read thread(s), dir {}",
             args.keys,
             args.key_size,
+            args.key_format,
             args.value_size,
             args.compression_ratio,
             kind.compression,
@@ -476,6 +566,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             filter,
             allocation,
             if args.no_filter_on_last_level { ", none on the last level" } else { "" },
+            range_filter,
             args.threads,
             dir.display()
         ),
@@ -493,6 +584,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 | Phase::Readmixed
                 | Phase::Scan
                 | Phase::Seekprefix
+                | Phase::Scanempty
+                | Phase::Scanhit
         );
         if is_read && dirty {
             // Reads are meant to meet tables (and their filters), not the memtable.
@@ -533,13 +626,16 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 read_phase(args, &db, &spaces, phase)?
             }
             Phase::Scan => scan_phase(&db)?,
+            Phase::Scanempty | Phase::Scanhit => short_scan_phase(args, &db, phase)?,
         };
-        report(
-            args,
-            &kind,
-            &result,
-            is_read && phase != Phase::Scan && phase != Phase::Seekprefix,
+        let point_reads = matches!(
+            phase,
+            Phase::Readrandom | Phase::Readmissing | Phase::Readmixed
         );
+        report(args, &kind, &result, point_reads);
+        if matches!(phase, Phase::Scanempty | Phase::Scanhit) {
+            report_range_filter(args, &kind, &result, range_filter);
+        }
         if phase == Phase::Seekprefix {
             report_prefix(args, &kind, &result);
         }
@@ -608,6 +704,8 @@ fn phase_name(phase: Phase) -> &'static str {
         Phase::Scan => "scan",
         Phase::Overwrite => "overwrite",
         Phase::Seekprefix => "seekprefix",
+        Phase::Scanempty => "scanempty",
+        Phase::Scanhit => "scanhit",
     }
 }
 
@@ -658,11 +756,11 @@ fn write_phase(
     let sync = WriteOptions { sync: true };
     let (key_size, value_size) = (args.key_size as usize, args.value_size as usize);
     let mut latencies = latency_histogram();
-    let mut k = String::new();
+    let mut k = Vec::new();
     let mut wal_peak = None;
     let start = Instant::now();
     for (i, &idx) in order.iter().enumerate() {
-        key(idx * 2, key_size, &mut k);
+        key(idx * 2, key_size, args.key_format, &mut k);
         let value = values.next(value_size);
         let target = home(db, spaces, idx);
         let t = Instant::now();
@@ -722,12 +820,13 @@ fn read_phase(
             let prefix_len = usize::from(args.prefix_len.unwrap_or(args.key_size)).min(key_size);
             let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(1000 + t));
             let batch = u64::from(args.batch);
+            let format = args.key_format;
             std::thread::spawn(move || -> Result<(Histogram<u64>, u64), siftdb::Error> {
                 let mut latencies = latency_histogram();
                 let mut found = 0u64;
-                let mut k = String::new();
+                let mut k = Vec::new();
                 if batch > 1 && phase != Phase::Seekprefix {
-                    let mut keys: Vec<String> = Vec::with_capacity(batch as usize);
+                    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(batch as usize);
                     let mut done = 0;
                     while done < share {
                         let n = batch.min(share - done);
@@ -739,7 +838,7 @@ fn read_phase(
                                 Phase::Readmissing => false,
                                 _ => rng.gen_bool(hit_ratio),
                             };
-                            key(idx * 2 + u64::from(!present), key_size, &mut k);
+                            key(idx * 2 + u64::from(!present), key_size, format, &mut k);
                             keys.push(k.clone());
                         }
                         let t = Instant::now();
@@ -763,11 +862,11 @@ fn read_phase(
                         _ => rng.gen_bool(hit_ratio),
                     };
                     // Present keys are even, missing ones odd: between two present keys.
-                    key(idx * 2 + u64::from(!present), key_size, &mut k);
+                    key(idx * 2 + u64::from(!present), key_size, format, &mut k);
                     let t = Instant::now();
                     let hit = if phase == Phase::Seekprefix {
                         let mut rows = 0u64;
-                        for row in db.scan_prefix(&k.as_bytes()[..prefix_len]) {
+                        for row in db.scan_prefix(&k[..prefix_len]) {
                             row?;
                             rows += 1;
                         }
@@ -845,7 +944,100 @@ fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
     })
 }
 
-/// Bytes of the store's live tables.
+/// Short scans of `--scan-width` integers, `--reads` of them on one thread: over ranges holding
+/// nothing (`scanempty`: anywhere, or with `--correlated` just after a present key), or holding
+/// one present key somewhere in them (`scanhit`). `found` counts the entries the scans returned.
+fn short_scan_phase(args: &Args, db: &Db, phase: Phase) -> Result<PhaseResult, siftdb::Error> {
+    let name = phase_name(phase);
+    let pb = progress(Some(args.reads), name);
+    let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(77));
+    let (size, width) = (usize::from(args.key_size), args.scan_width);
+    let (mut lo, mut hi) = (Vec::new(), Vec::new());
+    let mut latencies = latency_histogram();
+    let mut found = 0u64;
+    let before = db.statistics();
+    let start = Instant::now();
+    for i in 0..args.reads {
+        let mut present = || scramble(rng.gen_range(0..args.keys) * 2);
+        let first = match phase {
+            Phase::Scanhit => {
+                let x = present();
+                x.saturating_sub(rng.gen_range(0..width))
+            }
+            _ if args.correlated => present().wrapping_add(1),
+            _ => rng.gen(),
+        };
+        let last = first.saturating_add(width - 1);
+        binary_key(first, size, &mut lo);
+        binary_key(last, size, &mut hi);
+        let t = Instant::now();
+        for row in db.scan(lo.as_slice()..=hi.as_slice()) {
+            row?;
+            found += 1;
+        }
+        record(&mut latencies, t.elapsed(), 1);
+        if i % 1024 == 1023 {
+            pb.inc(1024);
+        }
+    }
+    let elapsed = start.elapsed();
+    pb.finish_and_clear();
+    Ok(PhaseResult {
+        name,
+        ops: args.reads,
+        elapsed,
+        latencies,
+        found: Some(found),
+        stats: db.statistics().since(&before),
+        sst_bytes: sst_bytes(db),
+        wal_peak: None,
+    })
+}
+
+/// What the range filters did in a short-scan phase: checks, "no"s, "maybe"s, the measured false
+/// positive rate beside theory's, and blocks read per scan.
+fn report_range_filter(args: &Args, kind: &RunKind, r: &PhaseResult, configured: RangeFilter) {
+    let c = r.stats.range_filter_totals();
+    let scans = r.ops.max(1) as f64;
+    let blocks = (r.stats.ticker(Ticker::BlockCacheHit) + r.stats.ticker(Ticker::BlockCacheMiss))
+        as f64
+        / scans;
+    let data_read = r.stats.ticker(Ticker::DataBlocksRead) as f64 / scans;
+    let theory = configured.theoretical_fp_rate(args.scan_width);
+    if args.json {
+        print_json(
+            kind,
+            json!({
+                "phase": r.name,
+                "scan_width": args.scan_width,
+                "correlated": args.correlated,
+                "range_filter_checked": c.checks(),
+                "range_filter_useful": c.useful,
+                "range_filter_positive": c.positive,
+                "range_filter_true_positive": c.true_positive,
+                "range_fp_rate": c.fp_rate().map(|x| rounded(x, 6)),
+                "range_fp_theory": theory.map(|x| rounded(x, 6)),
+                "block_reads_per_scan": rounded(blocks, 4),
+                "data_blocks_from_disk_per_scan": rounded(data_read, 4),
+            }),
+        );
+        return;
+    }
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.4}%", x * 100.0));
+    println!(
+        "{:<12} width {} ({}): range filter checked {}  useful {}  positive {}  true positive {}  measured FP {}  theory {}  blocks/scan {blocks:.3} (from disk {data_read:.3})",
+        "",
+        args.scan_width,
+        if args.correlated { "correlated" } else { "uniform" },
+        c.checks(),
+        c.useful,
+        c.positive,
+        c.true_positive,
+        pct(c.fp_rate()),
+        pct(theory)
+    );
+}
+
 /// Bytes of the live tables of every keyspace.
 fn sst_bytes(db: &Db) -> u64 {
     db.keyspace_names()

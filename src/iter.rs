@@ -28,6 +28,10 @@ pub(crate) trait InternalIterator: Send {
     fn key(&self) -> &[u8];
     /// The current value; only while `valid()`.
     fn value(&self) -> &[u8];
+    /// The number of the table the current entry is in, for an iterator over tables.
+    fn table_number(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Which way a [`MergingIterator`] last moved: forward, every valid child is at or after the
@@ -56,6 +60,13 @@ pub(crate) struct MergingIterator {
 }
 
 impl MergingIterator {
+    /// Calls `f` with each child, as it is positioned now.
+    pub(crate) fn for_each_child(&self, mut f: impl FnMut(&dyn InternalIterator)) {
+        for child in &self.children {
+            f(child.as_ref());
+        }
+    }
+
     pub(crate) fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
         MergingIterator {
             children,

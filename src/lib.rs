@@ -104,7 +104,7 @@ pub type DbIterator = Cursor;
 pub use error::{BackgroundError, Error, Result};
 pub use filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,
-    FilterPolicy, LevelDbBloom, Ribbon,
+    FilterPolicy, LevelDbBloom, RangeFilter, Ribbon,
 };
 pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
@@ -115,7 +115,7 @@ pub use options::{
 };
 pub use pinned_value::PinnedValue;
 pub use prefix::{PrefixExtractor, SliceTransform};
-pub use stats::{FilterCounts, Statistics, Ticker};
+pub use stats::{range_width_class, FilterCounts, Statistics, Ticker, RANGE_WIDTH_CLASSES};
 pub use write_batch::WriteBatch;
 
 /// The largest key siftdb accepts (64 KiB).

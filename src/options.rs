@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::clock::{Clock, SystemClock};
 use crate::compaction_filter::CompactionFilter;
 use crate::error::{Error, Result};
-use crate::filter::{Filter, FilterAllocation};
+use crate::filter::{Filter, FilterAllocation, RangeFilter};
 use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
 
@@ -78,6 +78,7 @@ pub struct Options {
     pub(crate) bottommost_compression: Option<Compression>,
     pub(crate) filter: Filter,
     pub(crate) filter_allocation: FilterAllocation,
+    pub(crate) range_filter: RangeFilter,
     pub(crate) no_filter_on_last_level: bool,
     pub(crate) prefix_extractor: Option<PrefixExtractor>,
     pub(crate) whole_key_filtering: bool,
@@ -133,6 +134,7 @@ impl Default for Options {
             bottommost_compression: None,
             filter: Filter::full(10.0),
             filter_allocation: FilterAllocation::Uniform,
+            range_filter: RangeFilter::none(),
             no_filter_on_last_level: false,
             prefix_extractor: None,
             whole_key_filtering: true,
@@ -299,6 +301,16 @@ impl Options {
     /// keep, and are read with, their own filter.
     pub fn filter(mut self, f: Filter) -> Self {
         self.filter = f;
+        self
+    }
+
+    /// The range filter new tables are built with (default [`RangeFilter::none`]): a bounded
+    /// scan ([`Db::scan`](crate::Db::scan) of a range, [`Db::scan_prefix`](crate::Db::scan_prefix),
+    /// [`Db::cursor_in`](crate::Db::cursor_in)) skips, without reading its index or a data block,
+    /// every table whose range filter says it holds no key in the range. Tables built earlier keep
+    /// theirs, or have none; either way a store reads them.
+    pub fn range_filter(mut self, range_filter: RangeFilter) -> Self {
+        self.range_filter = range_filter;
         self
     }
 
@@ -613,7 +625,8 @@ impl Options {
                 self.block_size
             )));
         }
-        self.filter.validate()
+        self.filter.validate()?;
+        self.range_filter.validate()
     }
 
     /// The byte budget of a level (L0 is governed by table count instead).

@@ -122,6 +122,15 @@ tickers! {
     /// Values compaction rewrote as the keyspace's [`CompactionFilter`](crate::CompactionFilter)
     /// changed them.
     CompactionFilterChanged => "compaction.filter.changed",
+    /// Tables whose range filter a bounded scan asked (ranges no wider than the filter answers).
+    RangeFilterChecked => "range.filter.checked",
+    /// Range filter checks that answered "no": the scan skipped the table without reading its
+    /// index or a data block.
+    RangeFilterUseful => "range.filter.useful",
+    /// Range filter checks that answered "maybe".
+    RangeFilterPositive => "range.filter.positive",
+    /// "Maybe" answers from tables that held a key in the range.
+    RangeFilterTruePositive => "range.filter.true.positive",
 }
 
 const NUM_TICKERS: usize = Ticker::ALL.len();
@@ -140,10 +149,31 @@ const SHARDS: usize = OWNED_SHARDS + SHARED_SHARDS;
 #[repr(align(128))]
 struct Shard([AtomicU64; SLOTS]);
 
+/// Range filter width classes: class `c` holds ranges of `2^(c−1) < width ≤ 2^c` integers
+/// (class 0, width 1), up to `2^(RANGE_WIDTH_CLASSES − 2)`; the last class holds every wider one.
+pub const RANGE_WIDTH_CLASSES: usize = 18;
+
+/// The width class of a range of `width` integers (see [`RANGE_WIDTH_CLASSES`]).
+pub fn range_width_class(width: u64) -> usize {
+    let class = match width {
+        0 | 1 => 0,
+        w => (w - 1).ilog2() as usize + 1,
+    };
+    class.min(RANGE_WIDTH_CLASSES - 1)
+}
+
+/// Range filter counters per level and per width class: scans are rarer than Gets, so plain
+/// shared atomics, outside the sharded counters.
+struct RangeFilterStats {
+    levels: [[AtomicU64; 3]; NUM_LEVELS],
+    widths: [[AtomicU64; 3]; RANGE_WIDTH_CLASSES],
+}
+
 /// The live counters of one store.
 pub(crate) struct Stats {
     shards: Box<[Shard]>,
     filter_bytes_in_memory: AtomicUsize,
+    range_filters: RangeFilterStats,
 }
 
 /// A thread's shard index (the same in every store); an owned index goes back to `FREE_OWNED`
@@ -235,7 +265,36 @@ impl Stats {
                 .map(|_| Shard(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),
             filter_bytes_in_memory: AtomicUsize::new(0),
+            range_filters: RangeFilterStats {
+                levels: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+                widths: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            },
         }
+    }
+
+    /// Records a range filter check of a table at `level` for a range of `width` integers that
+    /// answered `maybe`.
+    pub(crate) fn record_range_filter(&self, level: usize, width: u64, maybe: bool) {
+        self.inc(Ticker::RangeFilterChecked);
+        let slot = if maybe {
+            self.inc(Ticker::RangeFilterPositive);
+            1
+        } else {
+            self.inc(Ticker::RangeFilterUseful);
+            0
+        };
+        let r = &self.range_filters;
+        r.levels[level.min(NUM_LEVELS - 1)][slot].fetch_add(1, Relaxed);
+        r.widths[range_width_class(width)][slot].fetch_add(1, Relaxed);
+    }
+
+    /// Records that a "maybe" of a table at `level` for a range of `width` integers was right: the
+    /// table held a key in the range.
+    pub(crate) fn record_range_filter_true_positive(&self, level: usize, width: u64) {
+        self.inc(Ticker::RangeFilterTruePositive);
+        let r = &self.range_filters;
+        r.levels[level.min(NUM_LEVELS - 1)][2].fetch_add(1, Relaxed);
+        r.widths[range_width_class(width)][2].fetch_add(1, Relaxed);
     }
 
     #[inline]
@@ -315,9 +374,16 @@ impl Stats {
         }
         let mut tickers = [0u64; NUM_TICKERS];
         tickers.copy_from_slice(&slots[..NUM_TICKERS]);
+        let counts = |c: &[AtomicU64; 3]| FilterCounts {
+            useful: c[0].load(Relaxed),
+            positive: c[1].load(Relaxed),
+            true_positive: c[2].load(Relaxed),
+        };
         Statistics {
             tickers,
             filters,
+            range_filter_levels: std::array::from_fn(|l| counts(&self.range_filters.levels[l])),
+            range_filter_widths: std::array::from_fn(|w| counts(&self.range_filters.widths[w])),
             filter_bytes_in_memory: self.filter_bytes_in_memory.load(Relaxed) as u64,
         }
     }
@@ -360,6 +426,8 @@ impl FilterCounts {
 pub struct Statistics {
     tickers: [u64; NUM_TICKERS],
     filters: [[FilterCounts; NUM_LAYOUTS]; NUM_LEVELS],
+    range_filter_levels: [FilterCounts; NUM_LEVELS],
+    range_filter_widths: [FilterCounts; RANGE_WIDTH_CLASSES],
     filter_bytes_in_memory: u64,
 }
 
@@ -395,6 +463,31 @@ impl Statistics {
         sum
     }
 
+    /// The range filter counters of tables at `level` (checks by bounded scans).
+    pub fn range_filter_counts(&self, level: usize) -> FilterCounts {
+        self.range_filter_levels
+            .get(level)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The range filter counters of ranges in width class `class` (see [`range_width_class`]).
+    pub fn range_filter_width_counts(&self, class: usize) -> FilterCounts {
+        self.range_filter_widths
+            .get(class)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The store-wide range filter tickers as [`FilterCounts`].
+    pub fn range_filter_totals(&self) -> FilterCounts {
+        FilterCounts {
+            useful: self.ticker(Ticker::RangeFilterUseful),
+            positive: self.ticker(Ticker::RangeFilterPositive),
+            true_positive: self.ticker(Ticker::RangeFilterTruePositive),
+        }
+    }
+
     /// The three store-wide filter tickers as [`FilterCounts`].
     pub fn filter_totals(&self) -> FilterCounts {
         FilterCounts {
@@ -420,6 +513,17 @@ impl Statistics {
                 c.add(o);
             }
         }
+        let range = self
+            .range_filter_levels
+            .iter_mut()
+            .zip(&other.range_filter_levels);
+        let widths = self
+            .range_filter_widths
+            .iter_mut()
+            .zip(&other.range_filter_widths);
+        for (c, o) in range.chain(widths) {
+            c.add(o);
+        }
         self.filter_bytes_in_memory += other.filter_bytes_in_memory;
     }
 
@@ -434,12 +538,26 @@ impl Statistics {
         for (a, b) in out.tickers.iter_mut().zip(earlier.tickers.iter()) {
             *a = a.saturating_sub(*b);
         }
+        let minus = |c: &mut FilterCounts, e: &FilterCounts| {
+            c.useful = c.useful.saturating_sub(e.useful);
+            c.positive = c.positive.saturating_sub(e.positive);
+            c.true_positive = c.true_positive.saturating_sub(e.true_positive);
+        };
         for (row, erow) in out.filters.iter_mut().zip(earlier.filters.iter()) {
             for (c, e) in row.iter_mut().zip(erow.iter()) {
-                c.useful = c.useful.saturating_sub(e.useful);
-                c.positive = c.positive.saturating_sub(e.positive);
-                c.true_positive = c.true_positive.saturating_sub(e.true_positive);
+                minus(c, e);
             }
+        }
+        let range = out
+            .range_filter_levels
+            .iter_mut()
+            .zip(&earlier.range_filter_levels);
+        let widths = out
+            .range_filter_widths
+            .iter_mut()
+            .zip(&earlier.range_filter_widths);
+        for (c, e) in range.chain(widths) {
+            minus(c, e);
         }
         out
     }
@@ -465,6 +583,16 @@ impl fmt::Display for Statistics {
                         c.useful, c.positive, c.true_positive
                     )?;
                 }
+            }
+        }
+        for level in 0..NUM_LEVELS {
+            let c = self.range_filter_counts(level);
+            if c.checks() > 0 {
+                writeln!(
+                    f,
+                    "range.filter.L{level}: useful {} positive {} true.positive {}",
+                    c.useful, c.positive, c.true_positive
+                )?;
             }
         }
         Ok(())

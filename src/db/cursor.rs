@@ -12,7 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::close::DirLock;
+use super::key_range::KeyRange;
 use super::level_iter::LevelIter;
+use super::range_filtering::{in_bounds, PendingVerdicts, RangeFiltering};
 use super::table_cache::TableCache;
 use super::tree::Tree;
 use super::ttl::{visible_kind, Expiry};
@@ -40,26 +42,58 @@ pub(crate) struct Sources {
     tables: Arc<TableCache>,
     /// Which values have expired (a keyspace with a TTL), as of the cursor's creation.
     expiry: Expiry,
+    /// The range filter answers of a bounded read whose truth the first positioning settles.
+    range_verdicts: Option<Arc<PendingVerdicts>>,
 }
 
 impl Sources {
-    /// The memtables of `sv` (a super-version of `tree`) and those of its tables `keep` accepts.
-    pub(crate) fn filtered(
+    /// The memtables of `sv` and, of its tables that `keep` accepts, those a read of
+    /// `(lower, upper)` needs: whose key range meets the range (found by binary search in levels
+    /// ≥ 1) and, with both bounds set and range filters configured, whose range filter does not
+    /// rule the range out.
+    ///
+    /// # Errors
+    /// `Error::Corruption` or `Error::Io` if a table whose range filter is asked cannot be opened,
+    /// or as `keep` fails.
+    pub(crate) fn for_range(
         sv: Arc<SuperVersion>,
         tree: &Tree,
+        lower: &Bound<Vec<u8>>,
+        upper: &Bound<Vec<u8>>,
         mut keep: impl FnMut(&FileMeta) -> Result<bool>,
     ) -> Result<Sources> {
+        let bounded = !matches!(lower, Bound::Unbounded) && !matches!(upper, Bound::Unbounded);
+        let ask = bounded && tree.options.range_filter.is_some();
+        let (from, to) = (
+            lower.as_ref().map(Vec::as_slice),
+            upper.as_ref().map(Vec::as_slice),
+        );
+        let mut ranged = RangeFiltering::new(tree, lower, upper);
+        let mut choose = |f: &FileMeta| -> Result<bool> {
+            if !keep(f)? {
+                return Ok(false);
+            }
+            match ask {
+                true => ranged.may_hold(f),
+                false => Ok(f.meets((from, to))),
+            }
+        };
         let mut l0 = Vec::new();
         for f in sv.version.levels[0].iter().rev() {
-            if keep(f)? {
+            if choose(f)? {
                 l0.push(Arc::clone(f));
             }
         }
         let mut levels = Vec::new();
         for (level, files) in sv.version.levels.iter().enumerate().skip(1) {
+            // A level's tables are sorted and disjoint: those meeting the range are a run.
+            let first = files.partition_point(|f| !f.meets((from, Bound::Unbounded)));
             let mut kept = Vec::new();
-            for f in files {
-                if keep(f)? {
+            for f in files[first..]
+                .iter()
+                .take_while(|f| f.meets((Bound::Unbounded, to)))
+            {
+                if choose(f)? {
                     kept.push(Arc::clone(f));
                 }
             }
@@ -73,7 +107,15 @@ impl Sources {
             levels,
             tables: Arc::clone(&tree.tables),
             expiry: Expiry::now(&tree.options),
+            range_verdicts: ranged.into_pending(),
         })
+    }
+
+    /// Settles the pending range filter answers from where `merge` was just positioned.
+    fn settle_range_verdicts(&self, merge: &MergingIterator) {
+        if let Some(v) = &self.range_verdicts {
+            v.settle(merge);
+        }
     }
 
     /// The merge of every source: memtables newest first, L0 tables newest first, then one
@@ -356,6 +398,52 @@ impl Db {
         self.cursor_at_sequence(snapshot.sequence())
     }
 
+    /// A [`Cursor`] over the keys in `range` alone, as of this call (RocksDB's iterator with
+    /// `iterate_lower_bound` and `iterate_upper_bound`): walks stop at the range's ends without
+    /// reading past them, a seek below the range lands on its first key and one above it on its
+    /// last, and with [`Options::range_filter`](crate::Options::range_filter) the tables whose
+    /// range filter rules the range out are never read.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     db.put(k, k)?;
+    /// }
+    /// let mut cursor = db.cursor_in("b".."d");
+    /// cursor.seek("a")?; // below the range: its first key
+    /// assert_eq!(cursor.key(), b"b");
+    /// cursor.next()?;
+    /// assert_eq!(cursor.key(), b"c");
+    /// cursor.next()?; // "d" is past the range
+    /// assert!(!cursor.valid());
+    /// cursor.seek_for_prev("z")?;
+    /// assert_eq!(cursor.key(), b"c");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Choosing the tables opens those that meet the range; if one cannot be opened, every seek
+    /// returns that error.
+    pub fn cursor_in<R: KeyRange>(&self, range: R) -> Cursor {
+        let (lower, upper) = range.into_bounds();
+        let (sv, sequence) = self.inner.read_view(&self.tree);
+        let chosen = self.tree.check_live().and_then(|()| {
+            Sources::for_range(Arc::clone(&sv), &self.tree, &lower, &upper, |_| Ok(true))
+        });
+        let (sources, refused) = match chosen {
+            Ok(sources) => (sources, None),
+            Err(e) => (Sources::all_of(sv, &self.tree), Some(e)),
+        };
+        let mut cursor = Cursor::new(&self.inner, sources, sequence)
+            .bounded(lower, upper)
+            .holding_lock(&self.tree);
+        if cursor.refused.is_none() {
+            cursor.refused = refused;
+        }
+        cursor
+    }
+
     /// A [`Cursor`] that sees the entries with sequence ≤ `sequence`, over the current
     /// super-version. The caller keeps the versions that sequence sees from being dropped (a
     /// registered snapshot does).
@@ -385,6 +473,7 @@ impl Sources {
             levels,
             tables: Arc::clone(&tree.tables),
             expiry: Expiry::now(&tree.options),
+            range_verdicts: None,
         }
     }
 }
@@ -562,7 +651,11 @@ impl Cursor {
     /// # Errors
     /// As [`seek_to_first`](Self::seek_to_first).
     pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.run(true, |it| it.try_seek(key.as_ref()))
+        let key = key.as_ref();
+        if !self.above_lower(key) {
+            return self.run(true, Self::try_seek_to_first);
+        }
+        self.run(true, |it| it.try_seek(key))
     }
 
     /// Positions on the last key ≤ `key` (invalid if there is none).
@@ -586,7 +679,21 @@ impl Cursor {
     /// # Errors
     /// As [`seek_to_first`](Self::seek_to_first).
     pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.run(true, |it| it.try_seek_for_prev(key.as_ref()))
+        let key = key.as_ref();
+        if !self.below_upper(key) {
+            return self.run(true, Self::try_seek_to_last);
+        }
+        self.run(true, |it| it.try_seek_for_prev(key))
+    }
+
+    /// Whether `key` is above the cursor's lower bound (a [`Db::cursor_in`] range).
+    fn above_lower(&self, key: &[u8]) -> bool {
+        in_bounds(key, &self.lower, &Bound::Unbounded)
+    }
+
+    /// Whether `key` is below the cursor's upper bound.
+    fn below_upper(&self, key: &[u8]) -> bool {
+        in_bounds(key, &Bound::Unbounded, &self.upper)
     }
 
     /// Moves to the next key (invalid past the last). Does nothing on an invalid cursor.
@@ -715,6 +822,7 @@ impl Cursor {
                 }
                 Bound::Unbounded => it.seek_to_first()?,
             }
+            self.sources.settle_range_verdicts(it);
         }
         self.find_next_user_entry(false)?;
         self.skip_excluded_lower()
@@ -731,6 +839,7 @@ impl Cursor {
                 }
                 Bound::Unbounded => it.seek_to_last()?,
             }
+            self.sources.settle_range_verdicts(it);
         }
         self.find_prev_user_entry()?;
         self.skip_excluded_upper()

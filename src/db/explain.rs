@@ -1,15 +1,83 @@
 //! `Db::explain_get`: what a point lookup would consult and read.
 
+use super::key_range::KeyRange;
+use super::range_filtering::{answer, RangeAnswer};
 use super::read::TableVisit;
 use super::Db;
 use crate::error::Result;
 use crate::filter::FilterProbe;
-use crate::inspect::{FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableStep};
+use crate::inspect::{
+    FilterCheck, GetAnswer, GetExplanation, GetSource, ScanDecision, ScanExplanation,
+    ScanTableStep, TableHeld, TableStep,
+};
 use crate::key::{InternalKey, ValueKind};
 use crate::memtable::NewestEntry;
 use crate::sst::table_reader::CopyValue;
 
 impl Db {
+    /// Says, for every table of the store, what a [`scan`](Db::scan) of `range` does with it: left
+    /// out because its key range misses the range or its range filter says "no", or read (and
+    /// why). Nothing is counted and no block is read.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// use siftdb::{inspect::ScanDecision, Db, Options, RangeFilter};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default().range_filter(RangeFilter::grafite(16.0, 1 << 16)))?;
+    /// db.put(b"sensor:0000000000100", b"20.5")?;
+    /// db.put(b"sensor:0000000000900", b"21.0")?;
+    /// db.flush()?;
+    /// let e = db.explain_scan(&b"sensor:0000000000200"[..]..&b"sensor:0000000000300"[..])?;
+    /// assert!(e.range_filters_asked);
+    /// println!("{e}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming the file if a table cannot be opened, `Error::Closed` once the
+    /// store is closed.
+    pub fn explain_scan<R: KeyRange>(&self, range: R) -> Result<ScanExplanation> {
+        self.inner.check_open()?;
+        self.tree.check_live()?;
+        let (lower, upper) = range.into_bounds();
+        let sv = self.tree.super_version();
+        let bounded = !matches!(lower, std::ops::Bound::Unbounded)
+            && !matches!(upper, std::ops::Bound::Unbounded);
+        let mut tables = Vec::new();
+        let l0 = sv.version.levels[0].iter().rev();
+        let deeper = sv.version.levels.iter().skip(1).flatten();
+        for f in l0.chain(deeper) {
+            let decision = match answer(&self.tree, f, &lower, &upper)? {
+                RangeAnswer::OutsideRange => ScanDecision::OutsideRange,
+                RangeAnswer::RangeTombstones => ScanDecision::RangeTombstones,
+                RangeAnswer::NoRangeFilter => ScanDecision::NoRangeFilter,
+                RangeAnswer::TooWide { width } => ScanDecision::TooWide(width),
+                RangeAnswer::Filtered {
+                    width,
+                    maybe: false,
+                } => ScanDecision::RangeFilterNo { width },
+                RangeAnswer::Filtered { width, maybe: true } => {
+                    ScanDecision::RangeFilterMaybe { width }
+                }
+            };
+            tables.push(ScanTableStep {
+                level: f.level,
+                file_number: f.number,
+                smallest: f.smallest_user().to_vec(),
+                largest: f.largest_user().to_vec(),
+                decision,
+            });
+        }
+        Ok(ScanExplanation {
+            keyspace: self.tree.name.clone(),
+            lower,
+            upper,
+            range_filters_asked: bounded && self.tree.options.range_filter.is_some(),
+            tables,
+        })
+    }
+
     /// Looks `key` up the way [`get`](Db::get) does and reports each step: whether a memtable
     /// answered; otherwise each table considered in order (its level, file number, key range, the
     /// filter's layout and answer, the data block read and what it held); then the answer.

@@ -38,6 +38,7 @@ pub(crate) fn table_options(
         restart_interval: options.block_restart_interval,
         compression: options.compression_for_level(level, bottommost),
         filter,
+        range_filter: options.range_filter,
         prefix: options.prefix_extractor.clone(),
         whole_key_filtering: options.whole_key_filtering,
     }

@@ -20,7 +20,7 @@ use crate::compaction_filter::CompactionFilter;
 use crate::error::{Error, Result};
 use crate::filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterLayout, FilterPolicy,
-    LevelDbBloom, Ribbon,
+    LevelDbBloom, RangeFilter, Ribbon,
 };
 use crate::options::{Compression, Options};
 use crate::prefix::PrefixExtractor;
@@ -112,6 +112,9 @@ pub(crate) fn describe(options: &Options) -> String {
     if let Some(ttl) = o.ttl {
         record.push_str(&format!("ttl={}\n", ttl_seconds(ttl)));
     }
+    if let (Some(bits), Some(range)) = (o.range_filter.bits_per_key(), o.range_filter.max_range()) {
+        record.push_str(&format!("range_filter=grafite {bits} {range}\n"));
+    }
     record
 }
 
@@ -126,6 +129,7 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
     // Recorded only when set: a record without them is a keyspace without them.
     o.compaction_filter = None;
     o.ttl = None;
+    o.range_filter = RangeFilter::none();
     for line in record.lines().filter(|l| !l.is_empty()) {
         let bad = || Error::InvalidArgument(format!("keyspace {name}: bad option record {line:?}"));
         let (key, value) = line.split_once('=').ok_or_else(bad)?;
@@ -178,6 +182,17 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
                 o.compaction_filter = restore_compaction_filter(name, value, store)
             }
             "ttl" => o.ttl = Some(Duration::from_secs(number()?)),
+            "range_filter" => {
+                let mut parts = value.split(' ');
+                let (Some("grafite"), Some(bits), Some(range), None) =
+                    (parts.next(), parts.next(), parts.next(), parts.next())
+                else {
+                    return Err(bad());
+                };
+                let bits = bits.parse::<f64>().map_err(|_| bad())?;
+                let range = range.parse::<u64>().map_err(|_| bad())?;
+                o.range_filter = RangeFilter::grafite(bits, range);
+            }
             _ => return Err(bad()),
         }
     }

@@ -183,6 +183,10 @@ impl InternalIterator for LevelIter {
     fn value(&self) -> &[u8] {
         self.current.as_ref().map(|c| c.value()).unwrap_or_default()
     }
+
+    fn table_number(&self) -> Option<u64> {
+        self.current.as_ref().and_then(|c| c.table_number())
+    }
 }
 
 #[cfg(test)]

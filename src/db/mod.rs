@@ -25,6 +25,7 @@ mod manual_compaction;
 mod multi_get;
 mod open;
 mod property;
+mod range_filtering;
 mod read;
 pub(crate) mod read_compaction;
 mod scan;

@@ -246,6 +246,7 @@ impl Db {
             );
         }
         allocation_report(tree, &allocated, &stats, out);
+        range_filter_report(tree, &version, &stats, out);
         super::compaction_stats::write_report(out, &tree.compaction_stats.levels(), &stats);
     }
 }
@@ -404,4 +405,102 @@ fn allocation_report(
         current / monkey.max(f64::MIN_POSITIVE),
         current / uniform.max(f64::MIN_POSITIVE)
     );
+}
+
+/// The range filters of one keyspace: per level their memory and checks by bounded scans, then
+/// per range width the measured false positive rate beside theory's.
+fn range_filter_report(
+    tree: &super::tree::Tree,
+    version: &super::version::Version,
+    stats: &crate::stats::Statistics,
+    out: &mut String,
+) {
+    let mut configured = tree.options.range_filter;
+    let mut any = false;
+    let mut rows = String::new();
+    for (level, files) in version.levels.iter().enumerate() {
+        let (mut tables, mut bytes, mut keys) = (0u64, 0u64, 0u64);
+        for f in files {
+            let Ok(table) = tree.tables.get(f) else {
+                continue;
+            };
+            if let Some(r) = table.range_filter() {
+                tables += 1;
+                bytes += r.memory_bytes() as u64;
+                keys += r.num_keys();
+                if !configured.is_some() {
+                    configured =
+                        crate::filter::RangeFilter::grafite(r.bits_per_key(), r.max_range());
+                }
+            }
+        }
+        let c = stats.range_filter_counts(level);
+        if tables == 0 && c.checks() == 0 {
+            continue;
+        }
+        any = true;
+        let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.3}%", r * 100.0));
+        let _ = writeln!(
+            rows,
+            "L{:<4} {:>6} {:>12} {:>8.2} {:>10} {:>10} {:>10} {:>10} {:>11}",
+            level,
+            tables,
+            bytes,
+            bytes as f64 * 8.0 / keys.max(1) as f64,
+            c.checks(),
+            c.useful,
+            c.positive,
+            c.true_positive,
+            pct(c.fp_rate())
+        );
+    }
+    if !any {
+        return;
+    }
+    let _ =
+        writeln!(
+        out,
+        "\nrange filter (Grafite{})\n{:<5} {:>6} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>11}",
+        configured
+            .bits_per_key()
+            .zip(configured.max_range())
+            .map_or(String::new(), |(b, l)| format!(", {b} bits/key, ranges up to {l}")),
+        "level",
+        "tables",
+        "bytes",
+        "bits/key",
+        "checks",
+        "useful",
+        "positive",
+        "true-pos",
+        "measured-fp"
+    );
+    out.push_str(&rows);
+    let _ = writeln!(
+        out,
+        "{:<14} {:>10} {:>11} {:>10}",
+        "range width", "checks", "measured-fp", "theory-fp"
+    );
+    for class in 0..crate::stats::RANGE_WIDTH_CLASSES {
+        let c = stats.range_filter_width_counts(class);
+        if c.checks() == 0 {
+            continue;
+        }
+        let last = class + 1 == crate::stats::RANGE_WIDTH_CLASSES;
+        let (label, widest) = match class {
+            _ if last => (format!("> 2^{}", class - 1), None),
+            0 => ("1".to_string(), Some(1u64)),
+            _ => (format!("<= 2^{class}"), Some(1u64 << class)),
+        };
+        let theory = widest.and_then(|w| configured.theoretical_fp_rate(w));
+        let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.3}%", r * 100.0));
+        let _ = writeln!(
+            out,
+            "{:<14} {:>10} {:>11} {:>10}",
+            label,
+            c.checks(),
+            pct(c.fp_rate()),
+            pct(theory)
+        );
+    }
 }

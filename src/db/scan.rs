@@ -275,9 +275,13 @@ impl Scan {
         let sources = match &self.sources {
             Some(s) => s.clone(),
             None => {
-                let s = Sources::filtered(Arc::clone(&self.sv), &self.tree, |f| {
-                    self.may_hold_prefix(f)
-                })?;
+                let s = Sources::for_range(
+                    Arc::clone(&self.sv),
+                    &self.tree,
+                    &self.start,
+                    &self.end,
+                    |f| self.may_hold_prefix(f),
+                )?;
                 self.sources = Some(s.clone());
                 s
             }

@@ -2,7 +2,8 @@
 //!
 //! Policies: [`LevelDbBloom`], [`CacheLocalBloom`], [`BinaryFuse`], [`Ribbon`], or your own
 //! [`FilterPolicy`]. The layouts themselves (where a table keeps the bits) are part of the table
-//! format, in `sst/filter_block/`; nothing here knows of tables.
+//! format, in `sst/filter_block/`; nothing here knows of tables. Range filters ([`RangeFilter`],
+//! Grafite) are in `range/`.
 
 mod allocation;
 mod binary_fuse;
@@ -10,6 +11,7 @@ mod cache_local_bloom;
 mod config;
 mod leveldb_bloom;
 mod policy;
+pub(crate) mod range;
 mod ribbon;
 mod sort;
 #[cfg(test)]
@@ -26,4 +28,5 @@ pub(crate) use config::PolicyRegistry;
 pub use config::{Filter, FilterLayout, DEFAULT_PARTITION_BYTES};
 pub use leveldb_bloom::LevelDbBloom;
 pub use policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};
+pub use range::{GrafiteBuilder, GrafiteFilter, RangeFilter};
 pub use ribbon::Ribbon;

@@ -3,6 +3,8 @@
 //! [`TableInfo::open`] reads one `.sst` file without opening a store: its footer, properties,
 //! data blocks and filter (`table.rs`). [`Db::explain_get`](crate::Db::explain_get) says what a
 //! point lookup consults and reads; its answer is a [`GetExplanation`] (`get.rs`).
+//! [`Db::explain_scan`](crate::Db::explain_scan) says which tables a bounded scan reads and what
+//! their range filters answer: a [`ScanExplanation`] (`scan.rs`).
 //!
 //! ```no_run
 //! use siftdb::inspect::TableInfo;
@@ -18,9 +20,11 @@
 //! ```
 
 mod get;
+mod scan;
 mod table;
 
 pub use get::{FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableStep};
+pub use scan::{ScanDecision, ScanExplanation, ScanTableStep};
 pub use table::{BlockInfo, DataBlockInfo, FilterInfo, MetaBlockInfo, TableInfo};
 
 /// Bytes as text: printable ASCII as is, other bytes as `\xNN`, cut after `max` bytes.

@@ -7,7 +7,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::filter::Filter;
+use crate::filter::range::GRAFITE_BLOCK;
+use crate::filter::{Filter, GrafiteBuilder, RangeFilter};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
     compare_internal, internal_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE,
@@ -32,6 +33,8 @@ pub(crate) struct TableOptions {
     pub(crate) restart_interval: usize,
     pub(crate) compression: Compression,
     pub(crate) filter: Filter,
+    /// The range filter, built from the same user keys.
+    pub(crate) range_filter: RangeFilter,
     /// Prefixes of in-domain keys go into the filter too.
     pub(crate) prefix: Option<PrefixExtractor>,
     /// Whole user keys go into the filter (else only prefixes).
@@ -66,6 +69,7 @@ pub(crate) struct TableBuilder {
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     filter: Option<Box<dyn FilterBlockBuilder>>,
+    range_filter: Option<GrafiteBuilder>,
     smallest: Vec<u8>,
     last_key: Vec<u8>,
     props: TableProperties,
@@ -100,6 +104,7 @@ impl TableBuilder {
             data_block: BlockBuilder::new(options.restart_interval),
             index_block: BlockBuilder::new(1),
             filter: new_filter_block_builder(&options.filter),
+            range_filter: options.range_filter.builder(),
             options,
             smallest: Vec::new(),
             last_key: Vec::new(),
@@ -151,6 +156,13 @@ impl TableBuilder {
             }
             if self.options.whole_key_filtering && (block_starts || last != ukey) {
                 f.add_key(ukey);
+            }
+        }
+        if let Some(r) = self.range_filter.as_mut() {
+            // Tombstones too: a table holding one in a scan's range hides older versions there.
+            // Versions of one key are one key.
+            if self.props.num_entries == 0 || user_key(&self.last_key) != ukey {
+                r.add_key(ukey);
             }
         }
         if self.props.num_entries == 0 {
@@ -216,6 +228,11 @@ impl TableBuilder {
             }
             self.props.filter_bytes = f.filter_bytes();
             self.props.filter_keys = f.num_keys();
+        }
+        if let Some(mut r) = self.range_filter.take() {
+            let bytes = r.finish();
+            let handle = write_block(&mut self.out, &mut self.offset, &bytes, None)?;
+            meta.push((GRAFITE_BLOCK.to_string(), handle));
         }
         if let (Some(first), Some(last)) =
             (self.range_tombstones.first(), self.range_tombstones.last())

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use crate::cache::Priority;
 use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
-use crate::filter::{FilterLayout, FilterProbe, PolicyRegistry};
+use crate::filter::range::GRAFITE_BLOCK;
+use crate::filter::{FilterLayout, FilterProbe, GrafiteFilter, PolicyRegistry};
 use crate::fs::{io_at, read_exact_at};
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE};
@@ -253,6 +254,8 @@ pub(crate) struct TableReader {
     file_len: u64,
     index: IndexPlacement,
     filter: Option<TableFilter>,
+    /// Its range filter, read at open and kept in memory; `None` if it has none.
+    range_filter: Option<GrafiteFilter>,
     /// Index and filter blocks are charged to the block cache.
     charged: bool,
     /// The store's prefix extractor, if the filter holds its prefixes.
@@ -314,6 +317,7 @@ impl TableReader {
         let mut properties = None;
         let mut filter = None;
         let mut range_tombstones = None;
+        let mut range_filter = None;
         let mut it = metaindex.iter(KeyOrder::Bytewise);
         it.seek_to_first();
         while it.valid() {
@@ -330,6 +334,12 @@ impl TableReader {
                 let block = read_block(&file, path, handle, file_len)?;
                 let tombstones = FragmentedRangeTombstones::decode(block).map_err(bad)?;
                 range_tombstones = (!tombstones.is_empty()).then(|| Arc::new(tombstones));
+            } else if name == GRAFITE_BLOCK.as_bytes() {
+                let block = read_block(&file, path, handle, file_len)?;
+                range_filter = Some(
+                    GrafiteFilter::from_bytes(&block)
+                        .ok_or_else(|| bad("malformed range filter block"))?,
+                );
             } else if filter.is_none() {
                 filter = TableFilter::open(
                     name,
@@ -360,6 +370,9 @@ impl TableReader {
         if let Some(f) = &filter {
             stats.filter_memory_added(f.pinned_bytes());
         }
+        if let Some(r) = &range_filter {
+            stats.filter_memory_added(r.memory_bytes());
+        }
         let prefix = filter
             .as_ref()
             .and(policies.prefix_named(&properties.prefix_extractor))
@@ -371,6 +384,7 @@ impl TableReader {
             file_len,
             index,
             filter,
+            range_filter,
             charged: placement.charge_to_cache,
             prefix,
             properties,
@@ -391,6 +405,11 @@ impl TableReader {
 
     pub(crate) fn filter(&self) -> Option<&TableFilter> {
         self.filter.as_ref()
+    }
+
+    /// Its range filter, if it has one.
+    pub(crate) fn range_filter(&self) -> Option<&GrafiteFilter> {
+        self.range_filter.as_ref()
     }
 
     fn corrupt(&self, what: impl Into<String>) -> Error {
@@ -869,6 +888,9 @@ impl Drop for TableReader {
         if let Some(f) = &self.filter {
             self.stats.filter_memory_released(f.pinned_bytes());
         }
+        if let Some(r) = &self.range_filter {
+            self.stats.filter_memory_released(r.memory_bytes());
+        }
     }
 }
 
@@ -1099,6 +1121,10 @@ impl InternalIterator for TableIter {
     fn value(&self) -> &[u8] {
         self.data.as_ref().map(BlockIter::value).unwrap_or_default()
     }
+
+    fn table_number(&self) -> Option<u64> {
+        Some(self.table.number)
+    }
 }
 
 /// Whether the table's properties say it is the table `expected` describes; if not, what differs.
@@ -1168,6 +1194,7 @@ mod iter_tests {
             restart_interval: 4,
             compression,
             filter: Filter::full(10.0),
+            range_filter: crate::filter::RangeFilter::none(),
             prefix: None,
             whole_key_filtering: true,
             store_id: new_store_id(),
