@@ -454,6 +454,7 @@ fn bench_compaction(c: &mut Criterion) {
                     // No background job: the timed `compact` does all the merging.
                     let options = Options::default()
                         .level0_compaction_trigger(1000)
+                        .compact_l0_when_idle(false)
                         .max_bytes_for_level_base(1 << 40)
                         .target_file_size(200 << 10)
                         .max_subcompactions(threads);

@@ -168,6 +168,10 @@ struct Args {
     /// (`Options::compact_l0_for_reads(false)`).
     #[arg(long)]
     no_read_compaction: bool,
+    /// Leave L0 alone below its trigger when writes pause
+    /// (`Options::compact_l0_when_idle(false)`).
+    #[arg(long)]
+    no_idle_compaction: bool,
     /// Spread the keys over this many keyspaces, each with the store's options (key i lives in
     /// keyspace `ks<i mod N>`); write phases then report the peak bytes of the WALs on disk.
     /// Point reads ask each key's keyspace; with more than 1, `scan`, `seekprefix` and `--batch`
@@ -500,7 +504,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .filter_allocation(allocation)
         .no_filter_on_last_level(args.no_filter_on_last_level)
         .cache_index_and_filter_blocks(args.cache_index_and_filter_blocks)
-        .compact_l0_for_reads(!args.no_read_compaction);
+        .compact_l0_for_reads(!args.no_read_compaction)
+        .compact_l0_when_idle(!args.no_idle_compaction);
     let options = match kind.bottommost {
         Some(c) => options.bottommost_compression(c),
         None => options,

@@ -50,6 +50,10 @@ tickers! {
     MemtableHit => "memtable.hit",
     /// Tables consulted by point lookups (after the key-range check, before the filter).
     TablesConsulted => "get.tables.consulted",
+    /// Cache lines of filters kept in memory that point lookups' probes read (one per table for
+    /// the cache-local bloom; as many as the policy says for others), counted as the filter
+    /// tickers are; per level in [`Statistics::filter_lines_touched`].
+    FilterLinesTouched => "filter.lines.touched",
     /// Data blocks a point lookup or scan read (from the cache or the disk).
     DataBlocksRead => "block.data.read",
     /// Filter partitions read by point lookups (from the cache or the disk).
@@ -105,6 +109,10 @@ tickers! {
     /// not find their key (`Options::compact_l0_for_reads`), below the L0 trigger. Also counted
     /// in `compaction.count` (or `compaction.trivial.moves`).
     ReadTriggeredCompactions => "compaction.read.triggered",
+    /// L0 → L1 compactions started because the keyspace's writes paused with tables in L0
+    /// (`Options::compact_l0_when_idle`), below the L0 trigger. Also counted in
+    /// `compaction.count` (or `compaction.trivial.moves`).
+    IdleL0Compactions => "compaction.idle.l0",
     /// Transactions that wrote something and committed (a transaction that only read commits
     /// without a check, and is not counted).
     TransactionCommits => "txn.commits",
@@ -137,7 +145,9 @@ const NUM_TICKERS: usize = Ticker::ALL.len();
 const NUM_LAYOUTS: usize = 3;
 /// Counters per (level, layout): useful, positive, true positive.
 const FILTER_SLOTS: usize = NUM_LEVELS * NUM_LAYOUTS * 3;
-const SLOTS: usize = NUM_TICKERS + FILTER_SLOTS;
+/// The first of the per-level counters of filter lines touched, after the filter slots.
+const LINE_SLOTS: usize = NUM_TICKERS + FILTER_SLOTS;
+const SLOTS: usize = LINE_SLOTS + NUM_LEVELS;
 /// Shards each owned by one thread at a time, which bumps its counters with a plain load and
 /// store: no locked instruction on the Get path.
 const OWNED_SHARDS: usize = 32;
@@ -344,6 +354,19 @@ impl Stats {
         }
     }
 
+    /// Records `lines` filter cache lines read by a probe of a table at `level`.
+    #[inline]
+    pub(crate) fn record_filter_lines(&self, level: usize, lines: u64) {
+        if lines == 0 {
+            return;
+        }
+        let (i, owned) = my_shard().unwrap_or(SHARED_FALLBACK);
+        let shard = &self.shards[i].0;
+        let n = lines;
+        bump(&shard[Ticker::FilterLinesTouched as usize], n, owned);
+        bump(&shard[LINE_SLOTS + level.min(NUM_LEVELS - 1)], n, owned);
+    }
+
     pub(crate) fn filter_memory_added(&self, bytes: usize) {
         self.filter_bytes_in_memory.fetch_add(bytes, Relaxed);
     }
@@ -374,6 +397,8 @@ impl Stats {
         }
         let mut tickers = [0u64; NUM_TICKERS];
         tickers.copy_from_slice(&slots[..NUM_TICKERS]);
+        let mut filter_lines = [0u64; NUM_LEVELS];
+        filter_lines.copy_from_slice(&slots[LINE_SLOTS..]);
         let counts = |c: &[AtomicU64; 3]| FilterCounts {
             useful: c[0].load(Relaxed),
             positive: c[1].load(Relaxed),
@@ -384,6 +409,7 @@ impl Stats {
             filters,
             range_filter_levels: std::array::from_fn(|l| counts(&self.range_filters.levels[l])),
             range_filter_widths: std::array::from_fn(|w| counts(&self.range_filters.widths[w])),
+            filter_lines,
             filter_bytes_in_memory: self.filter_bytes_in_memory.load(Relaxed) as u64,
         }
     }
@@ -428,6 +454,8 @@ pub struct Statistics {
     filters: [[FilterCounts; NUM_LAYOUTS]; NUM_LEVELS],
     range_filter_levels: [FilterCounts; NUM_LEVELS],
     range_filter_widths: [FilterCounts; RANGE_WIDTH_CLASSES],
+    /// Per level, the filter cache lines point lookups read (`filter.lines.touched`).
+    filter_lines: [u64; NUM_LEVELS],
     filter_bytes_in_memory: u64,
 }
 
@@ -452,6 +480,14 @@ impl Statistics {
             sum.add(&self.filter_counts(level, layout));
         }
         sum
+    }
+
+    /// The cache lines of filters kept in memory that point lookups' probes of tables at `level`
+    /// read (the level's share of [`Ticker::FilterLinesTouched`]). Over `number.keys.read`, the
+    /// lines a Get touches at that level; the prefetch of every candidate table's line before
+    /// any is probed overlaps their misses (DESIGN.md, *Read path*).
+    pub fn filter_lines_touched(&self, level: usize) -> u64 {
+        self.filter_lines.get(level).copied().unwrap_or(0)
     }
 
     /// The filter counters of every level for `layout`.
@@ -524,6 +560,9 @@ impl Statistics {
         for (c, o) in range.chain(widths) {
             c.add(o);
         }
+        for (a, b) in self.filter_lines.iter_mut().zip(other.filter_lines.iter()) {
+            *a += *b;
+        }
         self.filter_bytes_in_memory += other.filter_bytes_in_memory;
     }
 
@@ -558,6 +597,9 @@ impl Statistics {
             .zip(&earlier.range_filter_widths);
         for (c, e) in range.chain(widths) {
             minus(c, e);
+        }
+        for (a, b) in out.filter_lines.iter_mut().zip(earlier.filter_lines.iter()) {
+            *a = a.saturating_sub(*b);
         }
         out
     }
@@ -595,6 +637,11 @@ impl fmt::Display for Statistics {
                 )?;
             }
         }
+        for (level, &lines) in self.filter_lines.iter().enumerate() {
+            if lines > 0 {
+                writeln!(f, "filter.lines.touched.L{level}: {lines}")?;
+            }
+        }
         Ok(())
     }
 }
@@ -630,7 +677,33 @@ mod tests {
         assert_eq!(snap.filter_totals().fp_rate(), Some(0.0));
         let text = snap.to_string();
         assert!(text.contains("bloom.filter.useful: 40000\n"));
+        assert!(!text.contains("filter.lines.touched.L"));
         assert!(text.contains("bloom.filter.full.true.positive: 40000\n"));
+    }
+
+    #[test]
+    fn filter_lines_count_per_level_and_in_total() {
+        let stats = Stats::new();
+        stats.record_filter_lines(0, 1);
+        stats.record_filter_lines(0, 1);
+        stats.record_filter_lines(2, 3);
+        stats.record_filter_lines(5, 0);
+        let earlier = stats.snapshot();
+        stats.record_filter_lines(2, 1);
+        let snap = stats.snapshot();
+        assert_eq!(snap.ticker(Ticker::FilterLinesTouched), 6);
+        assert_eq!(snap.filter_lines_touched(0), 2);
+        assert_eq!(snap.filter_lines_touched(2), 4);
+        assert_eq!(snap.filter_lines_touched(5), 0);
+        assert_eq!(snap.filter_lines_touched(NUM_LEVELS), 0);
+        assert_eq!(snap.since(&earlier).filter_lines_touched(2), 1);
+        let mut both = snap.clone();
+        both.merge(&snap);
+        assert_eq!(both.filter_lines_touched(0), 4);
+        let text = snap.to_string();
+        assert!(text.contains("filter.lines.touched: 6\n"));
+        assert!(text.contains("filter.lines.touched.L2: 4\n"));
+        assert!(!text.contains("filter.lines.touched.L5"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Background compaction as it schedules its work: jobs split between threads by key range
 //! (`max_subcompactions`), tables moved down a level without a rewrite, L0 gathering more tables
-//! while writes flow (`level0_compaction_trigger_during_writes`), and L0 compacted for reads
-//! (`compact_l0_for_reads`).
+//! while writes flow (`level0_compaction_trigger_during_writes`), L0 compacted for reads
+//! (`compact_l0_for_reads`) and once writes pause (`compact_l0_when_idle`).
 
 mod common;
 use common::{settle, tables_per_level};
@@ -167,7 +167,10 @@ fn reads_compact_l0_once_their_filter_checks_have_paid_for_it() {
     const PRICE_IN_GETS: u32 = (1 << 18) / 3 + 1;
     for on in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options::default().compact_l0_for_reads(on);
+        // Not merged for the writes' pause either: this test waits for the reads' price.
+        let options = Options::default()
+            .compact_l0_for_reads(on)
+            .compact_l0_when_idle(false);
         let db = Db::open(dir.path(), options).unwrap();
         for table in 0..3u32 {
             for i in 0..1000u32 {
@@ -246,4 +249,73 @@ fn l0_gathers_more_tables_while_writes_flow_and_compacts_once_they_pause() {
         let key = format!("key{:08}", n.wrapping_mul(2_654_435_761));
         assert_eq!(db.get(&key).unwrap().as_deref(), Some(&value[..]), "{key}");
     }
+}
+
+/// Three L0 tables, below the trigger of 4, and no more writes: with `compact_l0_when_idle` on
+/// (the default) the compaction thread merges them into L1 about a second after the last flush,
+/// without a read to prompt it, and `siftdb.compaction-pending` counts that merge as pending until
+/// it is done. Every key reads as written and every absent key as absent (no filter lost a key)
+/// before, after and across a reopen, and a missing key then asks one filter line per level.
+#[test]
+fn l0_merges_into_l1_once_writes_pause_and_every_key_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |db: &Db, what: &str| {
+        for n in 0..3000u32 {
+            let got = db.get(format!("key{n:08}")).unwrap();
+            assert_eq!(got, Some(format!("value-{n}").into_bytes()), "{what}: {n}");
+            assert_eq!(db.get(format!("key{n:08}-absent")).unwrap(), None, "{what}");
+        }
+    };
+    {
+        let db = Db::open(dir.path(), Options::default().compact_l0_for_reads(false)).unwrap();
+        // Below L0's trigger: an L1 under the L0 tables, then three L0 tables over it.
+        for n in (0..3000u32).step_by(2) {
+            db.put(format!("key{n:08}"), format!("value-{n}")).unwrap();
+        }
+        db.compact().unwrap();
+        for table in 0..3u32 {
+            for i in 0..500u32 {
+                let n = 6 * i + 2 * table + 1;
+                db.put(format!("key{n:08}"), format!("value-{n}")).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        assert_eq!(tables_per_level(&db)[0], 3);
+        assert_eq!(db.property("siftdb.compaction-pending").unwrap(), "1");
+        check(&db, "in L0");
+        settle(&db);
+        assert_eq!(tables_per_level(&db)[0], 0);
+        assert_eq!(ticker(&db, Ticker::IdleL0Compactions), 1);
+        assert_eq!(ticker(&db, Ticker::ReadTriggeredCompactions), 0);
+        let before = db.statistics();
+        check(&db, "merged");
+        let s = db.statistics().since(&before);
+        // One table (L1) per Get: one cache-local bloom line, none in L0.
+        let checks = s.filter_totals().checks();
+        assert_eq!(checks, s.ticker(Ticker::TablesConsulted));
+        assert_eq!(s.ticker(Ticker::FilterLinesTouched), checks);
+        assert_eq!(s.filter_lines_touched(0), 0);
+        assert_eq!(s.filter_lines_touched(1), checks);
+        // Every key but the last absent one, which sorts after every table.
+        assert_eq!(checks, 5999);
+        // The report's figure is over every Get so far: those that met L0 too.
+        let total = db.statistics();
+        let per_get = |level| total.filter_lines_touched(level) as f64 / 12000.0;
+        let report = db.property("siftdb.stats").unwrap();
+        let line = format!(
+            "filter lines touched per Get (12000 Gets): L0 {:.2}  L1 {:.2}\n",
+            per_get(0),
+            per_get(1)
+        );
+        assert!(report.contains(&line), "{line} in {report}");
+    }
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    check(&db, "reopened");
+    // Off, L0 stays below its trigger and nothing is pending.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default().compact_l0_when_idle(false)).unwrap();
+    db.put("k", "v").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.property("siftdb.compaction-pending").unwrap(), "0");
+    assert_eq!(tables_per_level(&db)[0], 1);
 }

@@ -171,8 +171,10 @@ fn counter_identities_hold_on_a_controlled_workload() {
     for layout in FilterLayout::ALL {
         let policy: Arc<dyn FilterPolicy> = Arc::new(CacheLocalBloom::new(10.0));
         let dir = tempfile::tempdir().unwrap();
-        // Keep both tables in L0: no compaction until 10 tables.
-        let opts = options(Filter::new(layout, policy)).level0_compaction_trigger(10);
+        // Keep both tables in L0: no compaction until 10 tables, nor when the writes pause.
+        let opts = options(Filter::new(layout, policy))
+            .level0_compaction_trigger(10)
+            .compact_l0_when_idle(false);
         let db = Db::open(dir.path(), opts).unwrap();
         // Older table A: even keys. Newer table B: multiples of 3. Both span the same range.
         for i in (0..6000).step_by(2) {
@@ -213,6 +215,15 @@ fn counter_identities_hold_on_a_controlled_workload() {
         );
         let level0 = s.level_filter_counts(0);
         assert_eq!(level0, t, "{layout}: per-level counts sum to the totals");
+        // A cache-local bloom's probe reads one line, and only a full filter kept with its table
+        // is counted.
+        let lines = if layout == FilterLayout::Full {
+            t.useful + t.positive
+        } else {
+            0
+        };
+        assert_eq!(s.ticker(Ticker::FilterLinesTouched), lines, "{layout}");
+        assert_eq!(s.filter_lines_touched(0), lines, "{layout}");
         assert_eq!(
             s.layout_filter_counts(layout),
             t,
@@ -278,7 +289,9 @@ fn reopening_with_another_filter_reads_old_tables_with_their_own() {
     }
     let db = Db::open(
         dir.path(),
-        options(Filter::partitioned(12.0)).level0_compaction_trigger(10),
+        options(Filter::partitioned(12.0))
+            .level0_compaction_trigger(10)
+            .compact_l0_when_idle(false),
     )
     .unwrap();
     for i in 5000..10000 {

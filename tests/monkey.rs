@@ -189,6 +189,7 @@ fn growth_options(g: &Growth, allocation: FilterAllocation) -> Options {
         // Each step measures the tree its writes built: the reads that measure it must not
         // compact its L0 while the other store's stays.
         .compact_l0_for_reads(false)
+        .compact_l0_when_idle(false)
 }
 
 /// Grows a Monkey store and a uniform store in lockstep, the same keys and values in the same

@@ -4,7 +4,8 @@
 //! MANIFEST/CURRENT switch of every open happen all the time) runs random write batches over a
 //! small key space, some synced, with the odd `flush`, `compact` and `sync_wal`, and compactions
 //! for reads made cheap (a few dozen Gets that miss L0, such as the checks after every reopen, pay
-//! for one), so that cuts land in those too; every 50 cuts a new store
+//! for one) and, every other epoch, L0 merged into L1 after a millisecond without writes, so that
+//! cuts land in those too; every 50 cuts a new store
 //! with the next filter layout, and every other 100 with index and filter blocks read through a
 //! 16 KiB block cache instead of kept with the tables. The fault-injection layer
 //! (`siftdb::fault_injection`) stops the machine at a random operation: any operation, or one
@@ -71,6 +72,11 @@ fn options(epoch: usize, faults: &FaultInjector) -> Options {
         // reopened store are enough), looked for every millisecond, so that cuts land inside
         // them too.
         .read_compaction_tuning(16, 1024, std::time::Duration::from_millis(1))
+        // Even epochs merge L0 into L1 once the writes pause for a millisecond (a second by
+        // default), so that cuts land inside those merges too.
+        .idle_compaction_after(std::time::Duration::from_millis(
+            if epoch.is_multiple_of(2) { 1 } else { 1000 },
+        ))
         .fault_injector(faults.clone())
 }
 
@@ -200,6 +206,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
         // The cut may not have come yet (or was an injected error): the machine stops now.
         tally.machine_stops(&faults, injected_before);
         tally.read_compactions += db.statistics().ticker(Ticker::ReadTriggeredCompactions);
+        tally.idle_merges += db.statistics().ticker(Ticker::IdleL0Compactions);
         drop(db);
         tally.cuts += 1;
         if power_fails(&faults, &mut rng, &mut tally) {
@@ -209,7 +216,8 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
     eprintln!(
         "power cuts (seed {seed}): {} in {:.1?} ({} inside open, {} process crashes instead, {} after an \
          injected I/O error); {} batches acknowledged ({} synced), {} unsynced batches lost, {} \
-         unsynced bytes lost, {} directory entries reverted, {} compactions for reads; aimed at \
+         unsynced bytes lost, {} directory entries reverted, {} compactions for reads, {} L0 merges \
+         once writes paused; aimed at \
          {:?}; cut in threads {:?}; cut on files {:?}",
         tally.cuts,
         started.elapsed(),
@@ -222,6 +230,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
         tally.bytes_lost,
         tally.names_reverted,
         tally.read_compactions,
+        tally.idle_merges,
         tally.by_aim,
         tally.by_thread,
         tally.by_file,
@@ -232,6 +241,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
         "no cut landed on a table"
     );
     assert!(tally.read_compactions > 0, "no compaction for reads ran");
+    assert!(tally.idle_merges > 0, "no L0 merge once writes paused ran");
 }
 
 /// The length `m >= durable` of a prefix of `history` whose state is `recovered` (the shortest,

@@ -46,9 +46,11 @@
 //!   (its default), otherwise defaults (4 MiB memtable, 2 MiB tables, L0 compaction at 4
 //!   tables, at 8 while writes flow; L1 budget 10 MiB, x10 per level, static level sizes;
 //!   writers slowed at 16 L0 tables and stopped at 24 or at 2 memtables waiting for their
-//!   flush; one compaction job at a time, split between 2 threads; L0 compacted below its
-//!   trigger once the Gets' filter checks of it have paid for that, `compact_l0_for_reads`).
-//!   Batched lookups: `multi_get`. Settling: `flush()`, then poll `siftdb.compaction-pending` until `0`.
+//!   flush; one compaction job at a time, split between 2 threads; L0 merged into L1 below its
+//!   trigger a second after the writes pause, `compact_l0_when_idle`, or once the Gets' filter
+//!   checks of it have paid for that, `compact_l0_for_reads`).
+//!   Batched lookups: `multi_get`. Settling: `flush()`, then poll `siftdb.compaction-pending` until
+//!   `0` (which waits for that merge of L0 too).
 //!   Counters: its statistics (bloom tickers, `table.bytes.written`, `user.bytes.written`,
 //!   `write.stall.micros`); filter size: the filter bytes held in memory.
 //! - RocksDB: block-based tables with a full (not block-based) bloom filter of 10 bits/key on

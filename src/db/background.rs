@@ -1,10 +1,10 @@
 //! The two background workers: one flushes frozen memtables, one compacts (levels over their
-//! budget, L0 at a trigger that rises while writes flow: `write_burst.rs`, or L0 once reads have
-//! paid for it: `read_compaction.rs`). Both stop at the first error, which is kept in
-//! `State::bg_error` and returned to writers and to every waiter. A panic in user code they call
-//! (a filter policy, a prefix extractor) is such an error, not the end of the thread. Failures are
-//! reported through the `log` facade as they happen (`error`), and every flush and compaction at
-//! `debug` level (tables, levels, bytes, duration).
+//! budget, L0 at a trigger that rises while writes flow: `write_burst.rs`, L0 once writes pause:
+//! `idle_compaction.rs`, or L0 once reads have paid for it: `read_compaction.rs`). Both stop at
+//! the first error, which is kept in `State::bg_error` and returned to writers and to every
+//! waiter. A panic in user code they call (a filter policy, a prefix extractor) is such an error,
+//! not the end of the thread. Failures are reported through the `log` facade as they happen
+//! (`error`), and every flush and compaction at `debug` level (tables, levels, bytes, duration).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::idle_compaction::IdleWatch;
 use super::read_compaction::ReadRent;
 use super::tree::Tree;
 use super::version::Version;
@@ -116,18 +117,30 @@ fn flush_loop(inner: &DbInner) {
 struct TreeWatch {
     rent: ReadRent,
     burst: WriteBurst,
+    idle: IdleWatch,
 }
 
-/// The keyspace to compact now, its L0 trigger, and whether the job is the one reads paid for;
+/// Why an L0 → L1 job below the L0 trigger runs, if one does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EarlyL0 {
+    /// No such job: a level over its budget, or nothing.
+    No,
+    /// The keyspace's writes paused with tables in L0 (`idle_compaction.rs`).
+    Idle,
+    /// Reads paid for it in filter checks (`read_compaction.rs`).
+    ForReads,
+}
+
+/// The keyspace to compact now, its L0 trigger, and whether the job is an early one of L0;
 /// else how long to wait before looking again (`None`: until something changes).
 fn tree_to_compact(
     st: &State,
     watches: &mut HashMap<u32, TreeWatch>,
-) -> std::result::Result<(Arc<Tree>, usize, bool), Option<Duration>> {
+) -> std::result::Result<(Arc<Tree>, usize, EarlyL0), Option<Duration>> {
     let now = Instant::now();
     watches.retain(|id, _| st.trees.contains_key(id));
     let mut wait: Option<Duration> = None;
-    let mut paid_for = None;
+    let mut early = None;
     let mut best: Option<(f64, &Arc<Tree>, usize)> = None;
     for (id, t) in &st.trees {
         let w = watches.entry(*id).or_default();
@@ -140,21 +153,29 @@ fn tree_to_compact(
             }
             continue;
         }
-        if paid_for.is_none() && w.rent.paid(version, &t.tree.stats, options) {
-            paid_for = Some((&t.tree, l0_trigger));
+        let idle_in = match w.idle.due(&t.sv, options, now) {
+            Ok(()) => {
+                early.get_or_insert((&t.tree, l0_trigger, EarlyL0::Idle));
+                None
+            }
+            Err(wait) => wait,
+        };
+        if early.is_none() && w.rent.paid(version, &t.tree.stats, options) {
+            early = Some((&t.tree, l0_trigger, EarlyL0::ForReads));
         }
-        // While L0 holds tables, look again now and then at what reads paid for them, and when
-        // the writes that hold its compaction back would have paused.
-        for d in [w.rent.next_look(version, options), writes_pause_in]
+        // While L0 holds tables, look again now and then at what reads paid for them, when the
+        // writes that hold its compaction back would have paused, and when they will have been
+        // idle long enough.
+        for d in [w.rent.next_look(version, options), writes_pause_in, idle_in]
             .into_iter()
             .flatten()
         {
             wait = Some(wait.map_or(d, |w| w.min(d)));
         }
     }
-    match (best, paid_for) {
-        (Some((_, tree, trigger)), _) => Ok((Arc::clone(tree), trigger, false)),
-        (None, Some((tree, trigger))) => Ok((Arc::clone(tree), trigger, true)),
+    match (best, early) {
+        (Some((_, tree, trigger)), _) => Ok((Arc::clone(tree), trigger, EarlyL0::No)),
+        (None, Some((tree, trigger, why))) => Ok((Arc::clone(tree), trigger, why)),
         (None, None) => Err(wait),
     }
 }
@@ -162,7 +183,7 @@ fn tree_to_compact(
 fn compaction_loop(inner: &DbInner) {
     let mut watches: HashMap<u32, TreeWatch> = HashMap::new();
     loop {
-        let (tree, l0_trigger, for_reads) = {
+        let (tree, l0_trigger, early) = {
             let mut st = inner.state.lock();
             loop {
                 if inner.is_closed() {
@@ -188,17 +209,20 @@ fn compaction_loop(inner: &DbInner) {
         let start = Instant::now();
         let mut picked = None;
         let done = catch_panic("compaction", || {
-            // A level over its budget goes first, even if reads paid for L0.
-            let job = match inner.pick_compaction(&tree, l0_trigger) {
-                Some(job) => Some(job),
-                None if for_reads => {
+            // A level over its budget goes first, even if L0 is due early.
+            let job = match (inner.pick_compaction(&tree, l0_trigger), early) {
+                (Some(job), _) => Some(job),
+                (None, EarlyL0::No) => None,
+                (None, why) => {
                     let job = inner.pick_l0_for_reads(&tree);
                     if job.is_some() {
-                        tree.stats.inc(Ticker::ReadTriggeredCompactions);
+                        tree.stats.inc(match why {
+                            EarlyL0::Idle => Ticker::IdleL0Compactions,
+                            _ => Ticker::ReadTriggeredCompactions,
+                        });
                     }
                     job
                 }
-                None => None,
             };
             match job {
                 Some(job) => {

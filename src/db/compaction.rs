@@ -108,9 +108,10 @@ impl DbInner {
     }
 
     /// L0 into L1, all of its tables, if L0 holds any: the job [`ReadRent`] asks for when reads
-    /// have paid for it below the L0 trigger.
+    /// have paid for it below the L0 trigger, and [`IdleWatch`] once writes pause.
     ///
     /// [`ReadRent`]: super::read_compaction::ReadRent
+    /// [`IdleWatch`]: super::idle_compaction::IdleWatch
     pub(crate) fn pick_l0_for_reads(&self, tree: &Arc<Tree>) -> Option<CompactionJob> {
         let version = self.manifest.lock().version(tree.id);
         let inputs = version.levels[0].clone();

@@ -150,7 +150,7 @@ impl Db {
                     held: TableHeld::NotSearched,
                 };
                 // The search reports the filter's verdict; nothing is counted in the statistics.
-                if let TableVisit::Searched(search) = visit {
+                if let TableVisit::Searched(search, _) = visit {
                     step.key_in_range = true;
                     step.filter = search
                         .filter

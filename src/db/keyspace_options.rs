@@ -106,6 +106,9 @@ pub(crate) fn describe(options: &Options) -> String {
     ];
     let mut record: String = lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
     // Written only when set, so that the record of a keyspace without them reads as before.
+    if !o.compact_l0_when_idle {
+        record.push_str("compact_l0_when_idle=false\n");
+    }
     if let Some(f) = &o.compaction_filter {
         record.push_str(&format!("compaction_filter={}\n", f.name()));
     }
@@ -178,6 +181,7 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
             "level_size_multiplier" => o.level_size_multiplier = number()?,
             "max_subcompactions" => o.max_subcompactions = size()?,
             "compact_l0_for_reads" => o.compact_l0_for_reads = flag()?,
+            "compact_l0_when_idle" => o.compact_l0_when_idle = flag()?,
             "compaction_filter" => {
                 o.compaction_filter = restore_compaction_filter(name, value, store)
             }

@@ -16,6 +16,7 @@ mod destroy;
 mod explain;
 pub(crate) mod filename;
 mod flush;
+pub(crate) mod idle_compaction;
 pub(crate) mod key_range;
 pub(crate) mod keyspace;
 mod keyspace_options;

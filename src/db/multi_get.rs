@@ -345,6 +345,13 @@ fn in_memory_filter(file: &FileMeta) -> Option<(&Arc<TableReader>, InMemoryFilte
     Some((reader, reader.filter_in_memory()?))
 }
 
+/// The cache lines a probe of `reader`'s filter reads, as a Get counts them
+/// (`filter.lines.touched`): 0 unless it is a full filter kept in memory.
+#[inline]
+fn filter_lines(reader: &TableReader) -> u32 {
+    reader.filter().map_or(0, |f| f.lines_per_probe())
+}
+
 /// Fills `probes` with the distinct keys of `keys` in the order they first appear; `distinct_of`
 /// becomes for each key the distinct key it is. Found through a table of the keys' hashes (which
 /// the filters use too), without sorting; `table` is its buffer.
@@ -503,6 +510,14 @@ impl Tree {
             if useful > 0 {
                 self.stats
                     .record_filters(level, FilterLayout::Full, FilterVerdict::Useful, useful);
+                // The lines of the keys let through are counted with their searches.
+                let lines = asked
+                    .iter()
+                    .zip(maybe.iter())
+                    .filter(|(_, &m)| !m)
+                    .map(|(&(_, reader, _), _)| u64::from(filter_lines(reader)))
+                    .sum();
+                self.stats.record_filter_lines(level, lines);
             }
             if let_through == 0 {
                 continue;
@@ -696,7 +711,7 @@ impl Tree {
                 },
                 Err(e) => Err(e),
             };
-            self.record_found(level, d, outcome, &mut batch.answers);
+            self.record_found(level, d, filter_lines(&table), outcome, &mut batch.answers);
         }
         self.finish_located(level, &mut located, &mut batch.answers);
         consulted
@@ -726,7 +741,7 @@ impl Tree {
         }
         for (d, table, lookup, l) in located.drain(..) {
             let outcome = table.finish_search::<CopyValue>(l, lookup.as_ref());
-            self.record_found(level, d, outcome, answers);
+            self.record_found(level, d, filter_lines(&table), outcome, answers);
         }
     }
 
@@ -756,10 +771,11 @@ impl Tree {
                 return 0;
             }
         };
+        let lines = filter_lines(&table);
         if first == last {
             // One key: the single Get's search, without building a batch.
             let outcome = table.search::<CopyValue>(lookups[first], &batch.probes[first]);
-            self.record_found(level, first, outcome, &mut batch.answers);
+            self.record_found(level, first, lines, outcome, &mut batch.answers);
             return 1;
         }
         let searched = if last - first + 1 == members.len() {
@@ -797,16 +813,18 @@ impl Tree {
                     let useful = scratch.maybe.iter().filter(|&&maybe| !maybe).count();
                     self.stats
                         .record_filters(level, layout, FilterVerdict::Useful, useful as u64);
+                    self.stats
+                        .record_filter_lines(level, useful as u64 * u64::from(lines));
                 }
                 for (i, search) in scratch.outcomes.drain(..) {
-                    self.record_found(level, members[i], Ok(search), &mut batch.answers);
+                    self.record_found(level, members[i], lines, Ok(search), &mut batch.answers);
                 }
             }
             Err(_) => {
                 // Again key by key: only the keys whose blocks are damaged get the error.
                 for &d in members {
                     let outcome = table.search::<CopyValue>(lookups[d], &batch.probes[d]);
-                    self.record_found(level, d, outcome, &mut batch.answers);
+                    self.record_found(level, d, lines, outcome, &mut batch.answers);
                 }
             }
         }
@@ -814,11 +832,13 @@ impl Tree {
     }
 
     /// Records what a table's search for key `d` found and what its filter said (at `level`),
-    /// into `answers` (found or failed) and the statistics.
+    /// into `answers` (found or failed) and the statistics; `lines` is what a probe of the
+    /// table's filter reads ([`filter_lines`]).
     fn record_found<A: RecordAnswer>(
         &self,
         level: usize,
         d: usize,
+        lines: u32,
         outcome: Result<TableSearch>,
         answers: &mut A,
     ) {
@@ -827,6 +847,7 @@ impl Tree {
                 if let Some((layout, maybe)) = search.filter {
                     let verdict = FilterVerdict::of(maybe, search.found.is_some());
                     self.stats.record_filter(level, layout, verdict);
+                    self.stats.record_filter_lines(level, u64::from(lines));
                 }
                 if let Some(entry) = search.found {
                     answers.record(d, Ok(Some(entry)));

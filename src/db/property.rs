@@ -8,6 +8,7 @@ use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;
 use crate::sst::table_reader::CachedBlock;
+use crate::stats::Ticker;
 
 /// Filter facts gathered over the tables of one level that share a layout and policy.
 /// One live table, as the allocation report sees it: its level, filter keys and bits per key, and
@@ -42,6 +43,7 @@ impl Db {
     ///   per level the bits per key the tables have and those Monkey would give the tree's
     ///   current shape at uniform's memory, and the data-block reads a missing Get wastes there,
     ///   expected at uniform's bits, at the tables' and at Monkey's, and measured;
+    ///   per level, the filter cache lines a Get touched on average (`filter.lines.touched`);
     ///   the block cache's use by kind of block (data, filter, index) and the filter memory pinned
     ///   with tables and charged to the cache; the live snapshots and the oldest one's sequence;
     ///   per level, what the flushes or compactions into it read (from the level above and from
@@ -56,7 +58,9 @@ impl Db {
     /// - `siftdb.total-sst-bytes`: bytes of all live tables.
     /// - `siftdb.compaction-pending`: `1` if some level is over its budget, else `0`. L0 is over
     ///   its budget at `level0_compaction_trigger` tables, even while its compaction waits for the
-    ///   writes to pause.
+    ///   writes to pause; with [`compact_l0_when_idle`](crate::Options::compact_l0_when_idle), at
+    ///   any table while no memtable holds writes (its merge into L1 is then at most a second
+    ///   away).
     pub fn property(&self, name: &str) -> Option<String> {
         let version = self.tree.super_version().version.clone();
         if let Some(level) = name.strip_prefix("siftdb.num-files-at-level") {
@@ -75,9 +79,11 @@ impl Db {
                 // L0 counts at the trigger it compacts at once writes pause: work that waits for
                 // them is still pending.
                 let options = &self.tree.options;
+                let sv = self.tree.super_version();
                 let pending = version
                     .compaction_level(options, options.level0_compaction_trigger)
-                    .is_some();
+                    .is_some()
+                    || (!self.inner.read_only && super::idle_compaction::pending(&sv, options));
                 Some(u8::from(pending).to_string())
             }
             _ => None,
@@ -243,6 +249,22 @@ impl Db {
                 counts.checks(),
                 pct(counts.fp_rate()),
                 pct((g.theory_keys > 0).then(|| g.theory_weighted / g.theory_keys as f64))
+            );
+        }
+        // What a Get reads of the filters, level by level: the lines its probes touch.
+        let gets = stats.ticker(Ticker::NumberKeysRead);
+        let per_level: Vec<String> = (0..NUM_LEVELS)
+            .filter(|&l| stats.filter_lines_touched(l) > 0)
+            .map(|l| {
+                let per_get = stats.filter_lines_touched(l) as f64 / gets.max(1) as f64;
+                format!("L{l} {per_get:.2}")
+            })
+            .collect();
+        if !per_level.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nfilter lines touched per Get ({gets} Gets): {}",
+                per_level.join("  ")
             );
         }
         allocation_report(tree, &allocated, &stats, out);

@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::tree::Tree;
 use super::ttl::StoredValue;
@@ -17,9 +18,20 @@ use crate::key::{
     append_internal_key, user_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN,
 };
 use crate::memtable::NewestEntry;
+use crate::options::NUM_LEVELS;
 use crate::pinned_value::PinnedValue;
 use crate::sst::table_reader::{CopyValue, PinValue, TableSearch, TakeValue};
 use crate::stats::{FilterVerdict, Ticker};
+
+/// Starts loading the cache line of `file`'s filter that a probe of `probe` reads, if the table
+/// is open and pinned with a filter kept in memory; a table not pinned is left alone, as finding
+/// its reader would take a lock.
+#[inline(always)]
+fn prefetch_filter_line(file: &FileMeta, probe: &FilterProbe<'_>) {
+    if let Some(pinned) = file.pinned_reader() {
+        pinned.reader().prefetch_filter(probe);
+    }
+}
 
 /// A lookup buffer larger than this is not kept for the thread's next Get.
 const KEPT_LOOKUP_BYTES: usize = 4096;
@@ -55,8 +67,9 @@ pub(crate) fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalK
 pub(crate) enum TableVisit<'a, V = Vec<u8>> {
     /// An L0 table whose key range does not hold the key: passed over without a look.
     OutOfRange,
-    /// A table that was searched, and what the search did.
-    Searched(&'a TableSearch<V>),
+    /// A table that was searched, what the search did, and how many cache lines of a filter
+    /// kept in memory its probe reads (0 when the filter is elsewhere or was not asked).
+    Searched(&'a TableSearch<V>, u32),
 }
 
 impl Tree {
@@ -79,8 +92,30 @@ impl Tree {
     ) -> Result<Option<NewestEntry<T::Value>>> {
         let lookup = lookup.as_bytes();
         let ukey = user_key(lookup);
+        // Every table the walk may ask, found first: the one table per deeper level whose range
+        // may hold the key, and (below) each L0 table whose range does.
+        let mut deeper: [Option<&'v Arc<FileMeta>>; NUM_LEVELS] = [None; NUM_LEVELS];
+        let mut candidates = 0;
+        for (level, file) in version.deeper_tables_for_key(ukey) {
+            deeper[level] = Some(file);
+            candidates += 1;
+        }
+        // With more than one, each filter's line is prefetched before any is probed, so that
+        // those lines' cache misses overlap rather than follow one another (the walk to each
+        // filter is not overlapped: DESIGN.md, *Read path*). A lone table gains nothing from it.
+        let l0 = &version.levels[0];
+        if candidates + l0.len() > 1 {
+            for file in l0 {
+                if file.overlaps(ukey, ukey) {
+                    prefetch_filter_line(file, probe);
+                }
+            }
+            for file in deeper.iter().flatten() {
+                prefetch_filter_line(file, probe);
+            }
+        }
         // Two plain loops rather than a chained iterator: this runs once per Get.
-        for file in version.levels[0].iter().rev() {
+        for file in l0.iter().rev() {
             if !file.overlaps(ukey, ukey) {
                 visit(0, file, TableVisit::OutOfRange);
                 continue;
@@ -89,7 +124,10 @@ impl Tree {
                 return Ok(Some(found));
             }
         }
-        for (level, file) in version.deeper_tables_for_key(ukey) {
+        for (level, file) in deeper.iter().enumerate() {
+            let Some(file) = file else {
+                continue;
+            };
             if let Some(found) = self.search_table::<T>(level, file, lookup, probe, &mut visit)? {
                 return Ok(Some(found));
             }
@@ -107,8 +145,13 @@ impl Tree {
         probe: &FilterProbe<'_>,
         visit: &mut impl FnMut(usize, &'v FileMeta, TableVisit<'_, T::Value>),
     ) -> Result<Option<NewestEntry<T::Value>>> {
-        let outcome = self.tables.get(file)?.search::<T>(lookup, probe)?;
-        visit(level, file, TableVisit::Searched(&outcome));
+        let table = self.tables.get(file)?;
+        let outcome = table.search::<T>(lookup, probe)?;
+        let lines = match outcome.filter {
+            Some(_) => table.filter().map_or(0, |f| f.lines_per_probe()),
+            None => 0,
+        };
+        visit(level, file, TableVisit::Searched(&outcome, lines));
         if outcome.covered() {
             return Ok(Some(NewestEntry::RangeDeleted));
         }
@@ -152,7 +195,7 @@ impl Tree {
                     lookup,
                     &FilterProbe::new(key),
                     |level, _, visit| {
-                        let TableVisit::Searched(search) = visit else {
+                        let TableVisit::Searched(search, lines) = visit else {
                             return;
                         };
                         consulted += 1;
@@ -160,6 +203,7 @@ impl Tree {
                         if let Some((layout, maybe)) = search.filter {
                             let verdict = FilterVerdict::of(maybe, search.found.is_some());
                             tree.stats.record_filter(level, layout, verdict);
+                            tree.stats.record_filter_lines(level, u64::from(lines));
                         }
                     },
                 )?;

@@ -442,6 +442,15 @@ impl FilterPolicy for CacheLocalBloom {
         may_match_each_with(queries, out, LineProbe::fastest());
     }
 
+    /// One: a key's probes all fall in its line (none for a filter that answers alike for every
+    /// key).
+    fn lines_per_probe(&self, filter: &[u8]) -> Option<u32> {
+        Some(match parse(filter) {
+            Parsed::Lines(_) => 1,
+            Parsed::Answer(_) => 0,
+        })
+    }
+
     /// Prefetches the key's line, when the filter is well formed.
     #[inline]
     fn prefetch(&self, filter: &[u8], probe: &FilterProbe<'_>) {

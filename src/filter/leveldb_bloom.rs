@@ -126,6 +126,17 @@ impl FilterPolicy for LevelDbBloom {
         }
     }
 
+    /// Each of the k probes may fall in a line of its own: at most k, and at most the lines the
+    /// bit array spans.
+    fn lines_per_probe(&self, filter: &[u8]) -> Option<u32> {
+        let (&k, array) = filter.split_last()?;
+        if k > MAX_PROBES {
+            return Some(0);
+        }
+        let lines = u32::try_from(array.len().div_ceil(64)).unwrap_or(u32::MAX);
+        Some(u32::from(k).min(lines))
+    }
+
     fn with_bits_per_key(&self, bits_per_key: f64) -> Option<std::sync::Arc<dyn FilterPolicy>> {
         Some(std::sync::Arc::new(LevelDbBloom::new(bits_per_key)))
     }

@@ -122,6 +122,14 @@ pub trait FilterPolicy: Send + Sync {
         let _ = (filter, probe);
     }
 
+    /// The cache lines of `filter` (built by this policy) that one probe reads at most, for the
+    /// per-level count of filter lines a Get touches (`filter.lines.touched`); `None` (the
+    /// default) if the policy does not say, and then its probes are not counted there.
+    fn lines_per_probe(&self, filter: &[u8]) -> Option<u32> {
+        let _ = filter;
+        None
+    }
+
     /// This policy at another bits per key, for per-level allocation
     /// ([`FilterAllocation::Monkey`](crate::FilterAllocation::Monkey)); `None` (the default) if the
     /// policy has no such knob, and then every level gets it as it is.

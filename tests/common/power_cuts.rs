@@ -90,6 +90,8 @@ pub struct Tally {
     pub bytes_lost: u64,
     pub names_reverted: usize,
     pub read_compactions: u64,
+    /// L0 merges into L1 started by a pause of the writes (`compaction.idle.l0`).
+    pub idle_merges: u64,
 }
 
 impl Tally {

@@ -113,11 +113,12 @@ fn newer_version(tree: &Tree, key: &[u8], snapshot: u64) -> Result<bool> {
             lookup,
             &FilterProbe::new(key),
             |level, _, visit| {
-                if let crate::db::read::TableVisit::Searched(search) = visit {
+                if let crate::db::read::TableVisit::Searched(search, lines) = visit {
                     range_tombstone = range_tombstone.max(search.range_tombstone);
                     if let Some((layout, maybe)) = search.filter {
                         let verdict = FilterVerdict::of(maybe, search.found.is_some());
                         tree.stats.record_filter(level, layout, verdict);
+                        tree.stats.record_filter_lines(level, u64::from(lines));
                     }
                 }
             },

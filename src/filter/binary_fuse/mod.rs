@@ -198,6 +198,17 @@ impl FilterPolicy for BinaryFuse {
         self.may_match_hash(filter, probe.xxh3_64())
     }
 
+    /// Three: a key's three fingerprints lie in three consecutive segments (fewer in a filter
+    /// shorter than three lines; none in one that answers alike for every key).
+    fn lines_per_probe(&self, filter: &[u8]) -> Option<u32> {
+        Some(match parse(filter) {
+            Parsed::Filter(view) => {
+                u32::try_from(view.data.len().div_ceil(64)).map_or(3, |lines| lines.min(3))
+            }
+            Parsed::Empty | Parsed::Unknown => 0,
+        })
+    }
+
     /// 2^-w whatever `bits_per_key` is: the rate depends on the fingerprint width only (the 64-bit
     /// hash collision term is below 1e-12 for any real table and left out).
     fn theoretical_fp_rate(&self, bits_per_key: f64) -> Option<f64> {

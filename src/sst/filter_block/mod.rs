@@ -234,6 +234,9 @@ pub(crate) struct TableFilter {
     pub(crate) policy: Arc<dyn FilterPolicy>,
     layout: FilterLayout,
     placement: FilterPlacement,
+    /// The cache lines a probe of a full filter kept in memory reads, as its policy says
+    /// ([`FilterPolicy::lines_per_probe`]); 0 for other placements, or a policy that does not say.
+    lines_per_probe: u32,
 }
 
 impl TableFilter {
@@ -272,11 +275,23 @@ impl TableFilter {
         } else {
             FilterPlacement::Cached(handle)
         };
+        let lines_per_probe = match &placement {
+            FilterPlacement::Whole(r) => policy.lines_per_probe(r.bytes()).unwrap_or(0),
+            FilterPlacement::Pinned(_) | FilterPlacement::Cached(_) => 0,
+        };
         Ok(Some(TableFilter {
             policy: Arc::clone(policy),
             layout,
             placement,
+            lines_per_probe,
         }))
+    }
+
+    /// The cache lines one probe of this filter reads, when it is a full filter kept in memory
+    /// and its policy says ([`FilterPolicy::lines_per_probe`]); else 0.
+    #[inline]
+    pub(crate) fn lines_per_probe(&self) -> u32 {
+        self.lines_per_probe
     }
 
     pub(crate) fn layout(&self) -> FilterLayout {
