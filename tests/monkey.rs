@@ -92,12 +92,12 @@ struct Growth {
     last_probes: u32,
 }
 
-/// The issue's tree: 200,000 keys of 16 bytes with 100-byte values, 256 KiB memtables, 1 MiB level
+/// The small-memtable tree: 200,000 keys of 16 bytes with 100-byte values, 256 KiB memtables, 1 MiB level
 /// base (L1 1 MiB, L2 10 MiB, ten-fold), 2 MiB tables, L0 compaction at 4 tables, 8 bits/key, full
 /// filters. A step writes 1,400 keys (about 190 KiB: one memtable, which holds about 1,450),
 /// flushes and waits for compactions to settle: 143 steps, one L0 table each, and four levels at
 /// the end.
-const ISSUE: Growth = Growth {
+const SMALL_MEMTABLES: Growth = Growth {
     keys: 200_000,
     keys_per_step: 1_400,
     write_buffer_size: 256 << 10,
@@ -322,7 +322,7 @@ fn table(steps: &[Step]) -> String {
     out
 }
 
-/// The issue's targets on its tree. Plain `cargo test` asks 2,000 absent keys per step and store
+/// Monkey's targets on the small-memtable tree. Plain `cargo test` asks 2,000 absent keys per step and store
 /// (20,000 at the last step); `SIFTDB_LONG=1` asks 20,000 at every step. The tree, and so every
 /// filter, is the same in both: the steps settle before the next one is written.
 #[test]
@@ -330,10 +330,10 @@ fn monkey_keeps_uniforms_memory_and_wastes_fewer_reads_as_the_tree_grows() {
     let g = if common::long() {
         Growth {
             probes: 20_000,
-            ..ISSUE
+            ..SMALL_MEMTABLES
         }
     } else {
-        ISSUE
+        SMALL_MEMTABLES
     };
     let steps = grow(&g);
     eprintln!("{}", table(&steps));
