@@ -6,7 +6,6 @@
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::tree::Tree;
 use super::ttl::StoredValue;
@@ -18,20 +17,9 @@ use crate::key::{
     append_internal_key, user_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN,
 };
 use crate::memtable::NewestEntry;
-use crate::options::NUM_LEVELS;
 use crate::pinned_value::PinnedValue;
 use crate::sst::table_reader::{CopyValue, PinValue, TableSearch, TakeValue};
 use crate::stats::{FilterVerdict, Ticker};
-
-/// Starts loading the cache line of `file`'s filter that a probe of `probe` reads, if the table
-/// is open and pinned with a filter kept in memory; a table not pinned is left alone, as finding
-/// its reader would take a lock.
-#[inline(always)]
-fn prefetch_filter_line(file: &FileMeta, probe: &FilterProbe<'_>) {
-    if let Some(pinned) = file.pinned_reader() {
-        pinned.reader().prefetch_filter(probe);
-    }
-}
 
 /// A lookup buffer larger than this is not kept for the thread's next Get.
 const KEPT_LOOKUP_BYTES: usize = 4096;
@@ -92,30 +80,8 @@ impl Tree {
     ) -> Result<Option<NewestEntry<T::Value>>> {
         let lookup = lookup.as_bytes();
         let ukey = user_key(lookup);
-        // Every table the walk may ask, found first: the one table per deeper level whose range
-        // may hold the key, and (below) each L0 table whose range does.
-        let mut deeper: [Option<&'v Arc<FileMeta>>; NUM_LEVELS] = [None; NUM_LEVELS];
-        let mut candidates = 0;
-        for (level, file) in version.deeper_tables_for_key(ukey) {
-            deeper[level] = Some(file);
-            candidates += 1;
-        }
-        // With more than one, each filter's line is prefetched before any is probed, so that
-        // those lines' cache misses overlap rather than follow one another (the walk to each
-        // filter is not overlapped: DESIGN.md, *Read path*). A lone table gains nothing from it.
-        let l0 = &version.levels[0];
-        if candidates + l0.len() > 1 {
-            for file in l0 {
-                if file.overlaps(ukey, ukey) {
-                    prefetch_filter_line(file, probe);
-                }
-            }
-            for file in deeper.iter().flatten() {
-                prefetch_filter_line(file, probe);
-            }
-        }
         // Two plain loops rather than a chained iterator: this runs once per Get.
-        for file in l0.iter().rev() {
+        for file in version.levels[0].iter().rev() {
             if !file.overlaps(ukey, ukey) {
                 visit(0, file, TableVisit::OutOfRange);
                 continue;
@@ -124,10 +90,7 @@ impl Tree {
                 return Ok(Some(found));
             }
         }
-        for (level, file) in deeper.iter().enumerate() {
-            let Some(file) = file else {
-                continue;
-            };
+        for (level, file) in version.deeper_tables_for_key(ukey) {
             if let Some(found) = self.search_table::<T>(level, file, lookup, probe, &mut visit)? {
                 return Ok(Some(found));
             }
