@@ -39,7 +39,9 @@
 
 mod common;
 use common::keyspaces::contents;
-use common::power_cuts::{aim, file_kind, open_through_cuts, power_fails, tiny_options, Tally};
+use common::power_cuts::{
+    aim, env_number, file_kind, open_through_cuts, power_fails, tiny_options, Epochs, Tally,
+};
 use common::{long, scratch};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -68,9 +70,7 @@ fn env_usize(name: &str) -> Option<usize> {
 }
 
 fn seed() -> u64 {
-    std::env::var("SIFTDB_KS_POWER_CUT_SEED")
-        .map(|s| s.parse().expect("SIFTDB_KS_POWER_CUT_SEED is a number"))
-        .unwrap_or(0x6b73_c047)
+    env_number("SIFTDB_KS_POWER_CUT_SEED", 0x6b73_c047)
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -296,27 +296,23 @@ fn power_cuts_keep_batches_across_keyspaces_whole_and_in_order() {
     let mut tally = Tally::default();
     let per_epoch = 40;
     let mut next_id = 0u64;
-    let mut epoch = 0;
     let mut h = History::default();
     let mut fresh = true;
-    let mut dir = root.path().join("epoch0");
-    let mut faults = FaultInjector::new(&dir).unwrap();
+    let mut epochs = Epochs::new(root.path(), per_epoch);
     let mut multi_keyspace_batches = 0u64;
     let mut last_life = String::from("none");
     while tally.cuts < cuts {
-        if tally.cuts / per_epoch != epoch {
-            epoch = tally.cuts / per_epoch;
-            dir = root.path().join(format!("epoch{epoch}"));
-            faults = FaultInjector::new(&dir).unwrap();
+        if epochs.advance(tally.cuts) {
             h = History::default();
             fresh = true;
         }
+        let (epoch, dir, faults) = (epochs.number, &epochs.dir, &epochs.faults);
         let what = format!(
             "cut {} (epoch {epoch}, seed {seed:#x}; before it: {last_life})",
             tally.cuts
         );
-        let open = || Db::open(&dir, store_options(epoch, &faults));
-        let (db, power_cut) = open_through_cuts(&faults, &mut rng, &mut tally, &what, open);
+        let open = || Db::open(dir, store_options(epoch, faults));
+        let (db, power_cut) = open_through_cuts(faults, &mut rng, &mut tally, &what, open);
         if power_cut {
             h.acked = 0;
         }
@@ -327,7 +323,7 @@ fn power_cuts_keep_batches_across_keyspaces_whole_and_in_order() {
         tally.batches_lost += before - h.batches.len();
 
         let injected_before = faults.injected().len();
-        let aimed = aim(&mut rng, &faults);
+        let aimed = aim(&mut rng, faults);
         *tally.by_aim.entry(format!("{aimed:?}")).or_default() += 1;
         for _ in 0..rng.gen_range(1..500) {
             let batch = random_batch(&mut rng, next_id);
@@ -398,13 +394,13 @@ fn power_cuts_keep_batches_across_keyspaces_whole_and_in_order() {
             }
         }
         // The cut may not have come yet (or was an injected error): the machine stops now.
-        tally.machine_stops(&faults, injected_before);
+        tally.machine_stops(faults, injected_before);
         let site = faults.cut_site().map_or("none".into(), |s| s.to_string());
         let (acked, durable) = (h.acked, h.durable);
         drop(handles);
         drop(db);
         tally.cuts += 1;
-        let power_cut = power_fails(&faults, &mut rng, &mut tally);
+        let power_cut = power_fails(faults, &mut rng, &mut tally);
         if power_cut {
             h.acked = 0;
         }

@@ -29,7 +29,9 @@
 //! `-- --nocapture` to see where the cuts landed.
 
 mod common;
-use common::power_cuts::{aim, open_through_cuts, power_fails, tiny_options, upkeep, Tally};
+use common::power_cuts::{
+    aim, env_number, open_through_cuts, power_fails, tiny_options, upkeep, Epochs, Tally,
+};
 use common::{key, long};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -45,13 +47,7 @@ type Batch = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 const KEYS: u32 = 120;
 
 fn cuts() -> usize {
-    if let Ok(n) = std::env::var("SIFTDB_POWER_CUTS") {
-        return n.parse().expect("SIFTDB_POWER_CUTS is a number");
-    }
-    if long() {
-        return 10_000;
-    }
-    300
+    env_number("SIFTDB_POWER_CUTS", if long() { 10_000 } else { 300 }) as usize
 }
 
 fn options(epoch: usize, faults: &FaultInjector) -> Options {
@@ -123,34 +119,28 @@ fn contents(db: &Db, what: &str) -> State {
 fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
     let cuts = cuts();
     let started = Instant::now();
-    let seed = std::env::var("SIFTDB_POWER_CUT_SEED")
-        .map(|s| s.parse().expect("SIFTDB_POWER_CUT_SEED is a number"))
-        .unwrap_or(0x5eed_0016);
+    let seed = env_number("SIFTDB_POWER_CUT_SEED", 0x5eed_0016);
     let mut rng = StdRng::seed_from_u64(seed);
     let root = tempfile::tempdir().unwrap();
     let mut tally = Tally::default();
     let per_epoch = 50;
     let mut next_id = 0u64;
-    let mut epoch = 0;
     // Per epoch: the batches attempted so far (their prefix the store must hold), and how many of
     // them must survive.
     let mut history: Vec<Batch> = Vec::new();
     let mut durable = 0usize;
     let mut acked = 0usize;
-    let mut dir = root.path().join("epoch0");
-    let mut faults = FaultInjector::new(&dir).unwrap();
+    let mut epochs = Epochs::new(root.path(), per_epoch);
     while tally.cuts < cuts {
-        if tally.cuts / per_epoch != epoch {
-            epoch = tally.cuts / per_epoch;
-            dir = root.path().join(format!("epoch{epoch}"));
-            faults = FaultInjector::new(&dir).unwrap();
+        if epochs.advance(tally.cuts) {
             history.clear();
             durable = 0;
             acked = 0;
         }
+        let (epoch, dir, faults) = (epochs.number, &epochs.dir, &epochs.faults);
         let what = format!("cut {} (epoch {epoch})", tally.cuts);
-        let open = || Db::open(&dir, options(epoch, &faults));
-        let (db, power_cut) = open_through_cuts(&faults, &mut rng, &mut tally, &what, open);
+        let open = || Db::open(dir, options(epoch, faults));
+        let (db, power_cut) = open_through_cuts(faults, &mut rng, &mut tally, &what, open);
         if power_cut {
             acked = 0;
         }
@@ -163,7 +153,7 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
 
         // One life: batches until the cut stops the store.
         let injected_before = faults.injected().len();
-        let aimed = aim(&mut rng, &faults);
+        let aimed = aim(&mut rng, faults);
         *tally.by_aim.entry(format!("{aimed:?}")).or_default() += 1;
         let mut model = recovered;
         for _ in 0..rng.gen_range(1..600) {
@@ -204,12 +194,12 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
             }
         }
         // The cut may not have come yet (or was an injected error): the machine stops now.
-        tally.machine_stops(&faults, injected_before);
+        tally.machine_stops(faults, injected_before);
         tally.read_compactions += db.statistics().ticker(Ticker::ReadTriggeredCompactions);
         tally.idle_merges += db.statistics().ticker(Ticker::IdleL0Compactions);
         drop(db);
         tally.cuts += 1;
-        if power_fails(&faults, &mut rng, &mut tally) {
+        if power_fails(faults, &mut rng, &mut tally) {
             acked = 0; // a power cut may lose what was acknowledged but not synced
         }
     }

@@ -27,7 +27,9 @@
 //! the cuts landed and how many lookups range tombstones answered after a reopen.
 
 mod common;
-use common::power_cuts::{aim, open_through_cuts, power_fails, tiny_options, upkeep, Tally};
+use common::power_cuts::{
+    aim, env_number, open_through_cuts, power_fails, tiny_options, upkeep, Epochs, Tally,
+};
 use common::{files_with_ext, key, long};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -57,13 +59,7 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 const KEYS: usize = 600;
 
 fn cuts() -> usize {
-    if let Ok(n) = std::env::var("SIFTDB_POWER_CUTS") {
-        return n.parse().expect("SIFTDB_POWER_CUTS is a number");
-    }
-    if long() {
-        return 20_000;
-    }
-    1_000
+    env_number("SIFTDB_POWER_CUTS", if long() { 20_000 } else { 1_000 }) as usize
 }
 
 fn options(epoch: usize, faults: &FaultInjector) -> Options {
@@ -163,40 +159,34 @@ struct RangeTally {
 fn power_cuts_amid_range_deletes_recover_a_prefix_holding_every_synced_write() {
     let cuts = cuts();
     let started = Instant::now();
-    let seed = std::env::var("SIFTDB_POWER_CUT_SEED")
-        .map(|s| s.parse().expect("SIFTDB_POWER_CUT_SEED is a number"))
-        .unwrap_or(0x5eed_0d31);
+    let seed = env_number("SIFTDB_POWER_CUT_SEED", 0x5eed_0d31);
     let mut rng = StdRng::seed_from_u64(seed);
     let root = common::scratch();
     let mut tally = Tally::default();
     let mut ranges = RangeTally::default();
     let per_epoch = 40;
     let mut next_id = 0u64;
-    let mut epoch = 0;
     // Per epoch: the batches attempted so far (their prefix the store must hold), and how many of
     // them must survive.
     let mut history: Vec<Batch> = Vec::new();
     let mut durable = 0usize;
     let mut acked = 0usize;
-    let mut dir = root.path().join("epoch0");
-    let mut faults = FaultInjector::new(&dir).unwrap();
+    let mut epochs = Epochs::new(root.path(), per_epoch);
     while tally.cuts < cuts {
-        if tally.cuts / per_epoch != epoch {
-            epoch = tally.cuts / per_epoch;
-            dir = root.path().join(format!("epoch{epoch}"));
-            faults = FaultInjector::new(&dir).unwrap();
+        if epochs.advance(tally.cuts) {
             history.clear();
             durable = 0;
             acked = 0;
         }
+        let (epoch, dir, faults) = (epochs.number, &epochs.dir, &epochs.faults);
         let what = format!("seed {seed}, cut {} (epoch {epoch})", tally.cuts);
-        let open = || Db::open(&dir, options(epoch, &faults));
-        let (db, power_cut) = open_through_cuts(&faults, &mut rng, &mut tally, &what, open);
+        let open = || Db::open(dir, options(epoch, faults));
+        let (db, power_cut) = open_through_cuts(faults, &mut rng, &mut tally, &what, open);
         if power_cut {
             acked = 0;
         }
-        let (m, recovered) = check(&db, &dir, &history, durable.max(acked), &mut rng, &what);
-        count_tombstone_tables(&db, &dir, &mut ranges);
+        let (m, recovered) = check(&db, dir, &history, durable.max(acked), &mut rng, &what);
+        count_tombstone_tables(&db, dir, &mut ranges);
         ranges.covered_after_reopen += db.statistics().ticker(Ticker::RangeDeleteCovered);
         tally.batches_lost += history.len() - m;
         history.truncate(m);
@@ -204,7 +194,7 @@ fn power_cuts_amid_range_deletes_recover_a_prefix_holding_every_synced_write() {
 
         // One life: batches until the cut stops the store.
         let injected_before = faults.injected().len();
-        let aimed = aim(&mut rng, &faults);
+        let aimed = aim(&mut rng, faults);
         *tally.by_aim.entry(format!("{aimed:?}")).or_default() += 1;
         // Some lives hold a snapshot of the recovered state: compactions then keep the range
         // tombstones above it, with the entries they cover, down the levels.
@@ -292,12 +282,12 @@ fn power_cuts_amid_range_deletes_recover_a_prefix_holding_every_synced_write() {
             }
         }
         // The cut may not have come yet (or was an injected error): the machine stops now.
-        tally.machine_stops(&faults, injected_before);
+        tally.machine_stops(faults, injected_before);
         tally.read_compactions += db.statistics().ticker(Ticker::ReadTriggeredCompactions);
         drop(snapshot);
         drop(db);
         tally.cuts += 1;
-        if power_fails(&faults, &mut rng, &mut tally) {
+        if power_fails(faults, &mut rng, &mut tally) {
             acked = 0; // a power cut may lose what was acknowledged but not synced
         }
     }

@@ -2,11 +2,58 @@
 //! power failing, and what the loop counts.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
 use rand::Rng;
 use siftdb::fault_injection::{FaultInjector, OpFilter, OpKind, OpSite, PowerCut};
 use siftdb::Db;
+
+/// The number environment variable `name` holds, or `default` when it is unset.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |v| {
+        v.parse().unwrap_or_else(|_| panic!("{name} is a number"))
+    })
+}
+
+/// A loop's stores: every `per_epoch` cuts a new one starts from nothing in its own directory, with
+/// its own fault injector, so that no store's history grows long.
+pub struct Epochs {
+    root: PathBuf,
+    per_epoch: usize,
+    /// The current epoch's number.
+    pub number: usize,
+    /// The current epoch's store directory.
+    pub dir: PathBuf,
+    /// The fault injector over `dir`.
+    pub faults: FaultInjector,
+}
+
+impl Epochs {
+    /// Epoch 0, in `root`.
+    pub fn new(root: &Path, per_epoch: usize) -> Epochs {
+        let dir = root.join("epoch0");
+        Epochs {
+            root: root.to_path_buf(),
+            per_epoch,
+            number: 0,
+            faults: FaultInjector::new(&dir).unwrap(),
+            dir,
+        }
+    }
+
+    /// Moves to the epoch of cut number `cuts`; true if that starts a new store.
+    pub fn advance(&mut self, cuts: usize) -> bool {
+        let number = cuts / self.per_epoch;
+        if number == self.number {
+            return false;
+        }
+        self.number = number;
+        self.dir = self.root.join(format!("epoch{number}"));
+        self.faults = FaultInjector::new(&self.dir).unwrap();
+        true
+    }
+}
 
 /// The upkeep a loop's step `pick` (drawn from `0..200`) asks for: a flush (0–2), a compaction (3)
 /// or a WAL sync (10–12), each of which makes every write acknowledged so far durable. `None` for
