@@ -30,13 +30,13 @@
 //! test) or `SIFTDB_CRASH_KILLS=n`.
 
 mod common;
-use common::child::{self, key, parse_key, spawn_lock, value};
+use common::child::{self, key, options, parse_key, spawn_lock, value};
 use common::{file_names, long};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use siftdb::{Db, Filter, Options, Ticker, WriteBatch, WriteOptions};
+use siftdb::{Db, Ticker, WriteBatch, WriteOptions};
 
 const CHILD_ENV: &str = "SIFTDB_CRASH_CHILD";
 
@@ -78,26 +78,6 @@ fn deletes(i: u64) -> Option<u64> {
 /// Whether `key(j)` is live after operations `0..m`.
 fn live_after(j: u64, m: u64) -> bool {
     j < m && !(j % 5 == 2 && j + 2 < m)
-}
-
-/// The filter layout used by the `epoch`-th store, so all three layouts meet crashes.
-fn options(epoch: u64) -> Options {
-    let filter = match epoch % 3 {
-        0 => Filter::full(10.0),
-        1 => Filter::partitioned(10.0),
-        _ => Filter::block_based(10.0),
-    };
-    // Tiny everything: a flush every ~100 writes, a compaction every few flushes, L1 spilling
-    // into L2.
-    Options::default()
-        .write_buffer_size(16 << 10)
-        .target_file_size(8 << 10)
-        .max_bytes_for_level_base(32 << 10)
-        .level0_compaction_trigger(2)
-        // L0 gathers tables while writes flow, as with the defaults.
-        .level0_compaction_trigger_during_writes(4)
-        .block_size(1024)
-        .filter(filter)
 }
 
 /// Child side: never returns normally while the parent is alive; it is killed.

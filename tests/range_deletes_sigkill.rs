@@ -17,13 +17,13 @@
 //! `SIFTDB_RANGE_KILLS=n`: any number.
 
 mod common;
-use common::child::{differences, key, kill_loop, parse_key, spawn_lock, value};
+use common::child::{differences, key, kill_loop, options, parse_key, spawn_lock, value};
 use common::long;
 use std::path::Path;
 use std::time::Instant;
 
 use rand::{rngs::StdRng, SeedableRng};
-use siftdb::{Db, Filter, Options, WriteBatch, WriteOptions};
+use siftdb::{Db, WriteBatch, WriteOptions};
 
 const CHILD_ENV: &str = "SIFTDB_RANGE_CRASH_CHILD";
 
@@ -47,22 +47,6 @@ fn live_after(m: u64) -> Vec<bool> {
         }
     }
     live
-}
-
-fn options(epoch: u64) -> Options {
-    let filter = match epoch % 3 {
-        0 => Filter::full(10.0),
-        1 => Filter::partitioned(10.0),
-        _ => Filter::block_based(10.0),
-    };
-    Options::default()
-        .write_buffer_size(16 << 10)
-        .target_file_size(8 << 10)
-        .max_bytes_for_level_base(32 << 10)
-        .level0_compaction_trigger(2)
-        .level0_compaction_trigger_during_writes(4)
-        .block_size(1024)
-        .filter(filter)
 }
 
 /// Child side: never returns normally while the parent is alive; it is killed.

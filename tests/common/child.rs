@@ -7,6 +7,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use siftdb::{Filter, Options};
+
 /// Held while spawning a child and while the parent has a store open. Crash loops run in
 /// parallel threads of one process, and a fork briefly holds copies of all its descriptors: a
 /// spawn during another loop's check would hand that loop's LOCK (a `flock`, owned by the open
@@ -150,4 +152,24 @@ pub fn differences(expected: &[u64], got: &[u64]) -> Option<(Vec<u64>, Vec<u64>)
     let missing = expected.iter().filter(|j| !got.contains(j)).take(10);
     let extra = got.iter().filter(|j| !expected.contains(j)).take(10);
     Some((missing.copied().collect(), extra.copied().collect()))
+}
+
+/// The options of a crash loop's `epoch`-th store: the filter layout rotates so all three meet
+/// crashes, and everything is tiny (a flush every ~100 writes, a compaction every few flushes, L1
+/// spilling into L2).
+pub fn options(epoch: u64) -> Options {
+    let filter = match epoch % 3 {
+        0 => Filter::full(10.0),
+        1 => Filter::partitioned(10.0),
+        _ => Filter::block_based(10.0),
+    };
+    Options::default()
+        .write_buffer_size(16 << 10)
+        .target_file_size(8 << 10)
+        .max_bytes_for_level_base(32 << 10)
+        .level0_compaction_trigger(2)
+        // L0 gathers tables while writes flow, as with the defaults.
+        .level0_compaction_trigger_during_writes(4)
+        .block_size(1024)
+        .filter(filter)
 }
