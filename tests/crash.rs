@@ -31,7 +31,7 @@
 
 mod common;
 use common::child::{self, key, options, parse_key, spawn_lock, value};
-use common::{file_names, long};
+use common::{env_number, file_names, long};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -192,13 +192,10 @@ struct Interrupted {
 }
 
 fn kills(short: usize) -> usize {
-    if let Ok(n) = std::env::var("SIFTDB_CRASH_KILLS") {
-        return n.parse().unwrap();
-    }
-    if long() {
-        return 1000;
-    }
-    short
+    env_number(
+        "SIFTDB_CRASH_KILLS",
+        if long() { 1000 } else { short as u64 },
+    ) as usize
 }
 
 fn crash_loop(durability: Durability, seed: u64) {

@@ -40,9 +40,9 @@
 mod common;
 use common::keyspaces::contents;
 use common::power_cuts::{
-    aim, env_number, file_kind, open_through_cuts, power_fails, tiny_options, Epochs, Tally,
+    aim, file_kind, open_through_cuts, power_fails, tiny_options, Epochs, Tally,
 };
-use common::{long, scratch};
+use common::{env_number, long, scratch};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -62,12 +62,6 @@ type Batch = Vec<(usize, Vec<u8>, Option<Vec<u8>>)>;
 
 /// The contents of every keyspace: (keyspace index, key) to value.
 type State = BTreeMap<(usize, Vec<u8>), Vec<u8>>;
-
-fn env_usize(name: &str) -> Option<usize> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name} is a number")))
-}
 
 fn seed() -> u64 {
     env_number("SIFTDB_KS_POWER_CUT_SEED", 0x6b73_c047)
@@ -288,7 +282,7 @@ fn check(handles: &[Keyspace], h: &mut History, what: &str) -> State {
 
 #[test]
 fn power_cuts_keep_batches_across_keyspaces_whole_and_in_order() {
-    let cuts = env_usize("SIFTDB_KS_POWER_CUTS").unwrap_or(if long() { 20_000 } else { 1_000 });
+    let cuts = env_number("SIFTDB_KS_POWER_CUTS", if long() { 20_000 } else { 1_000 }) as usize;
     let seed = seed();
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
@@ -509,7 +503,7 @@ struct DropTally {
 
 #[test]
 fn a_dropped_keyspace_never_comes_back_after_a_power_cut() {
-    let rounds = env_usize("SIFTDB_KS_DROP_CUTS").unwrap_or(if long() { 5_000 } else { 300 });
+    let rounds = env_number("SIFTDB_KS_DROP_CUTS", if long() { 5_000 } else { 300 }) as usize;
     let seed = seed();
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed ^ 0xd7_0b);

@@ -22,7 +22,7 @@
 mod common;
 use common::child::{differences, key, kill_loop, parse_key, spawn_lock, value};
 use common::keyspaces::contents;
-use common::long;
+use common::{env_number, long};
 use std::path::Path;
 use std::time::Instant;
 
@@ -204,13 +204,7 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
 }
 
 fn kills() -> usize {
-    if let Ok(n) = std::env::var("SIFTDB_KS_CRASH_KILLS") {
-        return n.parse().unwrap();
-    }
-    if long() {
-        return 1000;
-    }
-    50
+    env_number("SIFTDB_KS_CRASH_KILLS", if long() { 1000 } else { 50 }) as usize
 }
 
 #[test]

@@ -30,9 +30,9 @@
 
 mod common;
 use common::power_cuts::{
-    aim, env_number, open_through_cuts, power_fails, tiny_options, upkeep, Epochs, Tally,
+    aim, open_through_cuts, power_fails, tiny_options, upkeep, Epochs, Tally,
 };
-use common::{key, long};
+use common::{env_number, key, long};
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -28,9 +28,9 @@
 
 mod common;
 use common::power_cuts::{
-    aim, env_number, open_through_cuts, power_fails, tiny_options, upkeep, Epochs, Tally,
+    aim, open_through_cuts, power_fails, tiny_options, upkeep, Epochs, Tally,
 };
-use common::{files_with_ext, key, long};
+use common::{env_number, files_with_ext, key, long};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::Path;

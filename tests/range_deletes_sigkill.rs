@@ -18,7 +18,7 @@
 
 mod common;
 use common::child::{differences, key, kill_loop, options, parse_key, spawn_lock, value};
-use common::long;
+use common::{env_number, long};
 use std::path::Path;
 use std::time::Instant;
 
@@ -118,13 +118,7 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
 }
 
 fn kills() -> usize {
-    if let Ok(n) = std::env::var("SIFTDB_RANGE_KILLS") {
-        return n.parse().unwrap();
-    }
-    if long() {
-        return 1000;
-    }
-    30
+    env_number("SIFTDB_RANGE_KILLS", if long() { 1000 } else { 30 }) as usize
 }
 
 #[test]

@@ -20,6 +20,13 @@ pub mod gate;
 pub mod keyspaces;
 pub mod power_cuts;
 
+/// The number environment variable `name` holds, or `default` when it is unset.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |v| {
+        v.parse().unwrap_or_else(|_| panic!("{name} is a number"))
+    })
+}
+
 /// Whether `SIFTDB_LONG=1` asks for the long runs.
 pub fn long() -> bool {
     std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1")

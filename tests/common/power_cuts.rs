@@ -9,13 +9,6 @@ use rand::Rng;
 use siftdb::fault_injection::{FaultInjector, OpFilter, OpKind, OpSite, PowerCut};
 use siftdb::Db;
 
-/// The number environment variable `name` holds, or `default` when it is unset.
-pub fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |v| {
-        v.parse().unwrap_or_else(|_| panic!("{name} is a number"))
-    })
-}
-
 /// A loop's stores: every `per_epoch` cuts a new one starts from nothing in its own directory, with
 /// its own fault injector, so that no store's history grows long.
 pub struct Epochs {
