@@ -133,6 +133,10 @@ struct Args {
     /// `Options::max_bytes_for_level_base` in KiB (default: the store's, 10240).
     #[arg(long, value_parser = clap::value_parser!(u64).range(4..=1 << 30))]
     level_base_kb: Option<u64>,
+    /// `Options::level_budget_during_writes`: how many times its budget a level may hold while
+    /// writes flow (default: the store's, 2; 1 compacts every level at its budget).
+    #[arg(long)]
+    level_budget_during_writes: Option<f64>,
     /// Print one JSON object per phase on stdout.
     #[arg(long)]
     json: bool,
@@ -538,6 +542,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let options = match args.level_base_kb {
         Some(kb) => options.max_bytes_for_level_base(kb << 10),
+        None => options,
+    };
+    let options = match args.level_budget_during_writes {
+        Some(factor) => options.level_budget_during_writes(factor),
         None => options,
     };
     let options = match args.max_total_wal_mb {

@@ -90,6 +90,7 @@ pub struct Options {
     pub(crate) level0_stop_trigger: usize,
     pub(crate) max_bytes_for_level_base: u64,
     pub(crate) level_size_multiplier: u64,
+    pub(crate) level_budget_during_writes: f64,
     pub(crate) max_subcompactions: usize,
     pub(crate) max_total_wal_size: u64,
     pub(crate) compact_l0_for_reads: bool,
@@ -148,6 +149,7 @@ impl Default for Options {
             level0_stop_trigger: 24,
             max_bytes_for_level_base: 10 << 20,
             level_size_multiplier: 10,
+            level_budget_during_writes: 2.0,
             max_subcompactions: 2,
             max_total_wal_size: 0,
             compact_l0_for_reads: true,
@@ -406,6 +408,23 @@ impl Options {
             .max(self.level0_compaction_trigger)
     }
 
+    /// How many times its byte budget a level below L0 may hold while writes flow before it
+    /// compacts into the next (default 2; 1 compacts it at its budget always).
+    ///
+    /// With one compaction thread, a level compacted the moment it passes its budget keeps that
+    /// thread on its jobs while L0 fills and writers slow down; allowed to gather, a level takes
+    /// fewer jobs while the writes flow and is brought back within its budget once they pause
+    /// (a memtable holds writes and the newest L0 table is less than a second old, as for
+    /// [`level0_compaction_trigger_during_writes`]). A point lookup checks one filter per level
+    /// either way; the level's extra bytes hold the newer versions of keys deeper levels also
+    /// hold, until they are merged. [`Db::open`](crate::Db::open) refuses a value below 1.
+    ///
+    /// [`level0_compaction_trigger_during_writes`]: Options::level0_compaction_trigger_during_writes
+    pub fn level_budget_during_writes(mut self, factor: f64) -> Self {
+        self.level_budget_during_writes = factor;
+        self
+    }
+
     /// Number of L0 tables at which each write first waits a millisecond, giving compaction
     /// time to catch up (default 16). [`Db::open`](crate::Db::open) refuses a value not between
     /// the compaction and stop triggers.
@@ -625,6 +644,13 @@ impl Options {
                     )));
                 }
             }
+        }
+        if !(self.level_budget_during_writes >= 1.0 && self.level_budget_during_writes.is_finite())
+        {
+            return Err(Error::InvalidArgument(format!(
+                "level_budget_during_writes {} must be a finite number of at least 1",
+                self.level_budget_during_writes
+            )));
         }
         if !(compact < slow && slow < stop) {
             return Err(Error::InvalidArgument(format!(

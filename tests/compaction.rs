@@ -1,6 +1,7 @@
 //! Background compaction as it schedules its work: jobs split between threads by key range
 //! (`max_subcompactions`), tables moved down a level without a rewrite, L0 gathering more tables
-//! while writes flow (`level0_compaction_trigger_during_writes`), L0 compacted for reads
+//! while writes flow (`level0_compaction_trigger_during_writes`) and deeper levels more bytes
+//! (`level_budget_during_writes`), L0 compacted for reads
 //! (`compact_l0_for_reads`) and once writes pause (`compact_l0_when_idle`).
 
 mod common;
@@ -248,6 +249,61 @@ fn l0_gathers_more_tables_while_writes_flow_and_compacts_once_they_pause() {
     for n in 0..5000u32 {
         let key = format!("key{:08}", n.wrapping_mul(2_654_435_761));
         assert_eq!(db.get(&key).unwrap().as_deref(), Some(&value[..]), "{key}");
+    }
+}
+
+/// While writes flow, a level below L0 gathers past its byte budget (up to
+/// `level_budget_during_writes` times it) before compacting into the next; the held-back work
+/// counts as pending, and once the writes pause every level is brought within its budget with no
+/// flush or read to prompt it. Every key reads as written.
+#[test]
+fn levels_gather_past_their_budget_while_writes_flow_and_return_within_it_once_they_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    // L1's budget is 16 KiB, two to four tables; a budget a thousand times that is never reached.
+    let options = Options::default()
+        .write_buffer_size(32 << 10)
+        .target_file_size(8 << 10)
+        .max_bytes_for_level_base(16 << 10)
+        .level0_compaction_trigger(2)
+        .level_budget_during_writes(1000.0);
+    let db = Db::open(dir.path(), options).unwrap();
+    let value = vec![b'v'; 100];
+    let key = |n: u32| format!("key{:08}", n.wrapping_mul(2_654_435_761));
+    // About seventeen memtables' worth, written without a pause: flushes come milliseconds apart.
+    for n in 0..5000u32 {
+        db.put(key(n), &value).unwrap();
+        if n % 50 == 0 {
+            assert_eq!(
+                tables_per_level(&db)[2],
+                0,
+                "L1 compacted down after {n} puts"
+            );
+        }
+    }
+    let l1_tables = tables_per_level(&db)[1];
+    assert!(l1_tables > 8, "L1 holds {l1_tables} tables");
+    assert_eq!(db.property("siftdb.compaction-pending").unwrap(), "1");
+    // The writes pause with the last memtable unflushed: within about a second the compaction
+    // thread starts bringing L1 back within its budget.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tables_per_level(&db)[2] == 0 {
+        assert!(std::time::Instant::now() < deadline, "L1 never compacted");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    settle(&db);
+    assert_eq!(db.property("siftdb.compaction-pending").unwrap(), "0");
+    assert!(
+        tables_per_level(&db)[1] < l1_tables,
+        "{:?}",
+        tables_per_level(&db)
+    );
+    for n in 0..5000u32 {
+        assert_eq!(
+            db.get(key(n)).unwrap().as_deref(),
+            Some(&value[..]),
+            "{}",
+            key(n)
+        );
     }
 }
 

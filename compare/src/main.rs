@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run --release -p siftdb-compare -- \
 //!     [--keys 1000000] [--reads 1000000] [--batch 32] [--compacted] \
-//!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json] [--print-stats]
+//!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json] [--print-stats] \
+//!     [--compression-ratio 0.5] [--constant-value] [--overwrite]
 //! ```
 //!
 //! This crate (`compare/`, a workspace member that is never published and that a plain `cargo`
@@ -16,8 +17,10 @@
 //! them (random bytes that compress to `--compression-ratio`, default 0.5; 1.0 for
 //! incompressible; from a fixed seed, the same for every store), inserted in random order; WAL on,
 //! no fsync. `--constant-value` writes one repeated byte instead (which snappy shrinks about
-//! tenfold), as earlier versions of this harness did. Phases: fillrandom, then flush and wait until the store has no
-//! pending or running compaction (`--compacted`: then a full compaction, and wait again), then
+//! tenfold), as earlier versions of this harness did. Phases: fillrandom, then flush and wait
+//! until the store has no pending or running compaction (`--overwrite`: then every key put again
+//! in a new random order, db_bench's overwrite, into a tree whose levels are all full, and settle
+//! again; `--compacted`: then a full compaction, and wait again), then
 //! readrandom (present keys), readmissing (odd numbers, all absent) and readmixed (half each),
 //! one get at a time. With `--batch N` (default 32; 0 leaves them out) two more phases follow,
 //! multiget-present and multiget-missing: `--reads` lookups each, handed to the store's batched
@@ -32,6 +35,7 @@
 //!   at the end of the fill (what the store wrote while the puts ran; the last memtable is not
 //!   flushed yet) and once settled after the flush (before `--compacted`'s full compaction);
 //!   and the time writers were stalled during the fill, in seconds and as a share of the fill.
+//!   With `--overwrite`, the same for that phase on its own (its table bytes over its bytes put).
 //! - The bloom tickers of the readmissing phase and the false-positive rate they give,
 //!   (full.positive - full.true.positive) / (useful + full.positive - full.true.positive),
 //!   and the filter probes per get.
@@ -44,7 +48,8 @@
 //! Settings, alike where the stores let them be:
 //! - siftdb: full filter 10 bits/key on every level, 4 KiB blocks, 64 MiB block cache, snappy
 //!   (its default), otherwise defaults (4 MiB memtable, 2 MiB tables, L0 compaction at 4
-//!   tables, at 8 while writes flow; L1 budget 10 MiB, x10 per level, static level sizes;
+//!   tables, at 8 while writes flow; L1 budget 10 MiB, x10 per level, static level sizes, each
+//!   level holding up to twice its budget while writes flow;
 //!   writers slowed at 16 L0 tables and stopped at 24 or at 2 memtables waiting for their
 //!   flush; one compaction job at a time, split between 2 threads; L0 merged into L1 below its
 //!   trigger a second after the writes pause, `compact_l0_when_idle`, or once the Gets' filter
@@ -145,6 +150,15 @@ struct WriteStats {
 impl WriteStats {
     fn amplification(&self) -> f64 {
         self.table_bytes as f64 / self.user_bytes.max(1) as f64
+    }
+
+    /// What was counted between `earlier` and `self`.
+    fn since(&self, earlier: &WriteStats) -> WriteStats {
+        WriteStats {
+            table_bytes: self.table_bytes.saturating_sub(earlier.table_bytes),
+            user_bytes: self.user_bytes.saturating_sub(earlier.user_bytes),
+            stall_micros: self.stall_micros.saturating_sub(earlier.stall_micros),
+        }
     }
 }
 
@@ -623,6 +637,9 @@ struct Outcome {
     /// Write counters at the end of the fill and once settled after it.
     writes_fill_end: Option<WriteStats>,
     writes_settled: Option<WriteStats>,
+    /// With `--overwrite`: seconds the overwrite took, and the write counters it added by its
+    /// end and once settled after it.
+    overwrite: Option<Overwrite>,
     /// Bloom ticker deltas over readmissing.
     bloom: Option<Bloom>,
     /// Filter bytes after the reads.
@@ -645,9 +662,30 @@ impl Outcome {
     }
 }
 
+/// What the overwrite phase measured: its seconds, and the write counters it added by its end
+/// and once the store settled after it.
+#[derive(Clone, Copy)]
+struct Overwrite {
+    secs: f64,
+    end: Option<WriteStats>,
+    settled: Option<WriteStats>,
+}
+
+impl Overwrite {
+    /// Seconds writers were stalled during the overwrite, and that as a percentage of it.
+    fn stall(&self) -> Option<(f64, f64)> {
+        let secs = self.end?.stall_micros as f64 / 1e6;
+        Some((secs, secs / self.secs * 100.0))
+    }
+}
+
 /// Names of the phases run, in order.
-fn phases(batch: usize) -> Vec<&'static str> {
-    let mut phases = vec!["fillrandom", "readrandom", "readmissing", "readmixed"];
+fn phases(batch: usize, overwrite: bool) -> Vec<&'static str> {
+    let mut phases = vec!["fillrandom"];
+    if overwrite {
+        phases.push("overwrite");
+    }
+    phases.extend(["readrandom", "readmissing", "readmixed"]);
     if batch > 0 {
         phases.extend(["multiget-present", "multiget-missing"]);
     }
@@ -685,6 +723,8 @@ struct Workload {
     print_stats: bool,
     /// The values' compression ratio, or `None` for the constant value.
     compression_ratio: Option<f64>,
+    /// Put every key again, in a new random order, after the fill has settled.
+    overwrite: bool,
 }
 
 /// Runs every phase on one store.
@@ -700,15 +740,18 @@ fn run(name: StoreName, w: Workload) -> Outcome {
 
     let mut order: Vec<u64> = (0..w.keys).collect();
     order.shuffle(&mut rng);
-    let start = Instant::now();
-    for &i in &order {
-        let value = match values.as_mut() {
-            Some(g) => g.next(constant.len()),
-            None => &constant,
-        };
-        db.put(&key(2 * i), value);
-    }
-    let fill_secs = start.elapsed().as_secs_f64();
+    let mut put_all = |db: &mut dyn Store, order: &[u64]| {
+        let start = Instant::now();
+        for &i in order {
+            let value = match values.as_mut() {
+                Some(g) => g.next(constant.len()),
+                None => &constant,
+            };
+            db.put(&key(2 * i), value);
+        }
+        start.elapsed().as_secs_f64()
+    };
+    let fill_secs = put_all(db.as_mut(), &order);
     let writes_fill_end = db.write_stats();
     db.flush();
     settle(name, db.as_mut());
@@ -717,6 +760,27 @@ fn run(name: StoreName, w: Workload) -> Outcome {
         let report = db.stats_report().unwrap_or_else(|| "n/a".to_string());
         println!("{name} stats once settled after the fill:\n{report}");
     }
+    // db_bench's overwrite: the same keys again, in another random order, into a tree that
+    // already holds them all, so that every level below L0 is full and compactions merge into
+    // the last level as they do in a store long in use.
+    let overwrite = w.overwrite.then(|| {
+        order.shuffle(&mut rng);
+        let secs = put_all(db.as_mut(), &order);
+        let end = db.write_stats();
+        db.flush();
+        settle(name, db.as_mut());
+        let since = |s: Option<WriteStats>| Some(s?.since(&writes_settled?));
+        let settled = since(db.write_stats());
+        if w.print_stats {
+            let report = db.stats_report().unwrap_or_else(|| "n/a".to_string());
+            println!("{name} stats once settled after the overwrite:\n{report}");
+        }
+        Overwrite {
+            secs,
+            end: since(end),
+            settled,
+        }
+    });
     if w.compacted {
         db.compact();
         settle(name, db.as_mut());
@@ -729,7 +793,9 @@ fn run(name: StoreName, w: Workload) -> Outcome {
     let missing = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Missing);
     let after = db.bloom();
     let mixed = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Mixed);
-    let mut ops = vec![fill, present, missing, mixed];
+    let mut ops = vec![fill];
+    ops.extend(overwrite.map(|o| order.len() as f64 / o.secs));
+    ops.extend([present, missing, mixed]);
     if w.batch > 0 {
         for kind in [Kind::Present, Kind::Missing] {
             ops.push(multi_get_phase(name, db.as_mut(), &mut rng, w, kind));
@@ -743,6 +809,7 @@ fn run(name: StoreName, w: Workload) -> Outcome {
         fill_secs,
         writes_fill_end,
         writes_settled,
+        overwrite,
         bloom,
         filter_bytes: db.filter_bytes(),
     }
@@ -788,6 +855,10 @@ struct Args {
     /// Write one repeated byte as every value instead (compresses about tenfold).
     #[arg(long)]
     constant_value: bool,
+    /// After the fill has settled, put every key again in a new random order (db_bench's
+    /// overwrite) and report that phase's writes on their own.
+    #[arg(long)]
+    overwrite: bool,
 }
 
 /// "n/a" for a figure a store does not expose, else the figure in `format`'s way.
@@ -812,6 +883,7 @@ fn main() {
         shape: args.peer_shape,
         print_stats: args.print_stats,
         compression_ratio: (!args.constant_value).then_some(args.compression_ratio),
+        overwrite: args.overwrite,
     };
     if !(args.compression_ratio > 0.0 && args.compression_ratio <= 1.0) {
         clap::Error::raw(
@@ -855,6 +927,28 @@ fn main() {
         );
     }
 
+    if w.overwrite {
+        println!("\noverwrite (its own table bytes over its own bytes put, and its stalls):");
+        println!(
+            "{:<8} {:>12} {:>14} {:>14} {:>9} {:>9}",
+            "store", "µs/op", "w-amp end", "w-amp settled", "stall s", "stall %"
+        );
+        for (name, r) in &results {
+            let Some(o) = r.overwrite else { continue };
+            let amp = |s: Option<WriteStats>| or_na(s, |s| format!("{:.2}", s.amplification()));
+            let (stall_s, stall_pct) = match o.stall() {
+                Some((s, pct)) => (format!("{s:.2}"), format!("{pct:.1}")),
+                None => ("n/a".to_string(), "n/a".to_string()),
+            };
+            println!(
+                "{name:<8} {:>12.2} {:>14} {:>14} {stall_s:>9} {stall_pct:>9}",
+                o.secs * 1e6 / keys as f64,
+                amp(o.end),
+                amp(o.settled)
+            );
+        }
+    }
+
     println!("\nbloom tickers during readmissing ({reads} gets of absent keys):");
     println!(
         "{:<8} {:>12} {:>14} {:>19} {:>10} {:>11}",
@@ -886,7 +980,7 @@ fn main() {
         }
     }
 
-    let phases = phases(w.batch);
+    let phases = phases(w.batch, w.overwrite);
     let sift = results
         .iter()
         .find(|(n, _)| *n == "siftdb")
@@ -925,6 +1019,26 @@ fn main() {
                 }
                 if let Some((secs, pct)) = r.stall() {
                     fields.push(format!("\"stall_s\":{secs:.3},\"stall_pct\":{pct:.2}"));
+                }
+                if let Some(o) = r.overwrite {
+                    fields.push(format!(
+                        "\"overwrite_us_per_op\":{:.3}",
+                        o.secs * 1e6 / keys as f64
+                    ));
+                    if let Some(s) = o.end {
+                        fields.push(format!("\"overwrite_wamp_end\":{:.4}", s.amplification()));
+                    }
+                    if let Some(s) = o.settled {
+                        fields.push(format!(
+                            "\"overwrite_wamp_settled\":{:.4}",
+                            s.amplification()
+                        ));
+                    }
+                    if let Some((secs, pct)) = o.stall() {
+                        fields.push(format!(
+                            "\"overwrite_stall_s\":{secs:.3},\"overwrite_stall_pct\":{pct:.2}"
+                        ));
+                    }
                 }
                 if let Some((u, p, tp)) = r.bloom {
                     fields.push(format!(

@@ -16,7 +16,7 @@ use super::idle_compaction::IdleWatch;
 use super::read_compaction::ReadRent;
 use super::tree::Tree;
 use super::version::Version;
-use super::write_burst::WriteBurst;
+use super::write_burst::{Triggers, WriteBurst};
 use super::{DbInner, State};
 use crate::error::{BackgroundError, Error, Result};
 use crate::stats::Ticker;
@@ -131,37 +131,37 @@ enum EarlyL0 {
     ForReads,
 }
 
-/// The keyspace to compact now, its L0 trigger, and whether the job is an early one of L0;
+/// The keyspace to compact now, the triggers it compacts at, and whether the job is an early one of L0;
 /// else how long to wait before looking again (`None`: until something changes).
 fn tree_to_compact(
     st: &State,
     watches: &mut HashMap<u32, TreeWatch>,
-) -> std::result::Result<(Arc<Tree>, usize, EarlyL0), Option<Duration>> {
+) -> std::result::Result<(Arc<Tree>, Triggers, EarlyL0), Option<Duration>> {
     let now = Instant::now();
     watches.retain(|id, _| st.trees.contains_key(id));
     let mut wait: Option<Duration> = None;
     let mut early = None;
-    let mut best: Option<(f64, &Arc<Tree>, usize)> = None;
+    let mut best: Option<(f64, &Arc<Tree>, Triggers)> = None;
     for (id, t) in &st.trees {
         let w = watches.entry(*id).or_default();
         let options = &t.tree.options;
-        let (l0_trigger, writes_pause_in) = w.burst.l0_trigger(&t.sv, options, now);
+        let (triggers, writes_pause_in) = w.burst.triggers(&t.sv, options, now);
         let version = &t.sv.version;
-        if let Some((_, score)) = version.compaction_level(options, l0_trigger) {
+        if let Some((_, score)) = version.compaction_level(options, triggers) {
             if best.is_none_or(|(b, _, _)| score > b) {
-                best = Some((score, &t.tree, l0_trigger));
+                best = Some((score, &t.tree, triggers));
             }
             continue;
         }
         let idle_in = match w.idle.due(&t.sv, options, now) {
             Ok(()) => {
-                early.get_or_insert((&t.tree, l0_trigger, EarlyL0::Idle));
+                early.get_or_insert((&t.tree, triggers, EarlyL0::Idle));
                 None
             }
             Err(wait) => wait,
         };
         if early.is_none() && w.rent.paid(version, &t.tree.stats, options) {
-            early = Some((&t.tree, l0_trigger, EarlyL0::ForReads));
+            early = Some((&t.tree, triggers, EarlyL0::ForReads));
         }
         // While L0 holds tables, look again now and then at what reads paid for them, when the
         // writes that hold its compaction back would have paused, and when they will have been
@@ -183,7 +183,7 @@ fn tree_to_compact(
 fn compaction_loop(inner: &DbInner) {
     let mut watches: HashMap<u32, TreeWatch> = HashMap::new();
     loop {
-        let (tree, l0_trigger, early) = {
+        let (tree, triggers, early) = {
             let mut st = inner.state.lock();
             loop {
                 if inner.is_closed() {
@@ -210,7 +210,7 @@ fn compaction_loop(inner: &DbInner) {
         let mut picked = None;
         let done = catch_panic("compaction", || {
             // A level over its budget goes first, even if L0 is due early.
-            let job = match (inner.pick_compaction(&tree, l0_trigger), early) {
+            let job = match (inner.pick_compaction(&tree, triggers), early) {
                 (Some(job), _) => Some(job),
                 (None, EarlyL0::No) => None,
                 (None, why) => {

@@ -14,6 +14,7 @@ use super::snapshot::VersionRetention;
 use super::tree::Tree;
 use super::version::{key_range, FileMeta, Version};
 use super::version_edit::{NewFile, VersionEdit};
+use super::write_burst::Triggers;
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
@@ -86,15 +87,14 @@ fn least_overlapping<'f>(
 }
 
 impl DbInner {
-    /// The compaction `tree`'s current version most needs, if any level is over its budget (L0:
-    /// holds `l0_trigger` tables).
+    /// The compaction `tree`'s current version most needs, if `triggers` start one.
     pub(crate) fn pick_compaction(
         &self,
         tree: &Arc<Tree>,
-        l0_trigger: usize,
+        triggers: Triggers,
     ) -> Option<CompactionJob> {
         let version = self.manifest.lock().version(tree.id);
-        let (level, _) = version.compaction_level(&tree.options, l0_trigger)?;
+        let (level, _) = version.compaction_level(&tree.options, triggers)?;
         let inputs = if level == 0 {
             // L0 tables overlap each other: take them all.
             version.levels[0].clone()

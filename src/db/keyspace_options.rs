@@ -97,6 +97,10 @@ pub(crate) fn describe(options: &Options) -> String {
         ),
         ("level0_stop_trigger", o.level0_stop_trigger.to_string()),
         (
+            "level_budget_during_writes",
+            o.level_budget_during_writes.to_string(),
+        ),
+        (
             "max_bytes_for_level_base",
             o.max_bytes_for_level_base.to_string(),
         ),
@@ -177,6 +181,9 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
             }
             "level0_slowdown_trigger" => o.level0_slowdown_trigger = size()?,
             "level0_stop_trigger" => o.level0_stop_trigger = size()?,
+            "level_budget_during_writes" => {
+                o.level_budget_during_writes = value.parse::<f64>().map_err(|_| bad())?
+            }
             "max_bytes_for_level_base" => o.max_bytes_for_level_base = number()?,
             "level_size_multiplier" => o.level_size_multiplier = number()?,
             "max_subcompactions" => o.max_subcompactions = size()?,

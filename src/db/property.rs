@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::version_edit::DEFAULT_KEYSPACE_ID;
+use super::write_burst::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;
@@ -76,12 +77,12 @@ impl Db {
             ),
             "siftdb.stats" => Some(self.stats_report()),
             "siftdb.compaction-pending" => {
-                // L0 counts at the trigger it compacts at once writes pause: work that waits for
-                // them is still pending.
+                // Levels count at the triggers they compact at once writes pause: work that waits
+                // for them is still pending.
                 let options = &self.tree.options;
                 let sv = self.tree.super_version();
                 let pending = version
-                    .compaction_level(options, options.level0_compaction_trigger)
+                    .compaction_level(options, Triggers::quiet(options))
                     .is_some()
                     || (!self.inner.read_only && super::idle_compaction::pending(&sv, options));
                 Some(u8::from(pending).to_string())

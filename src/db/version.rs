@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use super::key_range::{above_start, below_end};
 use super::table_filter::FilterSpend;
 use super::version_edit::{NewFile, VersionEdit};
+use super::write_burst::Triggers;
 use crate::key::{compare_bytes, leading_bytes, user_key};
 use crate::options::{Options, NUM_LEVELS};
 use crate::sst::table_reader::TableReader;
@@ -305,18 +306,20 @@ impl Version {
     }
 
     /// The level most in need of compaction and its score, if any score is ≥ 1. L0 scores by table
-    /// count against `l0_trigger`, deeper levels by bytes against their budget.
+    /// count against `triggers.l0_tables`, deeper levels by bytes against their budget times
+    /// `triggers.level_budget`.
     pub(crate) fn compaction_level(
         &self,
         options: &Options,
-        l0_trigger: usize,
+        triggers: Triggers,
     ) -> Option<(usize, f64)> {
         let mut best: Option<(usize, f64)> = None;
         for level in 0..NUM_LEVELS - 1 {
             let score = if level == 0 {
-                self.levels[0].len() as f64 / l0_trigger.max(1) as f64
+                self.levels[0].len() as f64 / triggers.l0_tables.max(1) as f64
             } else {
-                self.level_bytes(level) as f64 / options.max_bytes_for_level(level) as f64
+                self.level_bytes(level) as f64
+                    / (options.max_bytes_for_level(level) as f64 * triggers.level_budget)
             };
             if score >= 1.0 && best.is_none_or(|(_, s)| score > s) {
                 best = Some((level, score));
@@ -489,5 +492,28 @@ mod tests {
                 .map(|f| f.number);
             assert_eq!(found, by_bytes, "key {key:?}");
         }
+    }
+
+    #[test]
+    fn a_level_over_its_budget_waits_for_the_quiet_triggers_within_its_slack() {
+        // L1 has a budget of 4096 bytes and holds 6144; L0 holds 5 tables.
+        let options = Options::default().max_bytes_for_level_base(4096);
+        let mut tables = vec![(1, 1, "a", "m", 3000), (1, 2, "n", "z", 3144)];
+        tables.extend((10..15).map(|n| (0, n, "a", "z", 10)));
+        let v = Version::for_tests(&tables);
+        let quiet = Triggers::quiet(&options);
+        assert_eq!(quiet.l0_tables, 4);
+        let during = Triggers {
+            l0_tables: 8,
+            level_budget: 2.0,
+        };
+        // At the quiet triggers L1 (1.5 × its budget) outranks L0 (5 of 4 tables).
+        assert_eq!(v.compaction_level(&options, quiet), Some((1, 1.5)));
+        // While writes flow neither is due: L1 holds 0.75 of twice its budget, L0 5 of 8 tables.
+        assert_eq!(v.compaction_level(&options, during), None);
+        // At twice its budget L1 is due while writes flow too, scored against the doubled budget.
+        tables.push((1, 3, "zz", "zz", 2048));
+        let v = Version::for_tests(&tables);
+        assert_eq!(v.compaction_level(&options, during), Some((1, 1.0)));
     }
 }

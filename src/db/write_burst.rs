@@ -1,10 +1,14 @@
-//! L0 tables gathered while writes flow.
+//! Work gathered while writes flow.
 //!
 //! Every L0 → L1 compaction rewrites the L1 tables its inputs overlap, and on random keys that is
 //! all of L1; the more L0 tables one job takes, the less L1 is rewritten per byte flushed. Every
 //! point lookup pays a filter check per L0 table, though, so L0 gathers up to
 //! `level0_compaction_trigger_during_writes` tables only while writes flow, and compacts at
-//! `level0_compaction_trigger` once they pause.
+//! `level0_compaction_trigger` once they pause. Deeper levels likewise hold up to
+//! `level_budget_during_writes` times their byte budget while writes flow: a level compacted the
+//! moment it passes its budget keeps one compaction thread busy with jobs the writers wait
+//! behind, while a level allowed to gather is brought back within budget in fewer, denser jobs
+//! once the writes pause. Point lookups check one filter per level either way.
 
 use std::time::{Duration, Instant};
 
@@ -13,8 +17,35 @@ use crate::options::Options;
 
 /// How long after the newest L0 table came writes still count as flowing, if a memtable holds
 /// writes. Flushes during a bulk load come tens of milliseconds apart; a second without one means
-/// the writes have slowed to where compacting at the quiet trigger costs them little.
+/// the writes have slowed to where compacting at the quiet triggers costs them little.
 const QUIET_AFTER: Duration = Duration::from_secs(1);
+
+/// What starts a compaction of a keyspace now: the L0 table count, and the multiple of its byte
+/// budget a deeper level may hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Triggers {
+    pub(crate) l0_tables: usize,
+    pub(crate) level_budget: f64,
+}
+
+impl Triggers {
+    /// The triggers once writes pause: L0 at `level0_compaction_trigger`, every deeper level at
+    /// its budget.
+    pub(crate) fn quiet(options: &Options) -> Triggers {
+        Triggers {
+            l0_tables: options.level0_compaction_trigger,
+            level_budget: 1.0,
+        }
+    }
+
+    /// The triggers while writes flow.
+    fn during_writes(options: &Options) -> Triggers {
+        Triggers {
+            l0_tables: options.l0_trigger_during_writes(),
+            level_budget: options.level_budget_during_writes,
+        }
+    }
+}
 
 /// The compaction thread's view of the newest L0 table and when it first saw it.
 #[derive(Debug, Default)]
@@ -24,16 +55,15 @@ pub(crate) struct WriteBurst {
 }
 
 impl WriteBurst {
-    /// The L0 table count that starts an L0 → L1 compaction now and, if L0 holds enough tables
-    /// for the quiet trigger but the compaction waits for the writes, how long until it no longer
-    /// waits (unless another table comes).
-    pub(crate) fn l0_trigger(
+    /// The triggers that start a compaction now and, if the quiet triggers would start one that
+    /// waits for the writes, how long until it no longer waits (unless another table comes).
+    pub(crate) fn triggers(
         &mut self,
         sv: &SuperVersion,
         options: &Options,
         now: Instant,
-    ) -> (usize, Option<Duration>) {
-        let quiet = options.level0_compaction_trigger;
+    ) -> (Triggers, Option<Duration>) {
+        let quiet = Triggers::quiet(options);
         let newest = sv.version.levels[0].last().map(|f| f.number);
         if newest != self.newest_l0 {
             self.newest_l0 = newest;
@@ -43,20 +73,22 @@ impl WriteBurst {
             .seen_at
             .map_or(Duration::MAX, |t| now.duration_since(t));
         let holds_writes = !sv.mem.is_empty() || !sv.imm.is_empty();
-        let l0 = sv.version.levels[0].len();
-        if l0 < quiet || !writes_flow(holds_writes, since_newest) {
+        if !writes_flow(holds_writes, since_newest) {
             return (quiet, None);
         }
+        let during = Triggers::during_writes(options);
+        let held_back = sv.version.compaction_level(options, quiet).is_some()
+            && sv.version.compaction_level(options, during).is_none();
         (
-            options.l0_trigger_during_writes(),
-            Some(QUIET_AFTER.saturating_sub(since_newest)),
+            during,
+            held_back.then(|| QUIET_AFTER.saturating_sub(since_newest)),
         )
     }
 }
 
 /// Whether writes count as flowing: a memtable holds writes not yet flushed, and the newest L0
 /// table came less than [`QUIET_AFTER`] ago. After [`Db::flush`](crate::Db::flush) no memtable
-/// holds writes, so L0 compacts at the quiet trigger at once.
+/// holds writes, so compactions start at the quiet triggers at once.
 fn writes_flow(memtables_hold_writes: bool, since_newest_l0: Duration) -> bool {
     memtables_hold_writes && since_newest_l0 < QUIET_AFTER
 }
