@@ -113,8 +113,8 @@ impl DbInner {
             let newer = sv.imm.len().checked_sub(2).map_or(&sv.mem, |i| &sv.imm[i]);
             (Arc::clone(mem), newer.log_number(), Arc::clone(&sv.version))
         };
-        // Outside the lock: choosing the filter may walk the memtable and open tables.
-        let filter = tree.filter_for_flush(&version, &mem)?;
+        // Outside the lock: choosing the filter may open tables.
+        let filter = tree.filter_for_flush(&version, &mem);
         drop(version);
         let number = self.new_file_number()?;
         let options = table_options(&tree.options, &tree.name, 0, false, filter, self.store_id);

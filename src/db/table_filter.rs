@@ -4,9 +4,10 @@
 //! plan for the tree the store settles in ([`TreeShape::settled`]), lowered only as far as the
 //! memory bound needs: after the write, the tree as it settles ([`settled_spend`]) spends at most
 //! [`SETTLED_ALLOWANCE`] more than uniform allocation would (the configured bits per key times its
-//! filter keys). Tables keep the bits they were built with; compactions rewrite them with their
-//! level's, and a table whose bits are far from its new level's is rewritten rather than moved
-//! ([`Tree::move_keeps_filters`]). The derivation and the bound: docs/filters.md, *Filter memory
+//! filter keys). An L0 table that leaves before the tree settles takes Monkey's bits for the tree
+//! as it is, within [`FLOWING_ALLOWANCE`] over every table. Tables keep the bits they were built
+//! with; compactions rewrite them with their level's, and a table whose bits are far from its new
+//! level's is rewritten rather than moved ([`Tree::move_keeps_filters`]). The derivation and the bound: docs/filters.md, *Filter memory
 //! per level (Monkey)*.
 
 use std::sync::atomic::Ordering;
@@ -15,10 +16,7 @@ use std::sync::Arc;
 use super::compaction::CompactionJob;
 use super::tree::Tree;
 use super::version::{FileMeta, Version};
-use crate::error::Result;
 use crate::filter::{nats_per_bit, Filter, FilterAllocation, TreeShape, LN2_SQUARED};
-use crate::iter::InternalIterator;
-use crate::key::user_key;
 use crate::memtable::MemTable;
 use crate::options::{Options, NUM_LEVELS};
 use crate::sst::properties::TableProperties;
@@ -28,7 +26,8 @@ use crate::sst::properties::TableProperties;
 /// bytes stay within 2 % of uniform's.
 pub(crate) const SETTLED_ALLOWANCE: f64 = 0.015;
 
-/// The same for an L0 table due to be merged, over every table of the tree: what L0 spends while
+/// The same for an L0 table that leaves before the tree settles (merged into L1 when writes
+/// pause, or by a compaction already due), over every table of the tree: what L0 spends while
 /// writes flow.
 pub(crate) const FLOWING_ALLOWANCE: f64 = 0.045;
 
@@ -152,6 +151,9 @@ struct TreeAfter {
     /// Whether L0, with the new tables, holds a compaction's worth of tables no compaction is
     /// merging yet.
     l0_due: bool,
+    /// The L1 tables that stay and overlap an L0 table that stays: merging L0 into L1 rewrites
+    /// them.
+    l1_under_l0: Spending,
 }
 
 impl TreeAfter {
@@ -171,6 +173,11 @@ impl TreeAfter {
         let mut flowing = Spending::default();
         let mut l0_staying = usize::from(new.level == 0);
         let mut replaced_l0 = Vec::new();
+        let mut l1_under_l0 = Spending::default();
+        let l0_staying_tables: Vec<&Arc<FileMeta>> = version.levels[0]
+            .iter()
+            .filter(|f| !replaced(f) && !f.merging.load(Ordering::Relaxed))
+            .collect();
         for (level, files) in version.levels.iter().enumerate() {
             for f in files {
                 let Some(s) = spend(f) else { continue };
@@ -201,6 +208,15 @@ impl TreeAfter {
                     part.keys += keys;
                     part.bits += s.bits;
                     l0_staying += usize::from(level == 0);
+                    let under_l0 = level == 1
+                        && l0_staying_tables.iter().any(|t| {
+                            t.smallest_user() <= f.largest_user()
+                                && f.smallest_user() <= t.largest_user()
+                        });
+                    if under_l0 {
+                        l1_under_l0.keys += keys;
+                        l1_under_l0.bits += s.bits;
+                    }
                 }
             }
         }
@@ -215,8 +231,8 @@ impl TreeAfter {
         } else if !unfiltered(new.level) {
             shape.levels[new.level] += incoming;
         }
-        if shape.l0_tables.is_empty() {
-            // L0 merged into L1 now refills: the plan keeps its place.
+        if shape.l0_tables.is_empty() && !options.compact_l0_when_idle {
+            // L0 merged into L1 now refills, and stays at rest: the plan keeps its place.
             shape.l0_tables = replaced_l0;
         }
         TreeAfter {
@@ -229,14 +245,20 @@ impl TreeAfter {
             staying,
             flowing,
             l0_due,
+            l1_under_l0,
         }
     }
 }
 
-/// Monkey's bits per key for the new tables: their level's in the plan for the settled tree,
-/// lowered as far as the memory bound needs (never raised), and never below half the plan (a
-/// store reopened with fewer bits per key moves to its new budget as compactions rewrite its
-/// tables, rather than writing tables without filters).
+/// Monkey's bits per key for the new tables, lowered as far as the memory bound needs (never
+/// raised), and never below half the plan (a store reopened with fewer bits per key moves to its
+/// new budget as compactions rewrite its tables, rather than writing tables without filters).
+///
+/// A level's tables take their level's bits in the plan for the settled tree, bounded by what
+/// that tree spends ([`SETTLED_ALLOWANCE`]). An L0 table that will not be there once the tree
+/// settles (L0 is merged into L1 when writes pause, or a compaction is due to merge it) takes
+/// Monkey's bits for the tree as it is, with it as one of L0's runs, bounded by what every table
+/// spends while writes flow ([`FLOWING_ALLOWANCE`]); one that stays takes the settled L0 table's.
 fn monkey_bits_for_new_tables(
     options: &Options,
     tree: &TreeAfter,
@@ -248,9 +270,15 @@ fn monkey_bits_for_new_tables(
         .policy()
         .map_or(LN2_SQUARED, |p| nats_per_bit(p.as_ref()));
     let target = |level: usize| options.max_bytes_for_level(level) as f64 * tree.keys_per_byte;
-    let settled = tree.shape.settled(target);
+    let l0_merges = options.compact_l0_when_idle;
+    let settled = tree.shape.settled(target, l0_merges);
     let (l0, levels) = settled.monkey_bits(average, slope);
-    let plan = if new.level == 0 {
+    let transient_l0 = new.level == 0 && (l0_merges || tree.l0_due);
+    let plan = if transient_l0 {
+        // The new table is the last of L0's runs.
+        let (now, _) = tree.shape.monkey_bits(average, slope);
+        now.last().copied().unwrap_or(average)
+    } else if new.level == 0 {
         l0.first().copied().unwrap_or(average)
     } else {
         levels.get(new.level).copied().unwrap_or(average)
@@ -259,16 +287,14 @@ fn monkey_bits_for_new_tables(
     if n <= 0.0 {
         return plan;
     }
-    let bits = if new.level == 0 && tree.l0_due {
-        // An L0 table due to be merged counts only while writes flow: every table of the tree.
+    let bits = if transient_l0 {
         let spending = tree.flowing;
         let budget = average * (spending.keys + n);
         let room = (FLOWING_ALLOWANCE * budget - spending.rounding).max(0.0);
         let over = spending.bits + plan * n - budget - room;
         plan - over.max(0.0) / n
     } else {
-        let deepest = levels[tree.shape.deepest()];
-        let spend = |b: f64| settled_spend(tree, new, b, deepest, &target);
+        let spend = |b: f64| settled_spend(tree, new, b, &settled, &levels, l0_merges);
         let (keys, at_plan) = spend(plan);
         let per_bit = spend(1.0).1 - spend(0.0).1;
         let budget = average * keys;
@@ -280,49 +306,49 @@ fn monkey_bits_for_new_tables(
 }
 
 /// The keys and filter bits of the tree as it settles after the write, the new tables spending
-/// `bits` per key: a level above the deepest drains what it holds over its target into the deepest
-/// level, where compactions rewrite those keys with the deepest level's bits (`deepest_bits`); L0
-/// counts unless a compaction is due to merge it; tables a compaction is merging are left out.
+/// `bits` per key: a level above the deepest of `settled` drains what it holds over its target
+/// into the deepest level, where compactions rewrite those keys with that level's bits in `plan`;
+/// L0's keys, when `l0_merges`, join L1, rewritten with its bits with the L1 tables they overlap,
+/// and otherwise a compaction due to merge L0 leaves it out; tables a compaction is merging are
+/// left out.
 fn settled_spend(
     tree: &TreeAfter,
     new: &NewTables<'_>,
     bits: f64,
-    deepest_bits: f64,
-    target: &dyn Fn(usize) -> f64,
+    settled: &TreeShape,
+    plan: &[f64],
+    l0_merges: bool,
 ) -> (f64, f64) {
-    let deepest = tree.shape.deepest();
+    let deepest = settled.deepest();
+    let planned = |level: usize| plan.get(level).copied().unwrap_or(0.0);
     let n = new.keys as f64;
     let (mut keys, mut spent) = (0.0, 0.0);
+    let mut into_l1 = 0.0;
     for (level, s) in tree.staying.iter().enumerate() {
-        if level == 0 && tree.l0_due {
+        let incoming = if level == new.level { n } else { 0.0 };
+        let (mut level_keys, mut level_bits) = (s.keys + incoming, s.bits + incoming * bits);
+        if level == 0 && l0_merges {
+            into_l1 = level_keys;
             continue;
         }
-        let incoming = if level == new.level { n } else { 0.0 };
-        let (level_keys, level_bits) = (s.keys + incoming, s.bits + incoming * bits);
+        if level == 0 && tree.l0_due {
+            continue; // merged before the tree settles; its keys are in L1's already
+        }
+        if level == 1 && l0_merges {
+            // Merging L0 into L1 rewrites L0's keys and the L1 tables under them.
+            let rewritten = &tree.l1_under_l0;
+            level_keys += into_l1;
+            level_bits += (into_l1 + rewritten.keys) * planned(1) - rewritten.bits;
+        }
         let stays = if level > 0 && level < deepest && level_keys > 0.0 {
-            (target(level) / level_keys).min(1.0)
+            (settled.levels[level] / level_keys).min(1.0)
         } else {
             1.0
         };
         keys += level_keys;
-        spent += level_bits * stays + level_keys * (1.0 - stays) * deepest_bits;
+        spent += level_bits * stays + level_keys * (1.0 - stays) * planned(deepest);
     }
     (keys, spent)
-}
-
-/// The distinct user keys of `it` (a memtable's): the keys a flush of it puts in a filter.
-pub(crate) fn distinct_user_keys(it: &mut dyn InternalIterator) -> Result<u64> {
-    it.seek_to_first()?;
-    let (mut n, mut last): (u64, Option<Vec<u8>>) = (0, None);
-    while it.valid() {
-        let ukey = user_key(it.key());
-        if last.as_deref() != Some(ukey) {
-            n += 1;
-            last = Some(ukey.to_vec());
-        }
-        it.next()?;
-    }
-    Ok(n)
 }
 
 impl Tree {
@@ -341,29 +367,16 @@ impl Tree {
         Some(s)
     }
 
-    /// The filter for the L0 table a flush of `mem` makes in `version`.
-    ///
-    /// # Errors
-    /// An error from walking the memtable.
-    pub(crate) fn filter_for_flush(
-        &self,
-        version: &Version,
-        mem: &Arc<MemTable>,
-    ) -> Result<Filter> {
-        // Only Monkey needs the count; it costs one walk of the memtable, which is in memory.
-        let keys = if monkey_applies(&self.options) {
-            distinct_user_keys(&mut mem.iter())?
-        } else {
-            0
-        };
+    /// The filter for the L0 table a flush of `mem` makes in `version`. Its keys are counted as
+    /// the memtable's entries: an upper bound (overwrites and tombstones count once each), which
+    /// spares the flush a walk of the memtable.
+    pub(crate) fn filter_for_flush(&self, version: &Version, mem: &MemTable) -> Filter {
         let new = NewTables {
             level: 0,
-            keys,
+            keys: mem.len() as u64,
             replaced: &[],
         };
-        Ok(filter_for_new_tables(&self.options, version, &new, &|f| {
-            self.filter_spend(f)
-        }))
+        filter_for_new_tables(&self.options, version, &new, &|f| self.filter_spend(f))
     }
 
     /// The filter for the tables `job` writes. Its inputs leave the tree and their keys come in:
@@ -431,6 +444,27 @@ mod tests {
     use super::*;
     use crate::db::version_edit::{NewFile, VersionEdit};
     use crate::key::{internal_key, ValueKind};
+
+    /// A version of tables `(level, bytes, first key, last key)`, numbered from 1 in order.
+    fn version_over(files: &[(usize, u64, u32, u32)]) -> Version {
+        let key = |k: u32| internal_key(format!("{k:06}").as_bytes(), 1, ValueKind::Value);
+        let added = files
+            .iter()
+            .enumerate()
+            .map(|(i, &(level, size, first, last))| NewFile {
+                level,
+                number: i as u64 + 1,
+                size,
+                smallest: key(first),
+                largest: key(last),
+                range_tombstones: false,
+            })
+            .collect();
+        Version::default().apply(&VersionEdit {
+            added,
+            ..Default::default()
+        })
+    }
 
     /// Every test table holds one key per this many bytes.
     const BYTES_PER_KEY: u64 = 100;
@@ -568,7 +602,8 @@ mod tests {
                 .map(|_| 3.0 + next(120) as f64 / 10.0)
                 .collect();
             let spend = spending(|f| bits[f.number as usize - 1]);
-            let opts = monkey(8.0);
+            // L0 merged into L1 when writes pause, or kept.
+            let opts = monkey(8.0).compact_l0_when_idle(next(2) == 0);
             // A flush, or a compaction of one table into the next level.
             let replaced: Vec<Arc<FileMeta>>;
             let new = if next(2) == 0 {
@@ -592,14 +627,25 @@ mod tests {
                 continue; // held at half the plan: the tree overspends whatever they get
             }
             let tree = TreeAfter::new(&opts, &v, &new, &spend);
-            if new.level == 0 && tree.l0_due {
+            if new.level == 0 && (tree.l0_due || opts.compact_l0_when_idle) {
+                // An L0 table that leaves before the tree settles: every table of the tree
+                // within the flowing allowance.
+                let budget = 8.0 * (tree.flowing.keys + new.keys as f64);
+                let spent = tree.flowing.bits + got * new.keys as f64;
+                assert!(
+                    spent <= budget * (1.0 + FLOWING_ALLOWANCE) + 1e-6,
+                    "{files:?} {bits:?}: {} while writes flow ({got} bits against a plan of \
+                     {plan})",
+                    spent / budget
+                );
                 continue;
             }
             let target = |level: usize| opts.max_bytes_for_level(level) as f64 * tree.keys_per_byte;
             let slope = nats_per_bit(opts.filter.policy().unwrap().as_ref());
-            let (_, levels) = tree.shape.settled(target).monkey_bits(8.0, slope);
-            let deepest = levels[tree.shape.deepest()];
-            let (keys, spent) = settled_spend(&tree, &new, got, deepest, &target);
+            let l0_merges = opts.compact_l0_when_idle;
+            let settled = tree.shape.settled(target, l0_merges);
+            let (_, levels) = settled.monkey_bits(8.0, slope);
+            let (keys, spent) = settled_spend(&tree, &new, got, &settled, &levels, l0_merges);
             let budget = 8.0 * keys;
             assert!(
                 spent <= budget * (1.0 + SETTLED_ALLOWANCE) + 1e-6,
@@ -613,9 +659,10 @@ mod tests {
 
     #[test]
     fn tables_a_compaction_merges_leave_the_bound() {
-        // L0 tables that spend far over the plan hold back a flush until a compaction takes them.
+        // L0 tables kept when writes pause, spending far over the plan, hold back a flush until a
+        // compaction takes them.
         let v = version(&[(0, 100_000), (0, 100_000), (1, 1 << 20), (2, 20 << 20)]);
-        let opts = monkey(8.0);
+        let opts = monkey(8.0).compact_l0_when_idle(false);
         let spend = spending(|f| if f.level == 0 { 30.0 } else { 8.0 });
         let plan = planned(&opts, &v, &flush(1_000));
         let held = bits_of(&filter_for_new_tables(&opts, &v, &flush(1_000), &spend));
@@ -627,6 +674,36 @@ mod tests {
         let plan = planned(&opts, &v, &flush(1_000));
         let free = bits_of(&filter_for_new_tables(&opts, &v, &flush(1_000), &spend));
         assert!((free - plan).abs() < 1e-9, "{free} against {plan}");
+    }
+
+    #[test]
+    fn merging_l0_into_l1_when_idle_rewrites_the_l1_tables_under_it() {
+        // L1's tables spend more than L1's plan now that a young L2 has appeared; an L0 table
+        // over the range of all of them will rewrite them at the plan when writes pause, so the
+        // new L2 table takes its plan. Without that L0 table, L1 stays as it is and the bound
+        // holds the L2 table back.
+        let l1 = [(1, 256 << 10, 0, 999), (1, 256 << 10, 1_000, 1_999)];
+        let l1_spends = |f: &FileMeta| if f.level == 1 { 9.5 } else { 8.0 };
+        let opts = monkey(8.0);
+        let into_l2 = |v: &Version| {
+            let new = NewTables {
+                level: 2,
+                keys: 2_000,
+                replaced: &[],
+            };
+            let plan = planned(&opts, v, &new);
+            let got = bits_of(&filter_for_new_tables(&opts, v, &new, &spending(l1_spends)));
+            (plan, got)
+        };
+        let under_l0 = version_over(&[l1[0], l1[1], (0, 100_000, 0, 1_999)]);
+        let (plan, got) = into_l2(&under_l0);
+        assert!(
+            plan > 9.0 && (got - plan).abs() < 1e-9,
+            "{got} against {plan}"
+        );
+        let beside_l0 = version_over(&[l1[0], l1[1], (0, 100_000, 5_000, 5_999)]);
+        let (plan, got) = into_l2(&beside_l0);
+        assert!(got < plan - 0.5, "{got} against {plan}");
     }
 
     #[test]
@@ -687,15 +764,5 @@ mod tests {
             // Compacting into a new deepest level makes that level the last.
             assert!(filter(3).policy().is_none());
         }
-    }
-
-    #[test]
-    fn memtable_keys_count_once_per_user_key() {
-        let mem = Arc::new(MemTable::new(1));
-        mem.add(1, ValueKind::Value, b"a", b"1");
-        mem.add(2, ValueKind::Value, b"a", b"2");
-        mem.add(3, ValueKind::Deletion, b"b", b"");
-        mem.add(4, ValueKind::Value, b"c", b"3");
-        assert_eq!(distinct_user_keys(&mut mem.iter()).unwrap(), 3);
     }
 }

@@ -16,10 +16,12 @@ pub enum FilterAllocation {
     Uniform,
     /// Uniform's filter memory at the policy's bits per key, spread over the levels so that each
     /// run's FP rate is proportional to its entries (Monkey), for the tree the store settles in:
-    /// L0 as one table, every level above the deepest at most at its target size, the deepest
-    /// with the rest. Each new table, flushed or written by a compaction, takes the bits of its
-    /// level in that plan, lowered only where the tree as it settles would otherwise spend more
-    /// than 2 % over uniform's filter bytes; a table moves down a level without a rewrite only if
+    /// L0 merged into L1 (with `compact_l0_when_idle`, the default) or else one table, every
+    /// level above the deepest at most at its target size, the deepest with the rest. Each new
+    /// table of a level takes the bits of its level in that plan, lowered only where the tree as
+    /// it settles would otherwise spend more than 2 % over uniform's filter bytes; an L0 table
+    /// that leaves before the tree settles takes Monkey's bits for the tree as it is, held to
+    /// 4.5 % over uniform's while writes flow; a table moves down a level without a rewrite only if
     /// its bits are within a quarter bit per key of the new level's. `siftdb.stats` shows how far
     /// the tables are from Monkey's optimum for the current shape. Policies without a
     /// bits-per-key knob (see
@@ -96,37 +98,43 @@ impl TreeShape {
         l0.chain(levels).unzip()
     }
 
-    /// The tree this one settles in: L0 one table of their average size (it holds between none
-    /// and one less than the compaction trigger at rest; one keeps the levels' bits within a
-    /// fraction of a bit of the optimum for any of those), each level above the deepest at most
-    /// at `target(level)` keys (compactions drain it to its target), and the deepest with what
-    /// they hold over their targets on top of its own.
-    pub(crate) fn settled(&self, target: impl Fn(usize) -> f64) -> TreeShape {
-        let deepest = self.deepest();
+    /// The tree this one settles in. L0 is merged into L1 once writes pause when
+    /// `l0_merges_when_idle` (its keys then count in L1 and it is no run); otherwise it stays as
+    /// one table of their average size (it holds between none and one less than the compaction
+    /// trigger at rest; one keeps the levels' bits within a fraction of a bit of the optimum for
+    /// any of those). Each level above the deepest holds at most `target(level)` keys
+    /// (compactions drain it to its target), and the deepest what they hold over their targets on
+    /// top of its own.
+    pub(crate) fn settled(
+        &self,
+        target: impl Fn(usize) -> f64,
+        l0_merges_when_idle: bool,
+    ) -> TreeShape {
         let l0 = self.l0_tables.iter().filter(|&&k| k > 0.0);
         let (count, sum) = l0.fold((0.0, 0.0), |(c, s), k| (c + 1.0, s + k));
-        let mut levels = vec![0.0; self.levels.len()];
+        let mut source = self.levels.clone();
+        let mut deepest = self.deepest();
+        let l0_tables = if l0_merges_when_idle {
+            if sum > 0.0 && source.len() > 1 {
+                source[1] += sum;
+                deepest = deepest.max(1);
+            }
+            vec![]
+        } else if count > 0.0 {
+            vec![sum / count]
+        } else {
+            vec![]
+        };
+        let mut levels = vec![0.0; source.len()];
         for l in 1..deepest {
-            let keys = self.levels[l].max(0.0);
+            let keys = source[l].max(0.0);
             levels[l] = keys.min(target(l).max(0.0));
             levels[deepest] += keys - levels[l];
         }
         if deepest > 0 {
-            levels[deepest] += self.levels[deepest];
+            levels[deepest] += source[deepest];
         }
-        if deepest > 1 {
-            // A young deepest level grows past the level above before long: its tables would
-            // otherwise keep a small run's many bits as it becomes the largest.
-            levels[deepest] = levels[deepest].max(target(deepest - 1));
-        }
-        TreeShape {
-            l0_tables: if count > 0.0 {
-                vec![sum / count]
-            } else {
-                vec![]
-            },
-            levels,
-        }
+        TreeShape { l0_tables, levels }
     }
 
     /// Monkey's bits per key for each L0 table and each level of this shape, at `average` bits
@@ -258,20 +266,27 @@ mod tests {
     }
 
     #[test]
-    fn the_settled_tree_has_one_l0_table_and_middle_levels_at_most_at_target() {
+    fn the_settled_tree_has_middle_levels_at_most_at_target_and_l0_merged_or_one_table() {
         let targets = |l: usize| 10f64.powi(i32::try_from(l).unwrap_or(0));
-        // L1 short of its target, L2 empty, L3 the deepest and young: it counts at no less than
-        // the target of the level above.
-        let s = shape(&[2.0, 4.0, 0.0], &[0.0, 4.0, 0.0, 50.0]).settled(targets);
+        // L1 short of its target, L2 empty, L3 the deepest: it counts as it is, however young.
+        let s = shape(&[2.0, 4.0, 0.0], &[0.0, 4.0, 0.0, 50.0]).settled(targets, false);
         assert_eq!(s.l0_tables, vec![3.0]);
-        assert_eq!(s.levels, vec![0.0, 4.0, 0.0, 100.0]);
+        assert_eq!(s.levels, vec![0.0, 4.0, 0.0, 50.0]);
+        // L0 merged into L1 once writes pause: its keys fill L1 to its target, the rest drains
+        // into the deepest level, and L0 is no run.
+        let s = shape(&[2.0, 4.0, 0.0], &[0.0, 4.0, 0.0, 50.0]).settled(targets, true);
+        assert!(s.l0_tables.is_empty());
+        assert_eq!(s.levels, vec![0.0, 10.0, 0.0, 50.0]);
+        // L0 alone becomes L1.
+        let s = shape(&[2.0, 4.0], &[0.0, 0.0, 0.0]).settled(targets, true);
+        assert_eq!(s.levels, vec![0.0, 6.0, 0.0]);
         // L1 over its target (an L0 compaction just filled it) drains into the deepest level;
         // no L0 tables, no L0 run.
-        let s = shape(&[], &[0.0, 30.0, 200.0]).settled(targets);
+        let s = shape(&[], &[0.0, 30.0, 200.0]).settled(targets, false);
         assert!(s.l0_tables.is_empty());
         assert_eq!(s.levels, vec![0.0, 10.0, 220.0]);
         // A tree of one level is one run.
-        let s = shape(&[], &[0.0, 0.0, 0.0, 700.0]).settled(targets);
+        let s = shape(&[], &[0.0, 0.0, 0.0, 700.0]).settled(targets, true);
         assert_eq!(s.levels, vec![0.0, 0.0, 0.0, 700.0]);
     }
 
@@ -291,19 +306,20 @@ mod tests {
         assert!(fp_sum(&runs) < 0.55 * fp_sum(&[8.0; 4]));
     }
 
-    /// The model of a settled tree: whatever L0 holds at rest (none to three tables), the plan's
-    /// bits, held back on L0 where they would spend over 1.5 % more than uniform, waste at most
-    /// 1.15 × the reads of Monkey's optimum for that shape at uniform's memory. Trees of the
-    /// default options (L0 tables of 23,000 keys, L1 of 152,000) at 600,000, 1M and 10M keys,
-    /// and of 256 KiB memtables and a 1 MiB level base at 400,000. (A tree whose deepest level
-    /// is smaller than the target of the level above is planned as if it were that large, and is
-    /// not in this model.)
+    /// The model of a settled tree that keeps its L0 tables when writes pause: whatever L0 holds
+    /// at rest (none to three tables), the plan's bits, held back on L0 where they would spend
+    /// over 1.5 % more than uniform, waste at most 1.15 × the reads of Monkey's optimum for that
+    /// shape at uniform's memory. Trees of the default options (L0 tables of 23,000 keys, L1 of
+    /// 152,000) at 200,000 (a young L2), 600,000, 1M and 10M keys, and of 256 KiB memtables and
+    /// a 1 MiB level base at 200,000 (a young L3) and 400,000.
     #[test]
     fn the_settled_plan_stays_within_a_seventh_of_the_optimum() {
-        let trees: [(f64, &[f64]); 4] = [
+        let trees: [(f64, &[f64]); 6] = [
+            (23e3, &[0.0, 152e3, 35e3]),
             (23e3, &[0.0, 152e3, 425e3]),
             (23e3, &[0.0, 152e3, 825e3]),
             (23e3, &[0.0, 152e3, 1.52e6, 8.3e6]),
+            (1.4e3, &[0.0, 15e3, 150e3, 35e3]),
             (1.4e3, &[0.0, 15e3, 150e3, 235e3]),
         ];
         for (m, levels) in trees {
@@ -311,7 +327,8 @@ mod tests {
                 let tree = shape(&vec![m; k], levels);
                 let target = |l: usize| 15.2e3 * 10f64.powi(i32::try_from(l).unwrap_or(0) - 1);
                 let target = |l: usize| if m > 2e3 { 10.0 * target(l) } else { target(l) };
-                let (l0_plan, level_plan) = tree.settled(target).monkey_bits(8.0, LN2_SQUARED);
+                let (l0_plan, level_plan) =
+                    tree.settled(target, false).monkey_bits(8.0, LN2_SQUARED);
                 let mut l0 = vec![l0_plan.first().copied().unwrap_or(8.0); k];
                 let keys: f64 = m * k as f64 + levels.iter().sum::<f64>();
                 let spent = |l0: &[f64]| {
