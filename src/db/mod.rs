@@ -20,6 +20,7 @@ pub(crate) mod idle_compaction;
 pub(crate) mod key_range;
 pub(crate) mod keyspace;
 mod keyspace_options;
+mod level_filters;
 mod level_iter;
 pub(crate) mod manifest;
 mod manual_compaction;

@@ -12,12 +12,14 @@ use super::ttl::StoredValue;
 use super::version::{FileMeta, Version};
 use super::{Db, Snapshot, SuperVersion};
 use crate::error::Result;
-use crate::filter::FilterProbe;
+use crate::filter::{FilterLayout, FilterProbe};
 use crate::key::{
-    append_internal_key, user_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN,
+    append_internal_key, leading_bytes, user_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN,
 };
 use crate::memtable::NewestEntry;
+use crate::options::NUM_LEVELS;
 use crate::pinned_value::PinnedValue;
+use crate::sst::filter_block::InMemoryFilter;
 use crate::sst::table_reader::{CopyValue, PinValue, TableSearch, TakeValue};
 use crate::stats::{FilterVerdict, Ticker};
 
@@ -58,6 +60,13 @@ pub(crate) enum TableVisit<'a, V = Vec<u8>> {
     /// A table that was searched, what the search did, and how many cache lines of a filter
     /// kept in memory its probe reads (0 when the filter is elsewhere or was not asked).
     Searched(&'a TableSearch<V>, u32),
+}
+
+/// The full filter `file`'s pinned reader keeps in memory, if it is open and has one that
+/// holds whole keys.
+#[inline(always)]
+fn in_memory_filter(file: &FileMeta) -> Option<InMemoryFilter<'_>> {
+    file.pinned_reader()?.reader().filter_in_memory()
 }
 
 impl Tree {
@@ -121,6 +130,82 @@ impl Tree {
         Ok(outcome.found)
     }
 
+    /// Whether the filters alone rule `ukey` out of every table of `version` a lookup of it would
+    /// search: `Some(tables)` if each of them, all open with a full filter kept in memory, says
+    /// "no", counted as [`search_tables`](Self::search_tables)' walk would count them; `None`
+    /// otherwise, and the walk decides (asking these filters again, their lines now cached).
+    ///
+    /// It finds every candidate's filter line and starts loading it before it tests any, so
+    /// that a missing key waits for about one memory miss however many levels and L0 tables
+    /// the tree has, where the walk, which stops at the first table holding the key, tests each
+    /// filter before it looks for the next table.
+    #[inline(always)]
+    fn absent_by_filters(
+        &self,
+        version: &Version,
+        ukey: &[u8],
+        probe: &FilterProbe<'_>,
+    ) -> Option<u64> {
+        let l0 = &version.levels[0];
+        let mut deeper = [None; NUM_LEVELS];
+        let lead = leading_bytes(ukey);
+        // First pass: every candidate's filter found and its line requested.
+        for file in l0.iter() {
+            if file.overlaps(ukey, ukey) {
+                in_memory_filter(file)?.prefetch(probe);
+            }
+        }
+        for (level, slot) in deeper.iter_mut().enumerate().take(version.depth()).skip(1) {
+            if let Some(i) = version.table_index_for_key(level, ukey, lead) {
+                let filter = version.kept_filter(level, i)?;
+                filter.prefetch(probe);
+                *slot = Some(filter);
+            }
+        }
+        // Second pass: the lines tested, in the walk's order; one "maybe" hands the Get back.
+        let mut consulted = 0;
+        let mut rules_out = |file: &FileMeta| -> Option<()> {
+            let f = in_memory_filter(file)?;
+            if f.policy().may_match_probe(f.bytes(), probe) {
+                return None;
+            }
+            consulted += 1;
+            Some(())
+        };
+        for file in l0.iter().rev().filter(|f| f.overlaps(ukey, ukey)) {
+            rules_out(file)?;
+        }
+        for filter in deeper.iter().flatten() {
+            if filter.may_match(probe) {
+                return None;
+            }
+            consulted += 1;
+        }
+        // Counted as the walk counts a filter's "no" (see `get_in`).
+        for file in l0.iter().filter(|f| f.overlaps(ukey, ukey)) {
+            let lines = file
+                .pinned_reader()
+                .and_then(|p| p.reader().filter())
+                .map_or(0, |f| f.lines_per_probe());
+            self.count_ruled_out(0, lines);
+        }
+        for (level, filter) in deeper.iter().enumerate() {
+            if let Some(filter) = filter {
+                self.count_ruled_out(level, filter.lines());
+            }
+        }
+        Some(consulted)
+    }
+
+    /// Counts a filter's "no" at `level` whose probe read `lines` cache lines, as
+    /// [`get_in`](Self::get_in) counts it.
+    #[inline(always)]
+    fn count_ruled_out(&self, level: usize, lines: u32) {
+        self.stats
+            .record_filter(level, FilterLayout::Full, FilterVerdict::Useful);
+        self.stats.record_filter_lines(level, u64::from(lines));
+    }
+
     /// The newest entry of `key` visible at `seq` in `sv` (one of this tree's super-versions):
     /// the memtables, then the tables, filters first. Values from tables as `T` takes them,
     /// values from memtables through `from_memtable`. Counts what it did, as a Get.
@@ -152,12 +237,14 @@ impl Tree {
                         NewestEntry::RangeDeleted => NewestEntry::RangeDeleted,
                     }));
                 }
+                let probe = FilterProbe::new(key);
+                if let Some(consulted) = tree.absent_by_filters(&sv.version, key, &probe) {
+                    tree.stats.add(Ticker::TablesConsulted, consulted);
+                    return Ok(None);
+                }
                 let mut consulted = 0;
-                let found = tree.search_tables::<T>(
-                    &sv.version,
-                    lookup,
-                    &FilterProbe::new(key),
-                    |level, _, visit| {
+                let found =
+                    tree.search_tables::<T>(&sv.version, lookup, &probe, |level, _, visit| {
                         let TableVisit::Searched(search, lines) = visit else {
                             return;
                         };
@@ -168,8 +255,7 @@ impl Tree {
                             tree.stats.record_filter(level, layout, verdict);
                             tree.stats.record_filter_lines(level, u64::from(lines));
                         }
-                    },
-                )?;
+                    })?;
                 tree.stats.add(Ticker::TablesConsulted, consulted);
                 Ok(found)
             },

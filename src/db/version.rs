@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
 use super::key_range::{above_start, below_end};
+use super::level_filters::{kept_filter, level_filters, KeptFilter, LevelFilters};
 use super::table_filter::FilterSpend;
 use super::version_edit::{NewFile, VersionEdit};
 use super::write_burst::Triggers;
@@ -167,6 +168,11 @@ pub(crate) struct Version {
     /// Per level, the [`leading_bytes`] of each table's largest user key, in the level's order:
     /// finding a key's table in a deeper level searches these without reaching into the tables.
     largest_leads: [Vec<u128>; NUM_LEVELS],
+    /// The same of each table's smallest user key.
+    smallest_leads: [Vec<u128>; NUM_LEVELS],
+    /// Per level below L0, each table's filter, reached without its `FileMeta` (see
+    /// `level_filters.rs`); empty for L0.
+    filters: [LevelFilters; NUM_LEVELS],
     /// One past the deepest level that holds a table: a lookup walks no level below.
     depth: usize,
     /// Whether any table holds range tombstones.
@@ -190,6 +196,13 @@ impl Version {
         for (leads, files) in v.largest_leads.iter_mut().zip(&v.levels) {
             leads.clear();
             leads.extend(files.iter().map(|f| f.largest_lead));
+        }
+        for (leads, files) in v.smallest_leads.iter_mut().zip(&v.levels) {
+            leads.clear();
+            leads.extend(files.iter().map(|f| f.smallest_lead));
+        }
+        for (filters, files) in v.filters.iter_mut().zip(&v.levels).skip(1) {
+            *filters = level_filters(files);
         }
         v.depth = v
             .levels
@@ -245,6 +258,19 @@ impl Version {
         ukey: &[u8],
         lead: u128,
     ) -> Option<&Arc<FileMeta>> {
+        let i = self.table_index_for_key(level, ukey, lead)?;
+        self.levels[level].get(i)
+    }
+
+    /// [`table_for_key`](Self::table_for_key) as its place in the level, found from the
+    /// level's arrays of leading bytes (reaching into a table only on a tie).
+    #[inline(always)]
+    pub(crate) fn table_index_for_key(
+        &self,
+        level: usize,
+        ukey: &[u8],
+        lead: u128,
+    ) -> Option<usize> {
         let files = &self.levels[level];
         let leads = &self.largest_leads[level];
         // The first table whose largest key is ≥ ukey is the only one that may hold it: found
@@ -253,7 +279,20 @@ impl Version {
         while i < files.len() && leads[i] == lead && files[i].ends_before(ukey, lead) {
             i += 1;
         }
-        files.get(i).filter(|f| !f.starts_after(ukey, lead))
+        let smallest = *self.smallest_leads[level].get(i)?;
+        let starts_after =
+            smallest > lead || (smallest == lead && files[i].starts_after(ukey, lead));
+        (!starts_after).then_some(i)
+    }
+
+    /// The filter of the table at `index` in `level` (below L0), reached from the level's
+    /// array, if its reader keeps a full filter in memory (see `level_filters.rs`).
+    #[inline(always)]
+    pub(crate) fn kept_filter(&self, level: usize, index: usize) -> Option<&KeptFilter> {
+        kept_filter(
+            self.filters[level].get(index)?,
+            self.levels[level].get(index)?,
+        )
     }
 
     /// The tables of `level` whose ranges meet `[lo, hi]` (user keys).

@@ -21,7 +21,7 @@ use crate::range_tombstones::FragmentedRangeTombstones;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
 use crate::sst::filter_block::{
     parse_filter_block, BlockSource, FilterAnswer, FilterBlockReader, FilterShape, InMemoryFilter,
-    TableFilter,
+    SharedFullFilter, TableFilter,
 };
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::sst::index_search::{IndexPosition, IndexSearch};
@@ -732,6 +732,15 @@ impl TableReader {
             return None;
         }
         self.filter.as_ref()?.in_memory()
+    }
+
+    /// [`filter_in_memory`](Self::filter_in_memory), shared: what a version keeps of the
+    /// filter (see `db/level_filters.rs`).
+    pub(crate) fn shared_filter_in_memory(&self) -> Option<SharedFullFilter> {
+        if !self.properties.filter_whole_keys {
+            return None;
+        }
+        self.filter.as_ref()?.shared_in_memory()
     }
 
     /// Starts loading the part of the filter a [`search`](Self::search) with `probe` will read,

@@ -54,12 +54,18 @@ impl FilterBlockBuilder for FullFilterBuilder {
 
 /// The whole filter of a table, kept in memory with the table.
 pub(crate) struct FullFilterReader {
-    data: Vec<u8>,
+    /// Shared with the versions that list the table (see `db/level_filters.rs`).
+    data: Arc<[u8]>,
 }
 
 impl FullFilterReader {
     pub(crate) fn new(data: Vec<u8>) -> Self {
-        FullFilterReader { data }
+        FullFilterReader { data: data.into() }
+    }
+
+    /// The filter's bytes, shared.
+    pub(crate) fn shared_bytes(&self) -> &Arc<[u8]> {
+        &self.data
     }
 
     /// The filter's bytes, as its policy reads them.

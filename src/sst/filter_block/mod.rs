@@ -229,6 +229,46 @@ impl<'a> InMemoryFilter<'a> {
     }
 }
 
+/// A full filter kept in memory with its table, its policy and bytes shared with the table's
+/// reader (see [`TableFilter::shared_in_memory`]).
+#[derive(Clone)]
+pub(crate) struct SharedFullFilter {
+    policy: Arc<dyn FilterPolicy>,
+    bytes: Arc<[u8]>,
+    /// The cache lines a probe reads (see [`TableFilter::lines_per_probe`]).
+    lines: u32,
+}
+
+impl std::fmt::Debug for SharedFullFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} filter of {} bytes",
+            self.policy.name(),
+            self.bytes.len()
+        )
+    }
+}
+
+impl SharedFullFilter {
+    /// Starts loading what [`may_match`](Self::may_match) of `probe` reads.
+    #[inline]
+    pub(crate) fn prefetch(&self, probe: &FilterProbe<'_>) {
+        self.policy.prefetch(&self.bytes, probe);
+    }
+
+    /// Whether the table may hold `probe`'s key: the answer of its reader's filter.
+    #[inline]
+    pub(crate) fn may_match(&self, probe: &FilterProbe<'_>) -> bool {
+        self.policy.may_match_probe(&self.bytes, probe)
+    }
+
+    /// The cache lines a probe reads.
+    pub(crate) fn lines(&self) -> u32 {
+        self.lines
+    }
+}
+
 /// A table's filter: its policy, its layout and where its top-level block is.
 pub(crate) struct TableFilter {
     pub(crate) policy: Arc<dyn FilterPolicy>,
@@ -353,6 +393,19 @@ impl TableFilter {
             FilterPlacement::Whole(r) => Some(InMemoryFilter {
                 policy: self.policy.as_ref(),
                 bytes: r.bytes(),
+            }),
+            FilterPlacement::Pinned(_) | FilterPlacement::Cached(_) => None,
+        }
+    }
+
+    /// [`in_memory`](Self::in_memory), shared: what a version keeps of the filter to reach it
+    /// without going through the table's reader.
+    pub(crate) fn shared_in_memory(&self) -> Option<SharedFullFilter> {
+        match &self.placement {
+            FilterPlacement::Whole(r) => Some(SharedFullFilter {
+                policy: Arc::clone(&self.policy),
+                bytes: Arc::clone(r.shared_bytes()),
+                lines: self.lines_per_probe,
             }),
             FilterPlacement::Pinned(_) | FilterPlacement::Cached(_) => None,
         }
