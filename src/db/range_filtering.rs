@@ -115,7 +115,7 @@ pub(crate) fn answer(
         return Ok(RangeAnswer::RangeTombstones);
     }
     let table = tree.tables.get(f)?;
-    let Some(filter) = table.range_filter() else {
+    let Some(filter) = table.range_filter()? else {
         return Ok(RangeAnswer::NoRangeFilter);
     };
     // The range within the table's keys: a one-sided range becomes a bounded one.
