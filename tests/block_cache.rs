@@ -5,7 +5,7 @@
 
 mod common;
 
-use siftdb::{Db, Filter, Options, Ticker};
+use siftdb::{Db, Filter, Options, RangeFilter, Ticker};
 
 fn key(i: u32) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
@@ -133,4 +133,106 @@ fn a_cache_large_enough_keeps_every_filter_and_index_after_the_first_read() {
     assert_eq!(s.ticker(Ticker::BlockCacheFilterMiss), 0);
     assert_eq!(s.ticker(Ticker::BlockCacheIndexMiss), 0);
     assert!(s.ticker(Ticker::BlockCacheFilterHit) > 0);
+}
+
+/// Keys far apart, as in the range filter tests: a scan just after one key holds nothing.
+fn sparse_key(n: u64) -> Vec<u8> {
+    let mut k = b"device42".to_vec();
+    k.extend_from_slice(&(n << 24).to_be_bytes());
+    k
+}
+
+const SPARSE_KEYS: u64 = 30_000;
+
+fn range_filter_options(charged: bool, cache_bytes: usize) -> Options {
+    Options::default()
+        .write_buffer_size(256 << 10)
+        .target_file_size(128 << 10)
+        .block_cache_bytes(cache_bytes)
+        .cache_index_and_filter_blocks(charged)
+        .filter(Filter::none())
+        .range_filter(RangeFilter::grafite(16.0, 1 << 16))
+}
+
+/// Short empty scans just after keys, and scans of three keys: every one returns what was
+/// written (the same as a store without range filters returns).
+fn check_scans(db: &Db, what: &str) {
+    for n in (0..SPARSE_KEYS).step_by(29) {
+        let start = (n << 24) + 1;
+        let mut lo = b"device42".to_vec();
+        lo.extend_from_slice(&start.to_be_bytes());
+        let mut hi = b"device42".to_vec();
+        hi.extend_from_slice(&(start + 256).to_be_bytes());
+        let got: Vec<_> = db.scan(lo..hi).collect::<siftdb::Result<_>>().unwrap();
+        assert!(got.is_empty(), "{what}: empty scan after {n}");
+        let got: Vec<_> = db
+            .scan(sparse_key(n)..sparse_key(n + 3))
+            .collect::<siftdb::Result<_>>()
+            .unwrap();
+        let expected: Vec<_> = (n..(n + 3).min(SPARSE_KEYS))
+            .map(|i| (sparse_key(i), value(i as u32)))
+            .collect();
+        assert_eq!(got, expected, "{what}: scan from {n}");
+    }
+}
+
+/// The block cache's filter usage, from the `siftdb.stats` report.
+fn cached_filter_bytes(db: &Db) -> u64 {
+    let report = db.property("siftdb.stats").unwrap();
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("block cache:"))
+        .unwrap_or_else(|| panic!("{report}"));
+    let after = line
+        .split("filter ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{line}"));
+    after.split(',').next().unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn range_filters_are_charged_to_the_cache_evicted_and_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // Kept with the tables: the range filters' bytes, once every table's filter was asked.
+    let db = Db::open(dir.path(), range_filter_options(false, 64 << 20)).unwrap();
+    for n in 0..SPARSE_KEYS {
+        db.put(sparse_key(n), value(n as u32)).unwrap();
+    }
+    db.compact().unwrap();
+    check_scans(&db, "kept");
+    let kept = db.statistics().filter_bytes_in_memory();
+    assert!(kept > 0);
+    assert_eq!(cached_filter_bytes(&db), 0);
+    drop(db);
+
+    // Charged, in a cache that holds them all: the same bytes, in the cache as filter blocks,
+    // and a second pass finds every one there.
+    let db = Db::open(dir.path(), range_filter_options(true, 64 << 20)).unwrap();
+    let before = db.statistics();
+    check_scans(&db, "charged");
+    let s = db.statistics().since(&before);
+    assert!(s.ticker(Ticker::BlockCacheFilterMiss) > 0);
+    assert!(s.ticker(Ticker::RangeFilterUseful) > 0);
+    assert_eq!(db.statistics().filter_bytes_in_memory(), 0);
+    assert_eq!(cached_filter_bytes(&db), kept);
+    let before = db.statistics();
+    check_scans(&db, "charged, second pass");
+    let s = db.statistics().since(&before);
+    assert_eq!(s.ticker(Ticker::BlockCacheFilterMiss), 0);
+    assert!(s.ticker(Ticker::BlockCacheFilterHit) > 0);
+    drop(db);
+
+    // Charged, in a cache far smaller than the range filters: they are evicted and read again,
+    // and the scans still return what was written, the filters still ruling tables out.
+    let cache = 16 << 10;
+    assert!(kept > 2 * cache as u64, "{kept} bytes of range filters");
+    let db = Db::open(dir.path(), range_filter_options(true, cache)).unwrap();
+    check_scans(&db, "tiny cache");
+    let before = db.statistics();
+    check_scans(&db, "tiny cache, second pass");
+    let s = db.statistics().since(&before);
+    assert!(s.ticker(Ticker::BlockCacheFilterMiss) > 0);
+    assert!(s.ticker(Ticker::RangeFilterUseful) > 0);
+    assert!(cached_filter_bytes(&db) <= cache as u64);
+    assert_eq!(db.statistics().filter_bytes_in_memory(), 0);
 }

@@ -87,9 +87,14 @@ fn model_range(model: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Vec<(
         .collect()
 }
 
-/// Walks a `cursor_in` cursor: a seek, then steps both ways.
-fn cursor_walk(db: &Db, lo: &[u8], hi: &[u8], seek: &[u8], steps: &[bool]) -> Vec<Option<Vec<u8>>> {
-    let mut c = db.cursor_in(lo.to_vec()..hi.to_vec());
+/// Walks a `cursor_in` cursor: a seek, then steps both ways, then seeks again.
+fn cursor_walk(
+    db: &Db,
+    range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    seek: &[u8],
+    steps: &[bool],
+) -> Vec<Option<Vec<u8>>> {
+    let mut c = db.cursor_in(range);
     c.seek(seek).expect("seek");
     let mut seen = vec![c.valid().then(|| c.key().to_vec())];
     for &forward in steps {
@@ -104,6 +109,13 @@ fn cursor_walk(db: &Db, lo: &[u8], hi: &[u8], seek: &[u8], steps: &[bool]) -> Ve
         seen.push(c.valid().then(|| c.key().to_vec()));
     }
     c.seek_for_prev(seek).expect("seek_for_prev");
+    seen.push(c.valid().then(|| c.key().to_vec()));
+    c.seek(seek).expect("seek again");
+    seen.push(c.valid().then(|| c.key().to_vec()));
+    c.next().expect("next");
+    seen.push(c.valid().then(|| c.key().to_vec()));
+    c.seek(seek).expect("seek once more");
+    c.prev().expect("prev");
     seen.push(c.valid().then(|| c.key().to_vec()));
     seen
 }
@@ -201,12 +213,15 @@ fn check_reads(pair: &Pair, model: &Model, rng: &mut StdRng) {
     }
     let seek = random_bound(rng);
     let steps: Vec<bool> = (0..6).map(|_| rng.gen_bool(0.6)).collect();
-    let walks: Vec<_> = pair
-        .dbs
-        .iter()
-        .map(|db| cursor_walk(db, &lo, &hi, &seek, &steps))
-        .collect();
-    assert_eq!(walks[0], walks[1], "cursor_in {lo:?}..{hi:?} seek {seek:?}");
+    // Bounded both ways, and above only (whose seeks ask the range filters from the seek on).
+    for range in [ranges[0].clone(), ranges[3].clone()] {
+        let walks: Vec<_> = pair
+            .dbs
+            .iter()
+            .map(|db| cursor_walk(db, range.clone(), &seek, &steps))
+            .collect();
+        assert_eq!(walks[0], walks[1], "cursor_in {range:?} seek {seek:?}");
+    }
     if let Some((snaps, then)) = pair.snapshots.last() {
         let range = ranges[0].clone();
         let expected = model_range(then, &range.0, &range.1);
@@ -401,6 +416,59 @@ fn empty_short_scans_read_no_block_of_tables_the_filter_rules_out() {
     let s = plain.statistics().since(&before);
     assert_eq!(s.ticker(Ticker::RangeFilterChecked), 0);
     assert!(s.ticker(Ticker::BlockCacheHit) + s.ticker(Ticker::BlockCacheMiss) >= 200);
+}
+
+#[test]
+fn a_cursor_bounded_above_asks_the_range_filters_from_each_seek() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = filled(dir.path(), RangeFilter::grafite(16.0, 1 << 16));
+    let plain_dir = tempfile::tempdir().expect("dir");
+    let plain = filled(plain_dir.path(), RangeFilter::none());
+    let before = db.statistics();
+    let mut positive = 0;
+    for i in 0..500u64 {
+        // Just after key i, up to 256 integers on: nothing there.
+        let start = ((i * 13 % 20_000) << 24) + 1;
+        let mut c = db.cursor_in(..range_key(start + 256));
+        c.seek(range_key(start)).expect("seek");
+        assert!(!c.valid());
+        c.status().expect("status");
+    }
+    let s = db.statistics().since(&before);
+    let checked = s.ticker(Ticker::RangeFilterChecked);
+    positive += s.ticker(Ticker::RangeFilterPositive);
+    assert!(checked >= 500, "{checked} checks for 500 seeks");
+    let block_reads = s.ticker(Ticker::BlockCacheHit) + s.ticker(Ticker::BlockCacheMiss);
+    assert!(
+        block_reads <= 2 * positive,
+        "{block_reads} block reads for {positive} maybes"
+    );
+    // Landing on a key, then walking both ways past the seek: every key is there, as in the
+    // store without range filters.
+    for i in 0..50u64 {
+        let at = (i * 389 % 20_000) << 24;
+        let walk = |db: &Db| {
+            let mut c = db.cursor_in(..range_key(at + (1 << 26)));
+            c.seek(range_key(at)).expect("seek");
+            let mut seen = vec![c.key().to_vec()];
+            for forward in [true, true, false, false, false, true] {
+                if forward {
+                    c.next().expect("next");
+                } else {
+                    c.prev().expect("prev");
+                }
+                seen.push(c.key().to_vec());
+            }
+            c.seek(range_key(at + 1)).expect("seek");
+            seen.push(c.key().to_vec());
+            c.prev().expect("prev");
+            seen.push(c.key().to_vec());
+            seen
+        };
+        let expected = walk(&plain);
+        assert_eq!(expected[0], range_key(at));
+        assert_eq!(walk(&db), expected, "from key {at:#x}");
+    }
 }
 
 #[test]

@@ -1,11 +1,13 @@
-//! Side-by-side point lookups: siftdb against RocksDB and fjall, one store after another in one
-//! process.
+//! Side-by-side point lookups and short scans: siftdb against RocksDB and fjall, one store after
+//! another in one process.
 //!
 //! ```text
 //! cargo run --release -p siftdb-compare -- \
 //!     [--keys 1000000] [--reads 1000000] [--batch 32] [--compacted] \
 //!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json] [--print-stats] \
 //!     [--compression-ratio 0.5] [--constant-value] [--overwrite]
+//!     [--scan-widths 1,16,256,4096,65536 --stores siftdb-range,rocksdb-prefix,siftdb,rocksdb \
+//!      --range-filter-bits 20 --rocksdb-prefix-len 12]
 //! ```
 //!
 //! This crate (`compare/`, a workspace member that is never published and that a plain `cargo`
@@ -106,6 +108,31 @@
 //!   tables, L1 256 MiB, x10.
 //!
 //! Filter, block size, cache and compression are the same under both.
+//!
+//! **Short scans** (`--scan-widths 1,16,256,4096,65536`): the same fill, but keys are a fixed
+//! 8-byte head (`siftkey:`) and a big-endian 64-bit number (key `i`'s a bijective scramble of
+//! `2i`, so keys spread over all numbers), as the workload runner's `--key-format binary` makes
+//! them; then, instead of the lookups, for each width `w` two phases of `--reads` scans each of
+//! `[a, a + w)` that hold no key: `empty-w` (`a` anywhere) and `empty-after-w` (`a` just after a
+//! present key, where the prefix of the range is the key's own). Every scan is checked to return
+//! nothing. Before them, one untimed pass of `--reads` scans of the first width opens every
+//! store's tables. Reported per phase: ops/s, filter checks and tables they ruled out per scan,
+//! and data blocks asked of the block cache per scan. Two more stores are meant for it:
+//! - `siftdb-range`: `siftdb` with a Grafite range filter per table,
+//!   `RangeFilter::grafite(--range-filter-bits, 2^16)` (20 bits/key by default); a scan is
+//!   `Db::scan(a..a + w)`.
+//! - `rocksdb-prefix`: `rocksdb` with a fixed-prefix extractor of `--rocksdb-prefix-len` bytes
+//!   (12: the head and the number's top 32 bits, so a range of up to 2^16 numbers crosses into a
+//!   second prefix once in 65,536 or less), a prefix bloom filter beside the whole-key one in the
+//!   same 10 bits per entry. RocksDB has no range filter; a prefix bloom is what it offers for
+//!   bounded short scans. A scan is an iterator with `iterate_upper_bound` at `a + w` and
+//!   `prefix_same_as_start`, sought to `a`: the seek asks each table's prefix bloom for `a`'s
+//!   prefix before reading its index. A range crossing a prefix boundary is scanned as one such
+//!   iterator per prefix, as an application using prefix seeks must (the crate exposes no
+//!   `auto_prefix_mode`). `rocksdb` itself scans with `iterate_upper_bound` alone (total order:
+//!   the whole-key bloom is not asked by seeks).
+//!
+//! `siftdb/x` is then the ratio of `siftdb-range` (if run, else `siftdb`) to each store.
 
 #[path = "../../examples/common/value_generator.rs"]
 mod value_generator;
@@ -120,7 +147,7 @@ use value_generator::ValueGenerator;
 
 /// `n` as a 16-byte zero-padded decimal, built on the stack: the harness's own cost per
 /// operation is paid by every store alike, so it is kept small to not blur their ratios.
-fn key(mut n: u64) -> [u8; 16] {
+fn decimal_key(mut n: u64) -> [u8; 16] {
     let mut k = [b'0'; 16];
     for d in k.iter_mut().rev() {
         *d = b'0' + (n % 10) as u8;
@@ -128,6 +155,26 @@ fn key(mut n: u64) -> [u8; 16] {
     }
     k
 }
+/// The head of the keys of the short-scan runs.
+const BINARY_HEAD: &[u8; 8] = b"siftkey:";
+
+/// Number `x` as a key of the short-scan runs: the head, then `x` big-endian.
+fn binary_key(x: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(BINARY_HEAD);
+    k[8..].copy_from_slice(&x.to_be_bytes());
+    k
+}
+
+/// A bijection of the 64-bit numbers (splitmix64's finaliser), the workload runner's: key `i`
+/// of the short-scan runs is `binary_key(scramble(2i))`.
+fn scramble(n: u64) -> u64 {
+    let mut z = n;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// How long a store may take to settle before the run goes on with a warning.
 const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 const POLL: Duration = Duration::from_millis(50);
@@ -135,6 +182,26 @@ const POLL: Duration = Duration::from_millis(50);
 /// Bloom tickers: useful (filter said absent), full.positive (said maybe),
 /// full.true.positive (said maybe and the key was there).
 type Bloom = (u64, u64, u64);
+
+/// Cumulative counters of short scans: checks of the filters that can rule a table out of a
+/// scan (siftdb's range filters, RocksDB's prefix blooms), the checks that did, and data blocks
+/// asked of the block cache.
+#[derive(Clone, Copy, Default)]
+struct ScanCounters {
+    checked: u64,
+    ruled_out: u64,
+    blocks: u64,
+}
+
+impl ScanCounters {
+    fn since(self, earlier: ScanCounters) -> ScanCounters {
+        ScanCounters {
+            checked: self.checked - earlier.checked,
+            ruled_out: self.ruled_out - earlier.ruled_out,
+            blocks: self.blocks - earlier.blocks,
+        }
+    }
+}
 
 /// Cumulative write-path counters of a store.
 #[derive(Clone, Copy)]
@@ -169,6 +236,11 @@ trait Store {
     /// Looks up all `keys` in one call to the store's batched lookup; `result[i]` tells
     /// whether `keys[i]` was found.
     fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool>;
+    /// Counts the entries of the keys `binary_key(from)` to `binary_key(to)`, `to` excluded.
+    fn scan(&mut self, from: u64, to: u64) -> usize;
+    fn scan_counters(&self) -> Option<ScanCounters> {
+        None
+    }
     /// Writes the memtable out as tables and waits for that (not for compactions).
     fn flush(&mut self);
     /// Compacts everything into one level; waits until done.
@@ -222,6 +294,25 @@ impl Store for Sift {
             .into_iter()
             .map(|r| r.unwrap().is_some())
             .collect()
+    }
+    fn scan(&mut self, from: u64, to: u64) -> usize {
+        let (lo, hi) = (binary_key(from), binary_key(to));
+        let mut n = 0;
+        for row in self.0.scan(lo.as_slice()..hi.as_slice()) {
+            row.unwrap();
+            n += 1;
+        }
+        n
+    }
+    fn scan_counters(&self) -> Option<ScanCounters> {
+        use siftdb::Ticker;
+        let s = self.0.statistics();
+        let range = s.range_filter_totals();
+        Some(ScanCounters {
+            checked: range.checks(),
+            ruled_out: range.useful,
+            blocks: s.ticker(Ticker::BlockCacheHit) + s.ticker(Ticker::BlockCacheMiss),
+        })
     }
     fn flush(&mut self) {
         self.0.flush().unwrap();
@@ -279,10 +370,12 @@ struct Rocks {
     /// Bytes of keys and values put. RocksDB's own `rocksdb.bytes.written` counts the encoded
     /// write batches, headers included, so the harness counts what siftdb's ticker counts.
     user_bytes: u64,
+    /// The length of the fixed prefix its prefix blooms hold, if it has them.
+    prefix_len: Option<usize>,
 }
 
 impl Rocks {
-    fn open(dir: &std::path::Path, shape: PeerShape) -> Self {
+    fn open(dir: &std::path::Path, shape: PeerShape, prefix_len: Option<usize>) -> Self {
         let mut table = rocksdb::BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         table.set_block_size(4096);
@@ -291,6 +384,10 @@ impl Rocks {
         opts.create_if_missing(true);
         opts.set_block_based_table_factory(&table);
         opts.set_compression_type(rocksdb::DBCompressionType::Snappy);
+        if let Some(len) = prefix_len {
+            // Prefix blooms beside the whole-key ones (whole_key_filtering stays on).
+            opts.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(len));
+        }
         if shape == PeerShape::Siftdb {
             // siftdb's defaults, so that both build trees of the same shape.
             opts.set_write_buffer_size(4 << 20);
@@ -314,7 +411,28 @@ impl Rocks {
             db,
             opts,
             user_bytes: 0,
+            prefix_len,
         }
+    }
+
+    /// Counts the entries from `binary_key(from)` to `binary_key(to)` (excluded) with one
+    /// iterator bounded above at `to`; `in_prefix`: the range lies in one prefix, sought in
+    /// prefix mode (the seek asks the prefix blooms).
+    fn scan_piece(&self, from: u64, to: u64, in_prefix: bool) -> usize {
+        let mut read = rocksdb::ReadOptions::default();
+        read.set_iterate_upper_bound(binary_key(to).to_vec());
+        if in_prefix {
+            read.set_prefix_same_as_start(true);
+        }
+        let mut it = self.db.raw_iterator_opt(read);
+        it.seek(binary_key(from));
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next();
+        }
+        it.status().unwrap();
+        n
     }
 
     fn int_property(&self, name: impl rocksdb::CStrLike) -> u64 {
@@ -329,6 +447,36 @@ impl Store for Rocks {
     }
     fn get(&mut self, k: &[u8]) -> bool {
         self.db.get_pinned(k).unwrap().is_some()
+    }
+    fn scan(&mut self, from: u64, to: u64) -> usize {
+        let Some(len) = self.prefix_len else {
+            return self.scan_piece(from, to, false);
+        };
+        // The number's bits below the prefix: one piece per prefix the range meets.
+        let low_bits = 8 * (16 - len) as u32;
+        let mut n = 0;
+        let mut at = from;
+        while at < to {
+            let next_prefix = ((at >> low_bits) + 1).checked_mul(1 << low_bits);
+            let end = next_prefix.map_or(to, |p| p.min(to));
+            n += self.scan_piece(at, end, true);
+            at = end;
+        }
+        n
+    }
+    fn scan_counters(&self) -> Option<ScanCounters> {
+        use rocksdb::statistics::Ticker;
+        let ticker = |t| self.opts.get_ticker_count(t);
+        // A seek's prefix bloom checks are counted apart from a Get's, by level kind.
+        let filtered =
+            ticker(Ticker::LastLevelSeekFiltered) + ticker(Ticker::NonLastLevelSeekFiltered);
+        let matched =
+            ticker(Ticker::LastLevelSeekFilterMatch) + ticker(Ticker::NonLastLevelSeekFilterMatch);
+        Some(ScanCounters {
+            checked: filtered + matched,
+            ruled_out: filtered,
+            blocks: ticker(Ticker::BlockCacheDataHit) + ticker(Ticker::BlockCacheDataMiss),
+        })
     }
     fn stats_report(&self) -> Option<String> {
         self.db
@@ -456,6 +604,15 @@ impl Store for Fjall {
     fn get(&mut self, k: &[u8]) -> bool {
         self.ks.get(k).unwrap().is_some()
     }
+    fn scan(&mut self, from: u64, to: u64) -> usize {
+        let (lo, hi) = (binary_key(from), binary_key(to));
+        let mut n = 0;
+        for entry in self.ks.range(lo..hi) {
+            entry.key().unwrap();
+            n += 1;
+        }
+        n
+    }
     fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool> {
         // fjall 3.1 has no batched lookup.
         keys.iter().map(|k| self.get(k)).collect()
@@ -506,7 +663,11 @@ impl Store for Fjall {
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum StoreName {
     Siftdb,
+    /// siftdb with Grafite range filters.
+    SiftdbRange,
     Rocksdb,
+    /// RocksDB with prefix blooms.
+    RocksdbPrefix,
     Fjall,
 }
 
@@ -514,7 +675,9 @@ impl StoreName {
     fn name(self) -> &'static str {
         match self {
             StoreName::Siftdb => "siftdb",
+            StoreName::SiftdbRange => "siftdb-range",
             StoreName::Rocksdb => "rocksdb",
+            StoreName::RocksdbPrefix => "rocksdb-prefix",
             StoreName::Fjall => "fjall",
         }
     }
@@ -538,16 +701,27 @@ impl PeerShape {
     }
 }
 
-fn open(name: StoreName, dir: &std::path::Path, shape: PeerShape) -> Box<dyn Store> {
+/// The widest range `siftdb-range`'s filters answer: the widest short scan of the runs.
+const RANGE_FILTER_MAX_RANGE: u64 = 1 << 16;
+
+fn open(name: StoreName, dir: &std::path::Path, w: &Workload) -> Box<dyn Store> {
+    let shape = w.shape;
     match name {
-        StoreName::Siftdb => {
-            let opts = siftdb::Options::default()
+        StoreName::Siftdb | StoreName::SiftdbRange => {
+            let mut opts = siftdb::Options::default()
                 .filter(siftdb::Filter::full(10.0))
                 .block_cache_bytes(64 << 20)
                 .block_size(4096);
+            if name == StoreName::SiftdbRange {
+                opts = opts.range_filter(siftdb::RangeFilter::grafite(
+                    w.range_filter_bits,
+                    RANGE_FILTER_MAX_RANGE,
+                ));
+            }
             Box::new(Sift(siftdb::Db::open(dir, opts).unwrap()))
         }
-        StoreName::Rocksdb => Box::new(Rocks::open(dir, shape)),
+        StoreName::Rocksdb => Box::new(Rocks::open(dir, shape, None)),
+        StoreName::RocksdbPrefix => Box::new(Rocks::open(dir, shape, Some(w.rocksdb_prefix_len))),
         StoreName::Fjall => Box::new(Fjall::open(dir, shape)),
     }
 }
@@ -586,7 +760,7 @@ fn reads_phase(
     let start = Instant::now();
     for _ in 0..reads {
         let (n, present) = draw(rng, keys, kind);
-        if db.get(&key(n)) != present {
+        if db.get(&decimal_key(n)) != present {
             panic!("{name}: wrong answer for key {n}");
         }
     }
@@ -614,7 +788,7 @@ fn multi_get_phase(
         for _ in 0..len {
             let (n, present) = draw(rng, keys, kind);
             numbers.push((n, present));
-            batch_keys.push(key(n));
+            batch_keys.push(decimal_key(n));
         }
         let found = db.multi_get(&batch_keys);
         assert_eq!(found.len(), len, "{name}: one answer per key");
@@ -624,6 +798,74 @@ fn multi_get_phase(
             }
         }
         done += len;
+    }
+    rate(reads, start)
+}
+
+/// The short scans of a run: their widths, and every present key's number, sorted (to draw
+/// ranges that hold none).
+struct ScanPlan {
+    widths: Vec<u64>,
+    present: Vec<u64>,
+}
+
+impl ScanPlan {
+    fn new(widths: Vec<u64>, keys: u64) -> ScanPlan {
+        let mut present: Vec<u64> = (0..keys).map(|i| scramble(2 * i)).collect();
+        present.sort_unstable();
+        ScanPlan { widths, present }
+    }
+
+    /// The first number of a range of `width` numbers holding no key: anywhere, or
+    /// (`after_key`) just after a present key.
+    fn draw_empty(&self, rng: &mut StdRng, width: u64, after_key: bool) -> u64 {
+        loop {
+            let from = if after_key {
+                let x = self.present[rng.gen_range(0..self.present.len())];
+                match x.checked_add(1) {
+                    Some(from) => from,
+                    None => continue,
+                }
+            } else {
+                rng.gen_range(0..=u64::MAX - width)
+            };
+            let Some(to) = from.checked_add(width) else {
+                continue;
+            };
+            let next = self.present.partition_point(|&x| x < from);
+            if self.present.get(next).is_none_or(|&x| x >= to) {
+                return from;
+            }
+        }
+    }
+
+    /// The phase names, `empty-after-` for ranges just after a key.
+    fn phase_names(&self) -> Vec<String> {
+        self.widths
+            .iter()
+            .flat_map(|w| [format!("empty-w{w}"), format!("empty-after-w{w}")])
+            .collect()
+    }
+}
+
+/// `reads` scans of `width` numbers holding no key (anywhere, or `after_key`); checks each finds
+/// nothing; returns scans per second.
+fn empty_scans_phase(
+    name: &str,
+    db: &mut dyn Store,
+    rng: &mut StdRng,
+    plan: &ScanPlan,
+    (reads, width, after_key): (usize, u64, bool),
+) -> f64 {
+    let ranges: Vec<u64> = (0..reads)
+        .map(|_| plan.draw_empty(rng, width, after_key))
+        .collect();
+    let start = Instant::now();
+    for &from in &ranges {
+        let found = db.scan(from, from + width);
+        if found != 0 {
+            panic!("{name}: {found} entries in the empty range from {from:#x}, width {width}");
+        }
     }
     rate(reads, start)
 }
@@ -644,6 +886,8 @@ struct Outcome {
     bloom: Option<Bloom>,
     /// Filter bytes after the reads.
     filter_bytes: Option<u64>,
+    /// The scan counters of each short-scan phase.
+    scan_counters: Vec<Option<ScanCounters>>,
 }
 
 impl Outcome {
@@ -680,16 +924,21 @@ impl Overwrite {
 }
 
 /// Names of the phases run, in order.
-fn phases(batch: usize, overwrite: bool) -> Vec<&'static str> {
+fn phases(batch: usize, overwrite: bool, scans: Option<&ScanPlan>) -> Vec<String> {
     let mut phases = vec!["fillrandom"];
     if overwrite {
         phases.push("overwrite");
+    }
+    if let Some(plan) = scans {
+        let mut phases: Vec<String> = phases.into_iter().map(String::from).collect();
+        phases.extend(plan.phase_names());
+        return phases;
     }
     phases.extend(["readrandom", "readmissing", "readmixed"]);
     if batch > 0 {
         phases.extend(["multiget-present", "multiget-missing"]);
     }
-    phases
+    phases.into_iter().map(String::from).collect()
 }
 
 fn settle(name: &str, db: &mut dyn Store) {
@@ -707,7 +956,7 @@ fn settle(name: &str, db: &mut dyn Store) {
         None => "n/a".to_string(),
     };
     println!(
-        "{name:<8} settled in {:>6.2}s; files per level: {shape}",
+        "{name:<14} settled in {:>6.2}s; files per level: {shape}",
         start.elapsed().as_secs_f64()
     );
 }
@@ -725,12 +974,16 @@ struct Workload {
     compression_ratio: Option<f64>,
     /// Put every key again, in a new random order, after the fill has settled.
     overwrite: bool,
+    /// Bits per key of `siftdb-range`'s range filters.
+    range_filter_bits: f64,
+    /// The fixed prefix length of `rocksdb-prefix`'s prefix blooms.
+    rocksdb_prefix_len: usize,
 }
 
-/// Runs every phase on one store.
-fn run(name: StoreName, w: Workload) -> Outcome {
+/// Runs every phase on one store: the lookups, or with `scans` the short scans.
+fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
-    let mut db = open(name, dir.path(), w.shape);
+    let mut db = open(name, dir.path(), &w);
     let name = name.name();
     let mut rng = StdRng::seed_from_u64(42);
     let constant = [b'v'; 100];
@@ -747,7 +1000,11 @@ fn run(name: StoreName, w: Workload) -> Outcome {
                 Some(g) => g.next(constant.len()),
                 None => &constant,
             };
-            db.put(&key(2 * i), value);
+            let k = match scans {
+                Some(_) => binary_key(scramble(2 * i)),
+                None => decimal_key(2 * i),
+            };
+            db.put(&k, value);
         }
         start.elapsed().as_secs_f64()
     };
@@ -788,6 +1045,33 @@ fn run(name: StoreName, w: Workload) -> Outcome {
 
     let (keys, reads) = (w.keys, w.reads);
     let fill = order.len() as f64 / fill_secs;
+    if let Some(plan) = scans {
+        // One untimed pass opens every table (and loads its filters).
+        let warm = (reads, plan.widths[0], false);
+        empty_scans_phase(name, db.as_mut(), &mut rng, plan, warm);
+        let mut ops = vec![fill];
+        ops.extend(overwrite.map(|o| order.len() as f64 / o.secs));
+        let mut scan_counters = Vec::new();
+        for &width in &plan.widths {
+            for after_key in [false, true] {
+                let before = db.scan_counters();
+                let phase = (reads, width, after_key);
+                ops.push(empty_scans_phase(name, db.as_mut(), &mut rng, plan, phase));
+                let after = db.scan_counters();
+                scan_counters.push(before.zip(after).map(|(b, a)| a.since(b)));
+            }
+        }
+        return Outcome {
+            ops,
+            fill_secs,
+            writes_fill_end,
+            writes_settled,
+            overwrite,
+            bloom: None,
+            filter_bytes: db.filter_bytes(),
+            scan_counters,
+        };
+    }
     let present = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Present);
     let before = db.bloom();
     let missing = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Missing);
@@ -812,6 +1096,7 @@ fn run(name: StoreName, w: Workload) -> Outcome {
         overwrite,
         bloom,
         filter_bytes: db.filter_bytes(),
+        scan_counters: Vec::new(),
     }
 }
 
@@ -859,6 +1144,17 @@ struct Args {
     /// overwrite) and report that phase's writes on their own.
     #[arg(long)]
     overwrite: bool,
+    /// Run short scans that find nothing, of these widths (comma-separated numbers), instead of
+    /// the lookups; keys are then a fixed head and a 64-bit number.
+    #[arg(long, value_delimiter = ',')]
+    scan_widths: Vec<u64>,
+    /// Bits per key of `siftdb-range`'s range filters.
+    #[arg(long, default_value_t = 20.0)]
+    range_filter_bits: f64,
+    /// The fixed prefix length of `rocksdb-prefix`'s prefix blooms: 9 to 15 bytes of the 16-byte
+    /// keys (in the short-scan runs, 12 is the head and the number's top 32 bits).
+    #[arg(long, default_value_t = 12)]
+    rocksdb_prefix_len: usize,
 }
 
 /// "n/a" for a figure a store does not expose, else the figure in `format`'s way.
@@ -884,7 +1180,35 @@ fn main() {
         print_stats: args.print_stats,
         compression_ratio: (!args.constant_value).then_some(args.compression_ratio),
         overwrite: args.overwrite,
+        range_filter_bits: args.range_filter_bits,
+        rocksdb_prefix_len: args.rocksdb_prefix_len,
     };
+    if !(9..=15).contains(&args.rocksdb_prefix_len) {
+        clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            "--rocksdb-prefix-len must be from 9 to 15\n",
+        )
+        .exit();
+    }
+    if !(args.range_filter_bits.is_finite() && (3.0..=60.0).contains(&args.range_filter_bits)) {
+        clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            "--range-filter-bits must be from 3 to 60\n",
+        )
+        .exit();
+    }
+    // A scan meets at most two of rocksdb-prefix's prefixes, and is answered by siftdb-range's
+    // filters.
+    let widest = 1u64 << (8 * (16 - args.rocksdb_prefix_len)).min(16);
+    if args.scan_widths.iter().any(|&x| x == 0 || x > widest) {
+        clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            format!("--scan-widths must be from 1 to {widest}\n"),
+        )
+        .exit();
+    }
+    let scans =
+        (!args.scan_widths.is_empty()).then(|| ScanPlan::new(args.scan_widths.clone(), args.keys));
     if !(args.compression_ratio > 0.0 && args.compression_ratio <= 1.0) {
         clap::Error::raw(
             clap::error::ErrorKind::InvalidValue,
@@ -903,14 +1227,20 @@ fn main() {
         w.compacted,
         w.shape.name()
     );
+    if let Some(plan) = &scans {
+        println!(
+            "short scans of widths {:?} finding nothing; siftdb-range: {} bits/key; rocksdb-prefix: {}-byte prefix",
+            plan.widths, w.range_filter_bits, w.rocksdb_prefix_len
+        );
+    }
     let mut results = Vec::new();
     for &name in &args.stores {
-        results.push((name.name(), run(name, w)));
+        results.push((name.name(), run(name, w, scans.as_ref())));
     }
 
     println!("\nwrites (w-amp: bytes of tables written by flushes and compactions / bytes put):");
     println!(
-        "{:<8} {:>12} {:>14} {:>14} {:>9} {:>9}",
+        "{:<14} {:>12} {:>14} {:>14} {:>9} {:>9}",
         "store", "fill µs/op", "w-amp fill end", "w-amp settled", "stall s", "stall %"
     );
     for (name, r) in &results {
@@ -921,7 +1251,7 @@ fn main() {
             None => ("n/a".to_string(), "n/a".to_string()),
         };
         println!(
-            "{name:<8} {us_per_op:>12.2} {:>14} {:>14} {stall_s:>9} {stall_pct:>9}",
+            "{name:<14} {us_per_op:>12.2} {:>14} {:>14} {stall_s:>9} {stall_pct:>9}",
             amp(r.writes_fill_end),
             amp(r.writes_settled)
         );
@@ -930,7 +1260,7 @@ fn main() {
     if w.overwrite {
         println!("\noverwrite (its own table bytes over its own bytes put, and its stalls):");
         println!(
-            "{:<8} {:>12} {:>14} {:>14} {:>9} {:>9}",
+            "{:<14} {:>12} {:>14} {:>14} {:>9} {:>9}",
             "store", "µs/op", "w-amp end", "w-amp settled", "stall s", "stall %"
         );
         for (name, r) in &results {
@@ -941,7 +1271,7 @@ fn main() {
                 None => ("n/a".to_string(), "n/a".to_string()),
             };
             println!(
-                "{name:<8} {:>12.2} {:>14} {:>14} {stall_s:>9} {stall_pct:>9}",
+                "{name:<14} {:>12.2} {:>14} {:>14} {stall_s:>9} {stall_pct:>9}",
                 o.secs * 1e6 / keys as f64,
                 amp(o.end),
                 amp(o.settled)
@@ -949,57 +1279,102 @@ fn main() {
         }
     }
 
+    if scans.is_none() {
+        print_bloom_tickers(&results, reads);
+    }
+    print_filter_sizes(&results, keys);
+    let phases = phases(w.batch, w.overwrite, scans.as_ref());
+    print_phases(&results, &phases, reads);
+
+    if args.json {
+        print_json(&results, &phases, w, scans.as_ref());
+    }
+}
+
+fn print_bloom_tickers(results: &[(&str, Outcome)], reads: usize) {
     println!("\nbloom tickers during readmissing ({reads} gets of absent keys):");
     println!(
-        "{:<8} {:>12} {:>14} {:>19} {:>10} {:>11}",
+        "{:<14} {:>12} {:>14} {:>19} {:>10} {:>11}",
         "store", "useful", "full.positive", "full.true.positive", "fp-rate", "probes/get"
     );
-    for (name, r) in &results {
+    for (name, r) in results {
         match r.bloom {
             Some((u, p, tp)) => {
                 let fp = or_na(r.fp_rate(), |f| format!("{:.3}%", f * 100.0));
                 let probes = (u + p) as f64 / reads.max(1) as f64;
-                println!("{name:<8} {u:>12} {p:>14} {tp:>19} {fp:>10} {probes:>11.2}");
+                println!("{name:<14} {u:>12} {p:>14} {tp:>19} {fp:>10} {probes:>11.2}");
             }
             None => println!(
-                "{name:<8} {:>12} {:>14} {:>19} {:>10} {:>11}",
+                "{name:<14} {:>12} {:>14} {:>19} {:>10} {:>11}",
                 "n/a", "n/a", "n/a", "n/a", "n/a"
             ),
         }
     }
+}
 
+fn print_filter_sizes(results: &[(&str, Outcome)], keys: u64) {
     println!("\nfilter size after the reads (target: 10 bits/key x {keys} keys):");
-    for (name, r) in &results {
+    for (name, r) in results {
         match r.filter_bytes {
             Some(b) => println!(
-                "{name:<8} {b:>12} bytes {:>8.3} bits/key {:>+7.2}% vs target",
+                "{name:<14} {b:>12} bytes {:>8.3} bits/key {:>+7.2}% vs target",
                 b as f64 * 8.0 / keys as f64,
                 (b as f64 * 8.0 / (10.0 * keys as f64) - 1.0) * 100.0
             ),
-            None => println!("{name:<8} {:>12}", "n/a"),
+            None => println!("{name:<14} {:>12}", "n/a"),
         }
     }
+}
 
-    let phases = phases(w.batch, w.overwrite);
-    let sift = results
+/// The ops/s of `siftdb-range`, if run, else of `siftdb`: what the ratios compare to.
+fn reference<'a>(results: &'a [(&str, Outcome)]) -> Option<&'a [f64]> {
+    ["siftdb-range", "siftdb"]
         .iter()
-        .find(|(n, _)| *n == "siftdb")
-        .map(|r| &r.1.ops);
+        .find_map(|want| results.iter().find(|(n, _)| n == want))
+        .map(|r| r.1.ops.as_slice())
+}
+
+/// ops/s per phase and store, the reference's ratio to each; for short scans also the filter
+/// checks and the tables they ruled out per scan, and data blocks asked per scan.
+fn print_phases(results: &[(&str, Outcome)], phases: &[String], reads: usize) {
+    let sift = reference(results);
     println!(
-        "\n{:<16} {:>10} {:>14} {:>10}",
-        "phase", "store", "ops/s", "siftdb/x"
+        "\n{:<18} {:>14} {:>14} {:>10} {:>13} {:>15} {:>12}",
+        "phase", "store", "ops/s", "siftdb/x", "checks/scan", "ruled out/scan", "blocks/scan"
     );
     for (p, phase) in phases.iter().enumerate() {
-        for (name, r) in &results {
+        for (name, r) in results {
             let ratio = sift
                 .map(|s| format!("{:.2}", s[p] / r.ops[p]))
                 .unwrap_or_default();
-            println!("{phase:<16} {name:>10} {:>14.0} {ratio:>10}", r.ops[p]);
+            let per_scan = |x: u64| format!("{:.3}", x as f64 / reads.max(1) as f64);
+            let (checks, ruled_out, blocks) = match p.checked_sub(1).map(|i| r.scan_counters.get(i))
+            {
+                Some(Some(Some(c))) => (
+                    per_scan(c.checked),
+                    per_scan(c.ruled_out),
+                    per_scan(c.blocks),
+                ),
+                Some(Some(None)) => ("n/a".to_string(), "n/a".to_string(), "n/a".to_string()),
+                _ => Default::default(),
+            };
+            println!(
+                "{phase:<18} {name:>14} {:>14.0} {ratio:>10} {checks:>13} {ruled_out:>15} {blocks:>12}",
+                r.ops[p]
+            );
         }
     }
+}
 
-    if args.json {
-        let stores: Vec<String> = results
+/// The results as one JSON line.
+fn print_json(
+    results: &[(&str, Outcome)],
+    phases: &[String],
+    w: Workload,
+    scans: Option<&ScanPlan>,
+) {
+    let (keys, reads) = (w.keys, w.reads);
+    let stores: Vec<String> = results
             .iter()
             .map(|(name, r)| {
                 let mut fields: Vec<String> = phases
@@ -1051,16 +1426,30 @@ fn main() {
                 if let Some(b) = r.filter_bytes {
                     fields.push(format!("\"filter_bytes\":{b}"));
                 }
+                for (phase, c) in phases.iter().skip(1).zip(&r.scan_counters) {
+                    if let Some(c) = c {
+                        fields.push(format!(
+                            "\"{phase}_counters\":{{\"checked\":{},\"ruled_out\":{},\"blocks\":{}}}",
+                            c.checked, c.ruled_out, c.blocks
+                        ));
+                    }
+                }
                 format!("\"{name}\":{{{}}}", fields.join(","))
             })
             .collect();
-        println!(
-            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},\"stores\":{{{}}}}}",
+    let scan_fields = match scans {
+        Some(plan) => format!(
+            "\"scan_widths\":{:?},\"range_filter_bits\":{},\"rocksdb_prefix_len\":{},",
+            plan.widths, w.range_filter_bits, w.rocksdb_prefix_len
+        ),
+        None => String::new(),
+    };
+    println!(
+            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},{scan_fields}\"stores\":{{{}}}}}",
             w.batch,
             w.compacted,
             w.shape.name(),
             w.compression_ratio.map_or("null".to_string(), |r| r.to_string()),
             stores.join(",")
         );
-    }
 }

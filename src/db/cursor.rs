@@ -111,6 +111,17 @@ impl Sources {
         })
     }
 
+    /// Whether `other` reads the same tables.
+    fn same_tables(&self, other: &Sources) -> bool {
+        let numbers = |s: &Sources| -> Vec<u64> {
+            s.l0.iter()
+                .chain(s.levels.iter().flat_map(|(_, files)| files))
+                .map(|f| f.number)
+                .collect()
+        };
+        numbers(self) == numbers(other)
+    }
+
     /// Settles the pending range filter answers from where `merge` was just positioned.
     fn settle_range_verdicts(&self, merge: &MergingIterator) {
         if let Some(v) = &self.range_verdicts {
@@ -315,6 +326,12 @@ pub struct Cursor {
     /// dropped.
     refused: Option<Error>,
     sources: Sources,
+    /// For a cursor bounded above only, in a keyspace with range filters: its tree, so that a
+    /// seek to `k` reads only the tables whose range filters allow `[k, upper)`.
+    narrowing: Option<Arc<Tree>>,
+    /// The sources chosen when the cursor was made, while `sources` holds those a seek narrowed
+    /// them to (which serve forward walks from the seek only).
+    wide: Option<Sources>,
     /// Entries newer than this are invisible.
     sequence: u64,
     /// The range this cursor stops at (a [`Scan`](super::Scan)'s): forward walks end at the
@@ -402,7 +419,11 @@ impl Db {
     /// `iterate_lower_bound` and `iterate_upper_bound`): walks stop at the range's ends without
     /// reading past them, a seek below the range lands on its first key and one above it on its
     /// last, and with [`Options::range_filter`](crate::Options::range_filter) the tables whose
-    /// range filter rules the range out are never read.
+    /// range filter rules the range out are never read. A range bounded above only (`..end`,
+    /// RocksDB's `iterate_upper_bound` alone) asks them at each [`seek`](Cursor::seek) to `k`,
+    /// about `[k, end)`: the seek and the [`next`](Cursor::next) steps after it read only the
+    /// tables that may hold a key there; a step back below `k`, or another kind of seek, goes
+    /// back to every table meeting the range (positioning again at the current key first).
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
@@ -435,9 +456,14 @@ impl Db {
             Ok(sources) => (sources, None),
             Err(e) => (Sources::all_of(sv, &self.tree), Some(e)),
         };
+        let narrowing = (matches!(lower, Bound::Unbounded)
+            && !matches!(upper, Bound::Unbounded)
+            && self.tree.options.range_filter.is_some())
+        .then(|| Arc::clone(&self.tree));
         let mut cursor = Cursor::new(&self.inner, sources, sequence)
             .bounded(lower, upper)
             .holding_lock(&self.tree);
+        cursor.narrowing = narrowing;
         if cursor.refused.is_none() {
             cursor.refused = refused;
         }
@@ -487,6 +513,8 @@ impl Cursor {
             _lock: None,
             refused: None,
             sources,
+            narrowing: None,
+            wide: None,
             sequence,
             lower: Bound::Unbounded,
             upper: Bound::Unbounded,
@@ -607,6 +635,7 @@ impl Cursor {
     /// cannot be read; `Error::Closed` for a cursor made after the store closed. The cursor is
     /// then invalid, and [`status`](Self::status) returns the error until the next seek.
     pub fn seek_to_first(&mut self) -> Result<()> {
+        self.widen();
         self.run(true, Self::try_seek_to_first)
     }
 
@@ -627,6 +656,7 @@ impl Cursor {
     /// # Errors
     /// As [`seek_to_first`](Self::seek_to_first).
     pub fn seek_to_last(&mut self) -> Result<()> {
+        self.widen();
         self.run(true, Self::try_seek_to_last)
     }
 
@@ -653,9 +683,57 @@ impl Cursor {
     pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         let key = key.as_ref();
         if !self.above_lower(key) {
-            return self.run(true, Self::try_seek_to_first);
+            return self.seek_to_first();
+        }
+        if self.refused.is_none() {
+            if let Err(e) = self.narrow_to(key) {
+                return self.fail(e);
+            }
         }
         self.run(true, |it| it.try_seek(key))
+    }
+
+    /// For a cursor bounded above only, with range filters: reads, from now on, only the tables
+    /// whose range filters allow `[key, upper)` (keeping the merge if those are the tables it
+    /// reads already).
+    ///
+    /// # Errors
+    /// `Error::Corruption` or `Error::Io` if a table whose range filter is asked cannot be opened.
+    fn narrow_to(&mut self, key: &[u8]) -> Result<()> {
+        let Some(tree) = &self.narrowing else {
+            return Ok(());
+        };
+        if tree.check_live().is_err() {
+            // Closed (or dropped): read only what the cursor already holds.
+            return Ok(());
+        }
+        let wide = self.wide.as_ref().unwrap_or(&self.sources);
+        let lower = Bound::Included(key.to_vec());
+        let mut narrowed =
+            Sources::for_range(Arc::clone(&wide.sv), tree, &lower, &self.upper, |_| {
+                Ok(true)
+            })?;
+        // Values expire as of the cursor's creation, whatever its sources.
+        narrowed.expiry = wide.expiry;
+        if self.merged.is_some() && narrowed.same_tables(&self.sources) {
+            self.sources.range_verdicts = narrowed.range_verdicts;
+            return Ok(());
+        }
+        let chosen = std::mem::replace(&mut self.sources, narrowed);
+        if self.wide.is_none() {
+            self.wide = Some(chosen);
+        }
+        self.merged = None;
+        Ok(())
+    }
+
+    /// Goes back to the sources chosen when the cursor was made, if a seek narrowed them; the
+    /// merge is built again at the next positioning.
+    fn widen(&mut self) {
+        if let Some(wide) = self.wide.take() {
+            self.sources = wide;
+            self.merged = None;
+        }
     }
 
     /// Positions on the last key ≤ `key` (invalid if there is none).
@@ -680,6 +758,7 @@ impl Cursor {
     /// As [`seek_to_first`](Self::seek_to_first).
     pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         let key = key.as_ref();
+        self.widen();
         if !self.below_upper(key) {
             return self.run(true, Self::try_seek_to_last);
         }
@@ -743,6 +822,12 @@ impl Cursor {
     /// # Errors
     /// As [`next`](Self::next).
     pub fn prev(&mut self) -> Result<()> {
+        if self.wide.is_some() && self.valid {
+            // A narrowed merge may lack keys below the seek: position the wide one here first.
+            let here = self.key().to_vec();
+            self.widen();
+            self.run(true, |it| it.try_seek(&here))?;
+        }
         self.run(false, Self::try_prev)
     }
 
@@ -853,6 +938,7 @@ impl Cursor {
         append_internal_key(&mut self.saved_key, key, self.sequence, ValueKind::Value);
         if let Some(it) = self.merged.as_mut() {
             it.seek(&self.saved_key)?;
+            self.sources.settle_range_verdicts(it);
         }
         self.find_next_user_entry(false)
     }

@@ -447,7 +447,7 @@ fn range_filter_report(
             let Ok(table) = tree.tables.get(f) else {
                 continue;
             };
-            if let Some(r) = table.range_filter() {
+            if let Ok(Some(r)) = table.range_filter() {
                 tables += 1;
                 bytes += r.memory_bytes() as u64;
                 keys += r.num_keys();

@@ -115,19 +115,23 @@ pub(crate) fn answer(
         return Ok(RangeAnswer::RangeTombstones);
     }
     let table = tree.tables.get(f)?;
-    let Some(filter) = table.range_filter() else {
+    let Some(filter) = table.range_filter()? else {
         return Ok(RangeAnswer::NoRangeFilter);
     };
     // The range within the table's keys: a one-sided range becomes a bounded one.
     let lo = match lower {
-        Bound::Included(k) | Bound::Excluded(k) if k.as_slice() > f.smallest_user() => k,
-        _ => f.smallest_user(),
+        Bound::Included(k) | Bound::Excluded(k) if k.as_slice() > f.smallest_user() => {
+            lower.as_ref().map(Vec::as_slice)
+        }
+        _ => Bound::Included(f.smallest_user()),
     };
     let hi = match upper {
-        Bound::Included(k) | Bound::Excluded(k) if k.as_slice() < f.largest_user() => k,
-        _ => f.largest_user(),
+        Bound::Included(k) | Bound::Excluded(k) if k.as_slice() < f.largest_user() => {
+            upper.as_ref().map(Vec::as_slice)
+        }
+        _ => Bound::Included(f.largest_user()),
     };
-    let Some((lo, hi)) = filter.integer_range(Some(lo), Some(hi)) else {
+    let Some((lo, hi)) = filter.integer_range_between(lo, hi) else {
         return Ok(RangeAnswer::Filtered {
             width: 1,
             maybe: false,

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::cache::Priority;
 use crate::cache::ShardedLruCache;
@@ -50,6 +50,8 @@ pub(crate) enum CachedBlock {
     FilterBlock(Arc<dyn FilterBlockReader>),
     /// An index block and its search array, when index blocks are charged to the cache.
     Index(Arc<IndexBlock>),
+    /// A range filter, decoded, when filters are charged to the cache.
+    RangeFilter(Arc<GrafiteFilter>),
 }
 
 impl CachedBlock {
@@ -57,7 +59,9 @@ impl CachedBlock {
     pub(crate) fn kind(&self) -> BlockKind {
         match self {
             CachedBlock::Data(_) => BlockKind::Data,
-            CachedBlock::Filter(_) | CachedBlock::FilterBlock(_) => BlockKind::Filter,
+            CachedBlock::Filter(_) | CachedBlock::FilterBlock(_) | CachedBlock::RangeFilter(_) => {
+                BlockKind::Filter
+            }
             CachedBlock::Index(_) => BlockKind::Index,
         }
     }
@@ -119,6 +123,23 @@ impl std::ops::Deref for IndexRef<'_> {
         match self {
             IndexRef::Pinned(b) => b,
             IndexRef::Cached(b) => b,
+        }
+    }
+}
+
+/// A table's range filter, kept with the table or shared with the block cache.
+pub(crate) enum RangeFilterRef<'a> {
+    Kept(&'a GrafiteFilter),
+    Cached(Arc<GrafiteFilter>),
+}
+
+impl std::ops::Deref for RangeFilterRef<'_> {
+    type Target = GrafiteFilter;
+
+    fn deref(&self) -> &GrafiteFilter {
+        match self {
+            RangeFilterRef::Kept(f) => f,
+            RangeFilterRef::Cached(f) => f,
         }
     }
 }
@@ -254,8 +275,12 @@ pub(crate) struct TableReader {
     file_len: u64,
     index: IndexPlacement,
     filter: Option<TableFilter>,
-    /// Its range filter, read at open and kept in memory; `None` if it has none.
-    range_filter: Option<GrafiteFilter>,
+    /// Where its range filter block is, if it has one.
+    range_filter_handle: Option<BlockHandle>,
+    /// Its range filter, read when a bounded read first asks it (a table that compaction alone
+    /// opens never reads it) and kept in memory from then on, unless filters are charged to the
+    /// block cache: then it is read through the cache each time and this stays empty.
+    range_filter: OnceLock<GrafiteFilter>,
     /// Index and filter blocks are charged to the block cache.
     charged: bool,
     /// The store's prefix extractor, if the filter holds its prefixes.
@@ -317,7 +342,7 @@ impl TableReader {
         let mut properties = None;
         let mut filter = None;
         let mut range_tombstones = None;
-        let mut range_filter = None;
+        let mut range_filter_handle = None;
         let mut it = metaindex.iter(KeyOrder::Bytewise);
         it.seek_to_first();
         while it.valid() {
@@ -335,11 +360,7 @@ impl TableReader {
                 let tombstones = FragmentedRangeTombstones::decode(block).map_err(bad)?;
                 range_tombstones = (!tombstones.is_empty()).then(|| Arc::new(tombstones));
             } else if name == GRAFITE_BLOCK.as_bytes() {
-                let block = read_block(&file, path, handle, file_len)?;
-                range_filter = Some(
-                    GrafiteFilter::from_bytes(&block)
-                        .ok_or_else(|| bad("malformed range filter block"))?,
-                );
+                range_filter_handle = Some(handle);
             } else if filter.is_none() {
                 filter = TableFilter::open(
                     name,
@@ -370,9 +391,6 @@ impl TableReader {
         if let Some(f) = &filter {
             stats.filter_memory_added(f.pinned_bytes());
         }
-        if let Some(r) = &range_filter {
-            stats.filter_memory_added(r.memory_bytes());
-        }
         let prefix = filter
             .as_ref()
             .and(policies.prefix_named(&properties.prefix_extractor))
@@ -384,7 +402,8 @@ impl TableReader {
             file_len,
             index,
             filter,
-            range_filter,
+            range_filter_handle,
+            range_filter: OnceLock::new(),
             charged: placement.charge_to_cache,
             prefix,
             properties,
@@ -407,9 +426,42 @@ impl TableReader {
         self.filter.as_ref()
     }
 
-    /// Its range filter, if it has one.
-    pub(crate) fn range_filter(&self) -> Option<&GrafiteFilter> {
-        self.range_filter.as_ref()
+    /// Its range filter, if it has one: read from the file the first time it is asked for and
+    /// kept with the table, or, when filters are charged to the block cache, taken from the cache
+    /// (a filter block, counted by the `block.cache.filter.*` tickers) and read again if evicted.
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming the file if the range filter block is damaged or malformed;
+    /// `Error::Io` if it cannot be read.
+    pub(crate) fn range_filter(&self) -> Result<Option<RangeFilterRef<'_>>> {
+        let Some(handle) = self.range_filter_handle else {
+            return Ok(None);
+        };
+        if self.charged {
+            let parse = |raw: Vec<u8>| {
+                GrafiteFilter::from_bytes(&raw).map(|f| CachedBlock::RangeFilter(Arc::new(f)))
+            };
+            return match self.cached_block(handle, BlockKind::Filter, parse)? {
+                CachedBlock::RangeFilter(f) => Ok(Some(RangeFilterRef::Cached(f))),
+                _ => Err(self.corrupt(format!(
+                    "offset {} is not the range filter block",
+                    handle.offset
+                ))),
+            };
+        }
+        if let Some(filter) = self.range_filter.get() {
+            return Ok(Some(RangeFilterRef::Kept(filter)));
+        }
+        let block = read_block(&self.file, &self.path, handle, self.file_len)?;
+        let filter = GrafiteFilter::from_bytes(&block)
+            .ok_or_else(|| self.corrupt("malformed range filter block"))?;
+        // Two reads may load it at once: the one kept is counted.
+        if self.range_filter.set(filter).is_ok() {
+            if let Some(kept) = self.range_filter.get() {
+                self.stats.filter_memory_added(kept.memory_bytes());
+            }
+        }
+        Ok(self.range_filter.get().map(RangeFilterRef::Kept))
     }
 
     fn corrupt(&self, what: impl Into<String>) -> Error {
@@ -453,6 +505,8 @@ impl TableReader {
             .ok_or_else(|| self.corrupt(format!("malformed block at offset {}", handle.offset)))?;
         let (charge, priority) = match (&block, self.charged && kind != BlockKind::Data) {
             (CachedBlock::Index(ib), _) => (ib.size(), Priority::High),
+            // Charged what it holds decoded, as a range filter kept with its table is counted.
+            (CachedBlock::RangeFilter(f), _) => (f.memory_bytes(), Priority::High),
             (_, true) => (charge, Priority::High),
             (_, false) => (charge, Priority::Low),
         };
@@ -897,7 +951,7 @@ impl Drop for TableReader {
         if let Some(f) = &self.filter {
             self.stats.filter_memory_released(f.pinned_bytes());
         }
-        if let Some(r) = &self.range_filter {
+        if let Some(r) = self.range_filter.get() {
             self.stats.filter_memory_released(r.memory_bytes());
         }
     }
@@ -1164,7 +1218,7 @@ fn check_identity(
 #[cfg(test)]
 mod iter_tests {
     use super::*;
-    use crate::filter::Filter;
+    use crate::filter::{Filter, RangeFilter};
     use crate::fs::FileSystem;
     use crate::iter::check_against_model;
     use crate::key::{compare_internal, internal_key};
@@ -1198,12 +1252,21 @@ mod iter_tests {
     /// Writes `entries` as table 1 at `path`, in small blocks (many blocks, several restart
     /// intervals each).
     fn write_table(path: &Path, entries: &[(Vec<u8>, Vec<u8>)], compression: Compression) {
+        write_table_with(path, entries, compression, RangeFilter::none());
+    }
+
+    fn write_table_with(
+        path: &Path,
+        entries: &[(Vec<u8>, Vec<u8>)],
+        compression: Compression,
+        range_filter: RangeFilter,
+    ) {
         let options = TableOptions {
             block_size: 256,
             restart_interval: 4,
             compression,
             filter: Filter::full(10.0),
-            range_filter: crate::filter::RangeFilter::none(),
+            range_filter,
             prefix: None,
             whole_key_filtering: true,
             store_id: new_store_id(),
@@ -1273,6 +1336,103 @@ mod iter_tests {
                     check_against_model(&mut it, &entries, &probes, &mut rng, 2000);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_range_filter_is_read_when_first_asked_and_a_damaged_one_is_corruption() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let dir = tempfile::tempdir().unwrap();
+        let entries = entries(&mut rng);
+        let path = dir.path().join("t.sst");
+        write_table_with(
+            &path,
+            &entries,
+            Compression::None,
+            RangeFilter::grafite(12.0, 1 << 10),
+        );
+        let table = open(&path, false).unwrap();
+        let gauge = |t: &TableReader| t.stats.snapshot().filter_bytes_in_memory();
+        let before = gauge(&table);
+        let filter = table.range_filter().unwrap().expect("a range filter");
+        assert!(filter.may_contain(Some(b"key00007"), Some(b"key00007")));
+        let bytes_kept = filter.memory_bytes() as u64;
+        assert_eq!(gauge(&table), before + bytes_kept);
+        // Asked again: the same filter, counted once.
+        table.range_filter().unwrap();
+        assert_eq!(gauge(&table), before + bytes_kept);
+        let handle = table.range_filter_handle.unwrap();
+        drop(table);
+
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[handle.offset as usize + 20] ^= 0x08;
+        std::fs::write(&path, &bytes).unwrap();
+        // The table opens (its range filter is not read yet); asking the filter is corruption
+        // naming the file, every time.
+        for charge in [false, true] {
+            let table = open(&path, charge).unwrap();
+            for _ in 0..2 {
+                match table.range_filter() {
+                    Err(Error::Corruption { file, .. }) => assert_eq!(file, path),
+                    other => panic!("expected corruption, got {:?}", other.map(|f| f.is_some())),
+                }
+            }
+            let mut it = table.iter(true);
+            it.seek_to_first().unwrap();
+            assert!(it.valid());
+        }
+    }
+
+    #[test]
+    fn a_charged_range_filter_goes_through_the_cache_and_is_read_again_when_evicted() {
+        let mut rng = StdRng::seed_from_u64(6);
+        let dir = tempfile::tempdir().unwrap();
+        let entries = entries(&mut rng);
+        let path = dir.path().join("t.sst");
+        write_table_with(
+            &path,
+            &entries,
+            Compression::None,
+            RangeFilter::grafite(12.0, 1 << 10),
+        );
+        let table = open(&path, true).unwrap();
+        let pinned = table.stats.snapshot().filter_bytes_in_memory();
+        let filter_bytes = |t: &TableReader| {
+            let [_, filter, _] = t.cache.usage_by(|b: &CachedBlock| b.kind() as usize);
+            filter
+        };
+        let ticks = |t: &TableReader| {
+            let s = t.stats.snapshot();
+            (
+                s.ticker(Ticker::BlockCacheFilterMiss),
+                s.ticker(Ticker::BlockCacheFilterHit),
+            )
+        };
+        let before = filter_bytes(&table);
+        let (miss0, hit0) = ticks(&table);
+        let bytes = {
+            let filter = table.range_filter().unwrap().expect("a range filter");
+            assert!(filter.may_contain(Some(b"key00007"), Some(b"key00007")));
+            filter.memory_bytes()
+        };
+        assert!(bytes > 0);
+        // In the cache as a filter block, charged what it holds; nothing kept with the table.
+        assert_eq!(filter_bytes(&table), before + bytes);
+        assert!(table.range_filter.get().is_none());
+        assert_eq!(table.stats.snapshot().filter_bytes_in_memory(), pinned);
+        assert_eq!(ticks(&table), (miss0 + 1, hit0));
+        table.range_filter().unwrap().expect("a range filter");
+        assert_eq!(ticks(&table), (miss0 + 1, hit0 + 1));
+        // Evicted, it is read from the file again and answers the same.
+        let handle = table.range_filter_handle.unwrap();
+        table.cache.remove(&(table.number, handle.offset));
+        assert_eq!(filter_bytes(&table), before);
+        let filter = table.range_filter().unwrap().expect("a range filter");
+        assert_eq!(ticks(&table), (miss0 + 2, hit0 + 1));
+        assert_eq!(filter.memory_bytes(), bytes);
+        for (k, _) in &entries {
+            let user = &k[..k.len() - 8];
+            assert!(filter.may_contain(Some(user), Some(user)));
         }
     }
 

@@ -16,6 +16,8 @@
 //! Its bytes are the table's range filter block; their layout is in `docs/table_format.md`,
 //! *Range filter block*.
 
+use std::ops::Bound;
+
 use super::elias_fano::EliasFano;
 use super::key_map::{position, KeyMapper, Position};
 use crate::coding::{put_length_prefixed, Decoder};
@@ -257,15 +259,42 @@ impl GrafiteFilter {
     /// The integer range `[lo, hi]` keys between `lower` and `upper` (each `None` for unbounded;
     /// inclusive or exclusive alike) map into, or `None` if no key of the table can lie there.
     pub fn integer_range(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Option<(u64, u64)> {
-        let lo = match lower.map(|k| position(&self.prefix, k)) {
-            None | Some(Position::Below) => 0,
-            Some(Position::At(x)) => x,
-            Some(Position::Above) => return None,
+        self.integer_range_between(
+            lower.map_or(Bound::Unbounded, Bound::Included),
+            upper.map_or(Bound::Unbounded, Bound::Included),
+        )
+    }
+
+    /// The integer range `[lo, hi]` the keys in `(lower, upper)` map into, or `None` if no key of
+    /// the table can lie there. An excluded upper bound that is the prefix and 1 to 8 more bytes,
+    /// the last not zero, excludes its own integer: every key below it maps below it (a key
+    /// mapping to the same integer would be the bound with zero bytes after it, so above it).
+    /// So `[a, a + w)` asks about `w` integers, not `w + 1`.
+    pub fn integer_range_between(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Option<(u64, u64)> {
+        let lo = match lower {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => match position(&self.prefix, k) {
+                Position::Below => 0,
+                Position::At(x) => x,
+                Position::Above => return None,
+            },
         };
-        let hi = match upper.map(|k| position(&self.prefix, k)) {
-            None | Some(Position::Above) => u64::MAX,
-            Some(Position::At(x)) => x,
-            Some(Position::Below) => return None,
+        let hi = match upper {
+            Bound::Unbounded => u64::MAX,
+            Bound::Included(k) | Bound::Excluded(k) => match position(&self.prefix, k) {
+                Position::Above => u64::MAX,
+                Position::Below => return None,
+                Position::At(x)
+                    if matches!(upper, Bound::Excluded(_)) && maps_exactly(&self.prefix, k) =>
+                {
+                    x.checked_sub(1)?
+                }
+                Position::At(x) => x,
+            },
         };
         (lo <= hi).then_some((lo, hi))
     }
@@ -322,6 +351,13 @@ impl GrafiteFilter {
     pub fn theoretical_fp_rate(&self, width: u64) -> f64 {
         theoretical_fp_rate(self.bits_per_key, self.max_range, width)
     }
+}
+
+/// Whether `bound`, which starts with `prefix`, is the prefix and 1 to 8 more bytes, the last not
+/// zero: then no key below it maps to its integer.
+fn maps_exactly(prefix: &[u8], bound: &[u8]) -> bool {
+    let tail = bound.len().saturating_sub(prefix.len());
+    (1..=8).contains(&tail) && bound.last().is_some_and(|&b| b != 0)
 }
 
 /// The false positive rate theory gives a Grafite filter of `bits_per_key` and `max_range` for an
@@ -382,6 +418,47 @@ mod tests {
                 let _ = f.may_contain_integers(0, u64::MAX);
             }
         }
+    }
+
+    #[test]
+    fn an_excluded_upper_bound_that_maps_exactly_leaves_out_its_integer() {
+        let keys: Vec<Vec<u8>> = [0x1000u64, 0x2000]
+            .iter()
+            .map(|x| [b"head".as_slice(), &x.to_be_bytes()].concat())
+            .collect();
+        let f = build(&keys, 16.0, 16);
+        assert_eq!(f.prefix(), b"head");
+        let key = |x: u64| [b"head".as_slice(), &x.to_be_bytes()].concat();
+        let (lo, hi) = (key(0x1001), key(0x1011));
+        use Bound::{Excluded, Included};
+        // [0x1001, 0x1011): 16 integers, as wide as the filter answers.
+        assert_eq!(
+            f.integer_range_between(Included(&lo), Excluded(&hi)),
+            Some((0x1001, 0x1010))
+        );
+        assert_eq!(
+            f.integer_range_between(Included(&lo), Included(&hi)),
+            Some((0x1001, 0x1011))
+        );
+        // A bound ending in a zero byte keeps its own integer: a shorter key mapping to it (the
+        // bound without its zero bytes) lies below it.
+        let zero_end = key(0x1100);
+        assert_eq!(
+            f.integer_range_between(Included(&lo), Excluded(&zero_end)),
+            Some((0x1001, 0x1100))
+        );
+        // A shorter bound maps zero-padded: "head" and 7 bytes ending in 0x10 maps to 0x1000, and
+        // every key below it maps below that.
+        let short = &key(0x1000)[..11];
+        assert_eq!(
+            f.integer_range_between(Included(&key(0)), Excluded(short)),
+            Some((0, 0x0fff))
+        );
+        // The prefix alone keeps its integer, 0.
+        assert_eq!(
+            f.integer_range_between(Included(&key(0)), Excluded(b"head")),
+            Some((0, 0))
+        );
     }
 
     #[test]
@@ -498,6 +575,17 @@ mod tests {
                 }
                 if holds(&keys, &lo, &hi) {
                     prop_assert!(f.may_contain(Some(&lo), Some(&hi)), "lo {:?} hi {:?}", lo, hi);
+                }
+                if keys.iter().any(|k| k.as_slice() >= lo.as_slice() && k.as_slice() < hi.as_slice()) {
+                    let between = f.integer_range_between(Bound::Included(&lo), Bound::Excluded(&hi));
+                    prop_assert!(
+                        between.is_some_and(|(a, b)| f.may_contain_integers(a, b)),
+                        "lo {:?} hi {:?} excluded", lo, hi
+                    );
+                }
+                if keys.iter().any(|k| k.as_slice() < hi.as_slice()) {
+                    let below = f.integer_range_between(Bound::Unbounded, Bound::Excluded(&hi));
+                    prop_assert!(below.is_some_and(|(a, b)| f.may_contain_integers(a, b)));
                 }
                 if keys.iter().any(|k| k.as_slice() >= lo.as_slice()) {
                     prop_assert!(f.may_contain(Some(&lo), None));
