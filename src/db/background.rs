@@ -131,8 +131,8 @@ enum EarlyL0 {
     ForReads,
 }
 
-/// The keyspace to compact now, the triggers it compacts at, and whether the job is an early one of L0;
-/// else how long to wait before looking again (`None`: until something changes).
+/// The keyspace to compact now, the triggers it compacts at, and whether the job is an early one
+/// of L0; else how long to wait before looking again (`None`: until something changes).
 fn tree_to_compact(
     st: &State,
     watches: &mut HashMap<u32, TreeWatch>,
