@@ -51,7 +51,8 @@ pub fn copy_dir(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
         if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            std::fs::copy(e.path(), to.join(e.file_name()))
+                .unwrap_or_else(|err| panic!("{:?}: {err}", e.path()));
         }
     }
 }
