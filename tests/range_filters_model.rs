@@ -569,3 +569,53 @@ fn a_keyspace_keeps_its_range_filter_across_reopens() {
     let s = ks.statistics();
     assert!(s.ticker(Ticker::RangeFilterUseful) > 0, "{s}");
 }
+
+#[test]
+fn a_stats_report_reads_no_range_filter_and_shows_those_scans_read() {
+    let dir = tempfile::tempdir().expect("dir");
+    drop(filled(dir.path(), RangeFilter::grafite(16.0, 1 << 16)));
+    // Read-only: no compaction opens or drops tables while filter memory is compared.
+    let db = Db::open_read_only(dir.path(), options(RangeFilter::grafite(16.0, 1 << 16)))
+        .expect("open read-only");
+    let row = |report: &str, level: &str| -> Vec<String> {
+        let section = report
+            .split("range filter (Grafite")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no range filter section: {report}"));
+        section
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(level))
+            .unwrap_or_else(|| panic!("no {level} row: {report}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    // The first report opens every table (and reads its point filter); the second opens none.
+    db.property("siftdb.stats").expect("stats");
+    let before = db.statistics().filter_bytes_in_memory();
+    let report = db.property("siftdb.stats").expect("stats");
+    assert_eq!(db.statistics().filter_bytes_in_memory(), before, "{report}");
+    let level = (0..siftdb::NUM_LEVELS)
+        .map(|l| format!("L{l}"))
+        .find(|l| report.contains(&format!("\n{l} ")) && row(&report, l)[1] != "0")
+        .expect("a level with range filters");
+    let unread = row(&report, &level);
+    assert_eq!(unread[3], "0", "no range filter read yet: {report}");
+    assert!(unread[2].parse::<u64>().expect("stored bytes") > 0);
+    assert_eq!(unread[5], "-");
+
+    // Short scans at every tenth key ask (and read) every table's range filter.
+    for n in (0..20_000u64).step_by(10) {
+        let at = n << 24;
+        assert_eq!(
+            collect(db.scan(range_key(at)..range_key(at + 256))).len(),
+            1
+        );
+    }
+    let report = db.property("siftdb.stats").expect("stats");
+    let read = row(&report, &level);
+    assert_eq!(read[3], read[1], "every table's filter read: {report}");
+    let bits: f64 = read[5].parse().expect("bits per key");
+    assert!((16.0..17.0).contains(&bits), "{report}");
+    assert!(db.statistics().filter_bytes_in_memory() > before);
+}

@@ -430,8 +430,10 @@ fn allocation_report(
     );
 }
 
-/// The range filters of one keyspace: per level their memory and checks by bounded scans, then
-/// per range width the measured false positive rate beside theory's.
+/// The range filters of one keyspace: per level the tables that have one, their stored bytes,
+/// the memory and bits per key of those read so far, and checks by bounded scans; then per range
+/// width the measured false positive rate beside theory's. A report reads no filter: a table's
+/// range filter is read when a bounded read first asks it, and a report is not one.
 fn range_filter_report(
     tree: &super::tree::Tree,
     version: &super::version::Version,
@@ -442,13 +444,19 @@ fn range_filter_report(
     let mut any = false;
     let mut rows = String::new();
     for (level, files) in version.levels.iter().enumerate() {
-        let (mut tables, mut bytes, mut keys) = (0u64, 0u64, 0u64);
+        let (mut tables, mut stored, mut read, mut bytes, mut keys) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
         for f in files {
             let Ok(table) = tree.tables.get(f) else {
                 continue;
             };
-            if let Ok(Some(r)) = table.range_filter() {
-                tables += 1;
+            let Some((stored_bytes, kept)) = table.range_filter_if_read() else {
+                continue;
+            };
+            tables += 1;
+            stored += stored_bytes;
+            if let Some(r) = kept {
+                read += 1;
                 bytes += r.memory_bytes() as u64;
                 keys += r.num_keys();
                 if !configured.is_some() {
@@ -463,13 +471,20 @@ fn range_filter_report(
         }
         any = true;
         let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.3}%", r * 100.0));
+        let bits_per_key = if read == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.2}", bytes as f64 * 8.0 / keys.max(1) as f64)
+        };
         let _ = writeln!(
             rows,
-            "L{:<4} {:>6} {:>12} {:>8.2} {:>10} {:>10} {:>10} {:>10} {:>11}",
+            "L{:<4} {:>6} {:>12} {:>6} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>11}",
             level,
             tables,
+            stored,
+            read,
             bytes,
-            bytes as f64 * 8.0 / keys.max(1) as f64,
+            bits_per_key,
             c.checks(),
             c.useful,
             c.positive,
@@ -483,14 +498,16 @@ fn range_filter_report(
     let _ =
         writeln!(
         out,
-        "\nrange filter (Grafite{})\n{:<5} {:>6} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>11}",
+        "\nrange filter (Grafite{})\n{:<5} {:>6} {:>12} {:>6} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>11}",
         configured
             .bits_per_key()
             .zip(configured.max_range())
             .map_or(String::new(), |(b, l)| format!(", {b} bits/key, ranges up to {l}")),
         "level",
         "tables",
-        "bytes",
+        "stored-bytes",
+        "read",
+        "memory-bytes",
         "bits/key",
         "checks",
         "useful",

@@ -137,31 +137,32 @@ impl TableBuilder {
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         let ukey = user_key(ikey);
         let block_starts = self.data_block.is_empty();
+        // Versions of one key are one key to the filters: compared once for both.
+        let new_key = self.props.num_entries == 0 || user_key(&self.last_key) != ukey;
         if let Some(f) = self.filter.as_mut() {
             if block_starts {
                 f.start_block(self.offset);
             }
             // Versions of one key share a filter entry; a key that spans two blocks is in both.
             // Likewise one entry per prefix per block.
-            let last = user_key(&self.last_key);
             let prefix = self.options.prefix.as_ref().and_then(|p| p.prefix(ukey));
             // A prefix that is the whole key is already there when whole keys are.
             let prefix =
                 prefix.filter(|p| !(self.options.whole_key_filtering && p.len() == ukey.len()));
             if let Some(prefix) = prefix {
+                let last = user_key(&self.last_key);
                 let last_prefix = self.options.prefix.as_ref().and_then(|p| p.prefix(last));
                 if block_starts || last_prefix != Some(prefix) {
                     f.add_prefix(prefix);
                 }
             }
-            if self.options.whole_key_filtering && (block_starts || last != ukey) {
+            if self.options.whole_key_filtering && (block_starts || new_key) {
                 f.add_key(ukey);
             }
         }
         if let Some(r) = self.range_filter.as_mut() {
             // Tombstones too: a table holding one in a scan's range hides older versions there.
-            // Versions of one key are one key.
-            if self.props.num_entries == 0 || user_key(&self.last_key) != ukey {
+            if new_key {
                 r.add_key(ukey);
             }
         }

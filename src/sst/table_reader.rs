@@ -464,6 +464,13 @@ impl TableReader {
         Ok(self.range_filter.get().map(RangeFilterRef::Kept))
     }
 
+    /// The stored size of its range filter block, if it has one, and the filter if it is already
+    /// kept in memory: what a report can show without reading any table's filter.
+    pub(crate) fn range_filter_if_read(&self) -> Option<(u64, Option<&GrafiteFilter>)> {
+        let handle = self.range_filter_handle?;
+        Some((handle.size, self.range_filter.get()))
+    }
+
     fn corrupt(&self, what: impl Into<String>) -> Error {
         Error::corruption(&self.path, what)
     }

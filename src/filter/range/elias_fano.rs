@@ -153,8 +153,9 @@ impl EliasFano {
         }
     }
 
-    /// How many values are below `y`.
-    pub(crate) fn rank(&self, y: u64) -> u64 {
+    /// How many values are below `y` (tests check the encoding with it).
+    #[cfg(test)]
+    fn rank(&self, y: u64) -> u64 {
         if y >= self.universe {
             return self.len;
         }
@@ -176,16 +177,53 @@ impl EliasFano {
         index
     }
 
-    /// Whether any value lies in `[lo, hi]`.
+    /// Whether any value lies in `[lo, hi]`: whether the smallest value at or above `lo` is at
+    /// most `hi`, one walk from `lo`'s bucket (two ranks would find two buckets' starts, each a
+    /// cache miss or two).
     pub(crate) fn any_in(&self, lo: u64, hi: u64) -> bool {
-        if lo > hi || lo >= self.universe {
+        if lo > hi {
             return false;
         }
-        let below_hi_inclusive = match hi.checked_add(1) {
-            Some(h) => self.rank(h),
-            None => self.len,
+        self.successor(lo).is_some_and(|v| v <= hi)
+    }
+
+    /// The smallest value at or above `y`, if any.
+    fn successor(&self, y: u64) -> Option<u64> {
+        if y >= self.universe {
+            return None;
+        }
+        let bucket = y >> self.low_bits;
+        let start = match bucket {
+            0 => 0,
+            b => self.select0(b - 1) + 1,
         };
-        below_hi_inclusive > self.rank(lo)
+        // `index` ones lie before `position`: the values below `y`'s bucket, then those of its
+        // bucket below `y`.
+        let mut index = start - bucket;
+        let low = y & low_mask(self.low_bits);
+        let mut position = start;
+        while self.upper_bit(position) && self.low_of(index) < low {
+            index += 1;
+            position += 1;
+        }
+        if index >= self.len {
+            return None;
+        }
+        // Value `index` is the next one at or after `position` (the zeros skipped are buckets
+        // ending; a decoded sequence holds exactly `len` ones).
+        let position = self.next_one(position)?;
+        Some(((position - index) << self.low_bits) | self.low_of(index))
+    }
+
+    /// The first one at or after `position`.
+    fn next_one(&self, position: u64) -> Option<u64> {
+        let mut w = (position / 64) as usize;
+        let mut bits = self.upper.get(w)? & (u64::MAX << (position % 64));
+        while bits == 0 {
+            w += 1;
+            bits = *self.upper.get(w)?;
+        }
+        Some(w as u64 * 64 + u64::from(bits.trailing_zeros()))
     }
 
     /// The value at sorted position `i`, for tests and inspection.
@@ -429,9 +467,32 @@ mod tests {
             prop_assert_eq!(&decoded, &ef);
             for y in probes {
                 prop_assert_eq!(ef.rank(y), naive_rank(&values, y));
-                let hi = y + 37;
-                let naive = values.iter().any(|&v| v >= y && v <= hi);
-                prop_assert_eq!(ef.any_in(y, hi), naive);
+                prop_assert_eq!(
+                    ef.successor(y),
+                    values.iter().copied().find(|&v| v >= y)
+                );
+                for width in [0, 1, 37, 4096, 300_000] {
+                    let hi = y + width;
+                    let naive = values.iter().any(|&v| v >= y && v <= hi);
+                    prop_assert_eq!(ef.any_in(y, hi), naive);
+                }
+            }
+        }
+
+        #[test]
+        fn successors_in_dense_sequences_match_a_sorted_vector(
+            mut values in proptest::collection::vec(0u64..5_000, 0..3_000),
+            probes in proptest::collection::vec(0u64..5_100, 1..50),
+        ) {
+            // Many values per bucket, repeats, and empty buckets between runs.
+            values.sort_unstable();
+            let ef = EliasFano::new(&values, 5_000);
+            for y in probes {
+                prop_assert_eq!(
+                    ef.successor(y),
+                    values.iter().copied().find(|&v| v >= y)
+                );
+                prop_assert_eq!(ef.any_in(y, y + 3), values.iter().any(|&v| v >= y && v <= y + 3));
             }
         }
     }

@@ -74,32 +74,37 @@ fn block_size_for(max_range: u64) -> u64 {
 
 /// Sorts `values`, all below `bound`: a least-significant-digit radix sort of 11-bit digits when
 /// that takes at most four passes (a table's hashes: `bound` is about `n · 2^(bits − 2)`), which
-/// beats a comparison sort several times over; else the standard sort.
+/// beats a comparison sort several times over; else the standard sort. Every pass's digit counts
+/// are taken in one read of the input.
 fn sort_below(values: &mut Vec<u64>, bound: u64) {
     const DIGIT: u32 = 11;
+    const BUCKETS: usize = 1 << DIGIT;
+    const MASK: u64 = (1 << DIGIT) - 1;
     let bits = 64 - bound.saturating_sub(1).leading_zeros();
-    let passes = bits.div_ceil(DIGIT);
+    let passes = bits.div_ceil(DIGIT) as usize;
     if passes > 4 || values.len() < 256 {
         values.sort_unstable();
         return;
     }
-    let mut other = vec![0u64; values.len()];
-    for pass in 0..passes {
-        let shift = pass * DIGIT;
-        let mut counts = [0usize; 1 << DIGIT];
-        for &v in values.iter() {
-            counts[((v >> shift) & ((1 << DIGIT) - 1)) as usize] += 1;
+    let mut counts = [[0usize; BUCKETS]; 4];
+    for &v in values.iter() {
+        for (pass, c) in counts.iter_mut().enumerate().take(passes) {
+            c[((v >> (pass as u32 * DIGIT)) & MASK) as usize] += 1;
         }
+    }
+    let mut other = vec![0u64; values.len()];
+    for (pass, c) in counts.iter_mut().enumerate().take(passes) {
+        let shift = pass as u32 * DIGIT;
         let mut start = 0;
-        for c in counts.iter_mut() {
-            let n = *c;
-            *c = start;
+        for slot in c.iter_mut() {
+            let n = *slot;
+            *slot = start;
             start += n;
         }
         for &v in values.iter() {
-            let digit = ((v >> shift) & ((1 << DIGIT) - 1)) as usize;
-            other[counts[digit]] = v;
-            counts[digit] += 1;
+            let digit = ((v >> shift) & MASK) as usize;
+            other[c[digit]] = v;
+            c[digit] += 1;
         }
         std::mem::swap(values, &mut other);
     }
@@ -151,9 +156,11 @@ impl GrafiteBuilder {
         let r = hash_range(values.len() as u64, self.bits_per_key);
         let l = self.max_range;
         let shift = l.trailing_zeros();
-        let mut hashes: Vec<u64> = values.iter().map(|&x| hash(x, shift, r)).collect();
-        sort_below(&mut hashes, r);
-        let ef = EliasFano::new(&hashes, r);
+        for x in values.iter_mut() {
+            *x = hash(*x, shift, r);
+        }
+        sort_below(&mut values, r);
+        let ef = EliasFano::new(&values, r);
         let mut out = Vec::with_capacity(32 + prefix.len() + ef.memory_bytes());
         out.push(FORMAT_GRAFITE);
         out.extend_from_slice(&self.bits_per_key.to_bits().to_le_bytes());
