@@ -5,7 +5,7 @@
 //! cargo run --release -p siftdb-compare -- \
 //!     [--keys 1000000] [--reads 1000000] [--batch 32] [--compacted] \
 //!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json] [--print-stats] \
-//!     [--compression-ratio 0.5] [--constant-value] [--overwrite]
+//!     [--compression-ratio 0.5] [--constant-value] [--overwrite] [--siftdb-monkey]
 //!     [--scan-widths 1,16,256,4096,65536 --stores siftdb-range,rocksdb-prefix,siftdb,rocksdb \
 //!      --range-filter-bits 20 --rocksdb-prefix-len 12]
 //! ```
@@ -55,7 +55,10 @@
 //!   writers slowed at 16 L0 tables and stopped at 24 or at 2 memtables waiting for their
 //!   flush; one compaction job at a time, split between 2 threads; L0 merged into L1 below its
 //!   trigger a second after the writes pause, `compact_l0_when_idle`, or once the Gets' filter
-//!   checks of it have paid for that, `compact_l0_for_reads`).
+//!   checks of it have paid for that, `compact_l0_for_reads`). With `--siftdb-monkey`, its
+//!   filters' bits are spread over the levels as Monkey derives (`FilterAllocation::Monkey`):
+//!   the same filter memory in all, more bits per key in the upper levels and fewer in the last;
+//!   the filter size printed at the end shows it.
 //!   Batched lookups: `multi_get`. Settling: `flush()`, then poll `siftdb.compaction-pending` until
 //!   `0` (which waits for that merge of L0 too).
 //!   Counters: its statistics (bloom tickers, `table.bytes.written`, `user.bytes.written`,
@@ -712,6 +715,9 @@ fn open(name: StoreName, dir: &std::path::Path, w: &Workload) -> Box<dyn Store> 
                 .filter(siftdb::Filter::full(10.0))
                 .block_cache_bytes(64 << 20)
                 .block_size(4096);
+            if w.siftdb_monkey {
+                opts = opts.filter_allocation(siftdb::FilterAllocation::Monkey);
+            }
             if name == StoreName::SiftdbRange {
                 opts = opts.range_filter(siftdb::RangeFilter::grafite(
                     w.range_filter_bits,
@@ -978,6 +984,8 @@ struct Workload {
     range_filter_bits: f64,
     /// The fixed prefix length of `rocksdb-prefix`'s prefix blooms.
     rocksdb_prefix_len: usize,
+    /// siftdb's filter bits spread over the levels as Monkey derives, at the same memory.
+    siftdb_monkey: bool,
 }
 
 /// Runs every phase on one store: the lookups, or with `scans` the short scans.
@@ -1155,6 +1163,10 @@ struct Args {
     /// keys (in the short-scan runs, 12 is the head and the number's top 32 bits).
     #[arg(long, default_value_t = 12)]
     rocksdb_prefix_len: usize,
+    /// Spread siftdb's filter memory (10 bits per key in all) over the levels as Monkey derives
+    /// instead of uniformly.
+    #[arg(long)]
+    siftdb_monkey: bool,
 }
 
 /// "n/a" for a figure a store does not expose, else the figure in `format`'s way.
@@ -1182,6 +1194,7 @@ fn main() {
         overwrite: args.overwrite,
         range_filter_bits: args.range_filter_bits,
         rocksdb_prefix_len: args.rocksdb_prefix_len,
+        siftdb_monkey: args.siftdb_monkey,
     };
     if !(9..=15).contains(&args.rocksdb_prefix_len) {
         clap::Error::raw(
@@ -1227,6 +1240,9 @@ fn main() {
         w.compacted,
         w.shape.name()
     );
+    if w.siftdb_monkey {
+        println!("siftdb's filter memory spread over the levels as Monkey derives");
+    }
     if let Some(plan) = &scans {
         println!(
             "short scans of widths {:?} finding nothing; siftdb-range: {} bits/key; rocksdb-prefix: {}-byte prefix",
@@ -1445,11 +1461,12 @@ fn print_json(
         None => String::new(),
     };
     println!(
-            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},{scan_fields}\"stores\":{{{}}}}}",
+            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},\"siftdb_monkey\":{},{scan_fields}\"stores\":{{{}}}}}",
             w.batch,
             w.compacted,
             w.shape.name(),
             w.compression_ratio.map_or("null".to_string(), |r| r.to_string()),
+            w.siftdb_monkey,
             stores.join(",")
         );
 }
