@@ -159,6 +159,13 @@ impl EliasFano {
         if y >= self.universe {
             return self.len;
         }
+        self.walk_to(y).0
+    }
+
+    /// For `y` below the universe: how many values are below `y`, and the position in the upper
+    /// vector where the walk stopped (the first value at or above `y` if it is in `y`'s bucket,
+    /// else the zero that closes the bucket).
+    fn walk_to(&self, y: u64) -> (u64, u64) {
         let bucket = y >> self.low_bits;
         let start = match bucket {
             0 => 0,
@@ -174,7 +181,7 @@ impl EliasFano {
             index += 1;
             position += 1;
         }
-        index
+        (index, position)
     }
 
     /// Whether any value lies in `[lo, hi]`: whether the smallest value at or above `lo` is at
@@ -192,20 +199,7 @@ impl EliasFano {
         if y >= self.universe {
             return None;
         }
-        let bucket = y >> self.low_bits;
-        let start = match bucket {
-            0 => 0,
-            b => self.select0(b - 1) + 1,
-        };
-        // `index` ones lie before `position`: the values below `y`'s bucket, then those of its
-        // bucket below `y`.
-        let mut index = start - bucket;
-        let low = y & low_mask(self.low_bits);
-        let mut position = start;
-        while self.upper_bit(position) && self.low_of(index) < low {
-            index += 1;
-            position += 1;
-        }
+        let (index, position) = self.walk_to(y);
         if index >= self.len {
             return None;
         }
