@@ -20,9 +20,12 @@ pub(crate) const GRAFITE_BLOCK: &str = "rangefilter.siftdb.Grafite";
 /// ```
 /// use siftdb::{Options, RangeFilter};
 ///
-/// // 18 bits per key; ranges up to 2^16 integers wide (after a table's common prefix).
-/// let options = Options::default().range_filter(RangeFilter::grafite(18.0, 1 << 16));
-/// assert_eq!(RangeFilter::grafite(18.0, 1 << 16).theoretical_fp_rate(1), Some(1.0 / 65536.0));
+/// // 24 bits per key; ranges up to 2^16 integers wide (after a table's common prefix). An empty
+/// // range of 2^16 integers is a "maybe" about 1.6 % of the time, one of 2^8 about 0.006 %.
+/// let filter = RangeFilter::grafite(24.0, 1 << 16);
+/// assert_eq!(filter.theoretical_fp_rate(1 << 16), Some(1.0 / 64.0));
+/// assert_eq!(filter.theoretical_fp_rate(1 << 8), Some(1.0 / 16384.0));
+/// let options = Options::default().range_filter(filter);
 /// # let _ = options;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
