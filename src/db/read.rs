@@ -163,18 +163,16 @@ impl Tree {
             }
         }
         // Second pass: the lines tested, in the walk's order; one "maybe" hands the Get back.
-        let mut consulted = 0;
-        let mut rules_out = |file: &FileMeta| -> Option<()> {
-            let f = in_memory_filter(file)?;
-            if f.policy().may_match_probe(f.bytes(), probe) {
+        let (mut l0_ruled_out, mut l0_lines) = (0, 0);
+        for file in l0.iter().rev().filter(|f| f.overlaps(ukey, ukey)) {
+            let filter = in_memory_filter(file)?;
+            if filter.may_match(probe) {
                 return None;
             }
-            consulted += 1;
-            Some(())
-        };
-        for file in l0.iter().rev().filter(|f| f.overlaps(ukey, ukey)) {
-            rules_out(file)?;
+            l0_ruled_out += 1;
+            l0_lines += u64::from(filter.lines());
         }
+        let mut consulted = l0_ruled_out;
         for filter in deeper.iter().flatten() {
             if filter.may_match(probe) {
                 return None;
@@ -182,28 +180,25 @@ impl Tree {
             consulted += 1;
         }
         // Counted as the walk counts a filter's "no" (see `get_in`).
-        for file in l0.iter().filter(|f| f.overlaps(ukey, ukey)) {
-            let lines = file
-                .pinned_reader()
-                .and_then(|p| p.reader().filter())
-                .map_or(0, |f| f.lines_per_probe());
-            self.count_ruled_out(0, lines);
-        }
+        self.count_ruled_out(0, l0_ruled_out, l0_lines);
         for (level, filter) in deeper.iter().enumerate() {
             if let Some(filter) = filter {
-                self.count_ruled_out(level, filter.lines());
+                self.count_ruled_out(level, 1, u64::from(filter.lines()));
             }
         }
         Some(consulted)
     }
 
-    /// Counts a filter's "no" at `level` whose probe read `lines` cache lines, as
-    /// [`get_in`](Self::get_in) counts it.
+    /// Counts `tables` filters' "no" at `level`, whose probes read `lines` cache lines in all,
+    /// as [`get_in`](Self::get_in) counts them.
     #[inline(always)]
-    fn count_ruled_out(&self, level: usize, lines: u32) {
+    fn count_ruled_out(&self, level: usize, tables: u64, lines: u64) {
+        if tables == 0 {
+            return;
+        }
         self.stats
-            .record_filter(level, FilterLayout::Full, FilterVerdict::Useful);
-        self.stats.record_filter_lines(level, u64::from(lines));
+            .record_filters(level, FilterLayout::Full, FilterVerdict::Useful, tables);
+        self.stats.record_filter_lines(level, lines);
     }
 
     /// The newest entry of `key` visible at `seq` in `sv` (one of this tree's super-versions):

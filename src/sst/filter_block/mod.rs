@@ -209,6 +209,8 @@ impl<'a> std::ops::Deref for TopBlock<'a> {
 pub(crate) struct InMemoryFilter<'a> {
     policy: &'a dyn FilterPolicy,
     bytes: &'a [u8],
+    /// The cache lines a probe reads (see [`TableFilter::lines_per_probe`]).
+    lines: u32,
 }
 
 impl<'a> InMemoryFilter<'a> {
@@ -226,6 +228,17 @@ impl<'a> InMemoryFilter<'a> {
     #[inline]
     pub(crate) fn prefetch(&self, probe: &FilterProbe<'_>) {
         self.policy.prefetch(self.bytes, probe);
+    }
+
+    /// Whether the table may hold `probe`'s key.
+    #[inline]
+    pub(crate) fn may_match(&self, probe: &FilterProbe<'_>) -> bool {
+        self.policy.may_match_probe(self.bytes, probe)
+    }
+
+    /// The cache lines a probe reads.
+    pub(crate) fn lines(&self) -> u32 {
+        self.lines
     }
 }
 
@@ -393,6 +406,7 @@ impl TableFilter {
             FilterPlacement::Whole(r) => Some(InMemoryFilter {
                 policy: self.policy.as_ref(),
                 bytes: r.bytes(),
+                lines: self.lines_per_probe,
             }),
             FilterPlacement::Pinned(_) | FilterPlacement::Cached(_) => None,
         }
