@@ -218,9 +218,8 @@ impl Options {
     /// Put every table's index block and filter (the whole filter, or a partitioned filter's
     /// partitions, and its range filter, counted as a filter block) in the block cache, charged
     /// to it, instead of reading them when the table opens and keeping them as long as it is open
-    /// (default false). Memory then stays within
-    /// the block cache, whatever the data size; a Get whose table's filter was evicted reads it
-    /// again. They go in with high priority (see
+    /// (default false). Memory then stays within the block cache, whatever the data size; a Get
+    /// whose table's filter was evicted reads it again. They go in with high priority (see
     /// [`block_cache_high_priority_share`](Self::block_cache_high_priority_share)), so data
     /// blocks are evicted first. As RocksDB's `cache_index_and_filter_blocks`.
     pub fn cache_index_and_filter_blocks(mut self, yes: bool) -> Self {

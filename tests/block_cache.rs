@@ -135,11 +135,16 @@ fn a_cache_large_enough_keeps_every_filter_and_index_after_the_first_read() {
     assert!(s.ticker(Ticker::BlockCacheFilterHit) > 0);
 }
 
-/// Keys far apart, as in the range filter tests: a scan just after one key holds nothing.
-fn sparse_key(n: u64) -> Vec<u8> {
+/// A fixed head and the big-endian number `x`, as in the range filter tests.
+fn device_key(x: u64) -> Vec<u8> {
     let mut k = b"device42".to_vec();
-    k.extend_from_slice(&(n << 24).to_be_bytes());
+    k.extend_from_slice(&x.to_be_bytes());
     k
+}
+
+/// Keys far apart: a scan just after one key holds nothing.
+fn sparse_key(n: u64) -> Vec<u8> {
+    device_key(n << 24)
 }
 
 const SPARSE_KEYS: u64 = 30_000;
@@ -159,11 +164,10 @@ fn range_filter_options(charged: bool, cache_bytes: usize) -> Options {
 fn check_scans(db: &Db, what: &str) {
     for n in (0..SPARSE_KEYS).step_by(29) {
         let start = (n << 24) + 1;
-        let mut lo = b"device42".to_vec();
-        lo.extend_from_slice(&start.to_be_bytes());
-        let mut hi = b"device42".to_vec();
-        hi.extend_from_slice(&(start + 256).to_be_bytes());
-        let got: Vec<_> = db.scan(lo..hi).collect::<siftdb::Result<_>>().unwrap();
+        let got: Vec<_> = db
+            .scan(device_key(start)..device_key(start + 256))
+            .collect::<siftdb::Result<_>>()
+            .unwrap();
         assert!(got.is_empty(), "{what}: empty scan after {n}");
         let got: Vec<_> = db
             .scan(sparse_key(n)..sparse_key(n + 3))

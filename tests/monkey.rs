@@ -287,8 +287,8 @@ fn entries_per_level(db: &Db) -> Vec<u64> {
 }
 
 /// The expected wasted reads per missing Get at uniform's bits, at the tables' and at Monkey's
-/// optimum, from the `all` row of `siftdb.stats`' filter allocation table (columns `uniform tables monkey
-/// measured` at its end).
+/// optimum, from the `all` row of `siftdb.stats`' filter allocation table (columns
+/// `uniform tables monkey measured` at its end).
 fn expected_waste(db: &Db) -> Expected {
     let report = db.property("siftdb.stats").unwrap();
     let all = report

@@ -5,7 +5,7 @@
 //! cargo run --release -p siftdb-compare -- \
 //!     [--keys 1000000] [--reads 1000000] [--batch 32] [--compacted] \
 //!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json] [--print-stats] \
-//!     [--compression-ratio 0.5] [--constant-value] [--overwrite] [--siftdb-monkey]
+//!     [--compression-ratio 0.5] [--constant-value] [--overwrite] [--siftdb-monkey] \
 //!     [--scan-widths 1,16,256,4096,65536 --stores siftdb-range,rocksdb-prefix,siftdb,rocksdb \
 //!      --range-filter-bits 24 --rocksdb-prefix-len 12]
 //! ```

@@ -7,8 +7,8 @@
 //! filter keys). An L0 table that leaves before the tree settles takes Monkey's bits for the tree
 //! as it is, within [`FLOWING_ALLOWANCE`] over every table. Tables keep the bits they were built
 //! with; compactions rewrite them with their level's, and a table whose bits are far from its new
-//! level's is rewritten rather than moved ([`Tree::move_keeps_filters`]). The derivation and the bound: docs/filters.md, *Filter memory
-//! per level (Monkey)*.
+//! level's is rewritten rather than moved ([`Tree::move_keeps_filters`]). The derivation and the
+//! bound: docs/filters.md, *Filter memory per level (Monkey)*.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -442,28 +442,22 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::version_edit::{NewFile, VersionEdit};
-    use crate::key::{internal_key, ValueKind};
 
     /// A version of tables `(level, bytes, first key, last key)`, numbered from 1 in order.
     fn version_over(files: &[(usize, u64, u32, u32)]) -> Version {
-        let key = |k: u32| internal_key(format!("{k:06}").as_bytes(), 1, ValueKind::Value);
-        let added = files
+        let keys: Vec<(String, String)> = files
             .iter()
+            .map(|&(_, _, first, last)| (format!("{first:06}"), format!("{last:06}")))
+            .collect();
+        let tables: Vec<(usize, u64, &str, &str, u64)> = files
+            .iter()
+            .zip(&keys)
             .enumerate()
-            .map(|(i, &(level, size, first, last))| NewFile {
-                level,
-                number: i as u64 + 1,
-                size,
-                smallest: key(first),
-                largest: key(last),
-                range_tombstones: false,
+            .map(|(i, (&(level, size, _, _), (first, last)))| {
+                (level, i as u64 + 1, first.as_str(), last.as_str(), size)
             })
             .collect();
-        Version::default().apply(&VersionEdit {
-            added,
-            ..Default::default()
-        })
+        Version::for_tests(&tables)
     }
 
     /// Every test table holds one key per this many bytes.
@@ -471,26 +465,11 @@ mod tests {
 
     /// A version of tables `(level, bytes)`, numbered from 1 in order, each over its own key range.
     fn version(files: &[(usize, u64)]) -> Version {
-        let added = files
-            .iter()
-            .enumerate()
-            .map(|(i, &(level, size))| NewFile {
-                level,
-                number: i as u64 + 1,
-                size,
-                smallest: internal_key(format!("{:06}", i * 100).as_bytes(), 1, ValueKind::Value),
-                largest: internal_key(
-                    format!("{:06}", i * 100 + 99).as_bytes(),
-                    1,
-                    ValueKind::Value,
-                ),
-                range_tombstones: false,
-            })
+        let spans: Vec<(usize, u64, u32, u32)> = (0u32..)
+            .zip(files)
+            .map(|(i, &(level, size))| (level, size, i * 100, i * 100 + 99))
             .collect();
-        Version::default().apply(&VersionEdit {
-            added,
-            ..Default::default()
-        })
+        version_over(&spans)
     }
 
     fn keys(f: &FileMeta) -> u64 {

@@ -1346,9 +1346,12 @@ mod iter_tests {
         }
     }
 
-    #[test]
-    fn the_range_filter_is_read_when_first_asked_and_a_damaged_one_is_corruption() {
-        let mut rng = StdRng::seed_from_u64(5);
+    /// The entries of a test table.
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// A table of random entries with a 12-bit range filter, in a directory of its own.
+    fn range_filtered_table(seed: u64) -> (tempfile::TempDir, PathBuf, Entries) {
+        let mut rng = StdRng::seed_from_u64(seed);
         let dir = tempfile::tempdir().unwrap();
         let entries = entries(&mut rng);
         let path = dir.path().join("t.sst");
@@ -1358,6 +1361,12 @@ mod iter_tests {
             Compression::None,
             RangeFilter::grafite(12.0, 1 << 10),
         );
+        (dir, path, entries)
+    }
+
+    #[test]
+    fn the_range_filter_is_read_when_first_asked_and_a_damaged_one_is_corruption() {
+        let (_dir, path, _) = range_filtered_table(5);
         let table = open(&path, false).unwrap();
         let gauge = |t: &TableReader| t.stats.snapshot().filter_bytes_in_memory();
         let before = gauge(&table);
@@ -1392,16 +1401,7 @@ mod iter_tests {
 
     #[test]
     fn a_charged_range_filter_goes_through_the_cache_and_is_read_again_when_evicted() {
-        let mut rng = StdRng::seed_from_u64(6);
-        let dir = tempfile::tempdir().unwrap();
-        let entries = entries(&mut rng);
-        let path = dir.path().join("t.sst");
-        write_table_with(
-            &path,
-            &entries,
-            Compression::None,
-            RangeFilter::grafite(12.0, 1 << 10),
-        );
+        let (_dir, path, entries) = range_filtered_table(6);
         let table = open(&path, true).unwrap();
         let pinned = table.stats.snapshot().filter_bytes_in_memory();
         let filter_bytes = |t: &TableReader| {
