@@ -113,6 +113,10 @@ tickers! {
     /// (`Options::compact_l0_when_idle`), below the L0 trigger. Also counted in
     /// `compaction.count` (or `compaction.trivial.moves`).
     IdleL0Compactions => "compaction.idle.l0",
+    /// Tables rewritten in place, once a keyspace's writes paused, because their filters' bits
+    /// per key were far from their level's under `FilterAllocation::Monkey`. Also counted in
+    /// `compaction.count`.
+    FilterRefreshes => "compaction.filter.refresh",
     /// Transactions that wrote something and committed (a transaction that only read commits
     /// without a check, and is not counted).
     TransactionCommits => "txn.commits",

@@ -1,14 +1,15 @@
 //! The two background workers: one flushes frozen memtables, one compacts (levels over their
 //! budget, L0 at a trigger that rises while writes flow: `write_burst.rs`, L0 once writes pause:
-//! `idle_compaction.rs`, or L0 once reads have paid for it: `read_compaction.rs`). Both stop at
-//! the first error, which is kept in `State::bg_error` and returned to writers and to every
-//! waiter. A panic in user code they call (a filter policy, a prefix extractor) is such an error,
+//! `idle_compaction.rs`, L0 once reads have paid for it: `read_compaction.rs`, or, with nothing
+//! else to do while writes pause, a table whose filter is far from its level's bits:
+//! `filter_refresh.rs`). Both stop at the first error, which is kept in `State::bg_error` and
+//! returned to writers and to every waiter. A panic in user code they call (a filter policy, a prefix extractor) is such an error,
 //! not the end of the thread. Failures are reported through the `log` facade as they happen
 //! (`error`), and every flush and compaction at `debug` level (tables, levels, bytes, duration).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use super::idle_compaction::IdleWatch;
 use super::read_compaction::ReadRent;
 use super::tree::Tree;
 use super::version::Version;
-use super::write_burst::{Triggers, WriteBurst};
+use super::write_burst::{Triggers, WriteBurst, QUIET_AFTER};
 use super::{DbInner, State};
 use crate::error::{BackgroundError, Error, Result};
 use crate::stats::Ticker;
@@ -118,9 +119,12 @@ struct TreeWatch {
     rent: ReadRent,
     burst: WriteBurst,
     idle: IdleWatch,
+    /// The last version found with no filter due for a refresh, and the generation of the
+    /// tables refreshed then: not looked at again.
+    refreshed_version: (Weak<Version>, u64),
 }
 
-/// Why an L0 → L1 job below the L0 trigger runs, if one does.
+/// Why a job other than one for a level over its budget runs, if one does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum EarlyL0 {
     /// No such job: a level over its budget, or nothing.
@@ -129,6 +133,9 @@ enum EarlyL0 {
     Idle,
     /// Reads paid for it in filter checks (`read_compaction.rs`).
     ForReads,
+    /// The keyspace's writes paused with a table whose filter is far from its level's bits
+    /// (`filter_refresh.rs`).
+    FilterRefresh,
 }
 
 /// The keyspace to compact now, the triggers it compacts at, and whether the job is an early one
@@ -163,12 +170,32 @@ fn tree_to_compact(
         if early.is_none() && w.rent.paid(version, &t.tree.stats, options) {
             early = Some((&t.tree, triggers, EarlyL0::ForReads));
         }
+        // Filters are refreshed only once writes pause, and after L0's merge into L1 then (which
+        // changes the plan): look again when writes may have paused.
+        let paused = triggers == Triggers::quiet(options)
+            && !super::idle_compaction::pending(&t.sv, options);
+        let refresh_in = (!paused && t.tree.monkey_applies()).then_some(QUIET_AFTER);
+        let generation = t.tree.refreshed.generation();
+        let looked = Weak::ptr_eq(&w.refreshed_version.0, &Arc::downgrade(version))
+            && w.refreshed_version.1 == generation;
+        if early.is_none() && paused && !looked {
+            if t.tree.filter_refresh(version).is_some() {
+                early = Some((&t.tree, triggers, EarlyL0::FilterRefresh));
+            } else {
+                w.refreshed_version = (Arc::downgrade(version), generation);
+            }
+        }
         // While L0 holds tables, look again now and then at what reads paid for them, when the
         // writes that hold its compaction back would have paused, and when they will have been
         // idle long enough.
-        for d in [w.rent.next_look(version, options), writes_pause_in, idle_in]
-            .into_iter()
-            .flatten()
+        for d in [
+            w.rent.next_look(version, options),
+            writes_pause_in,
+            idle_in,
+            refresh_in,
+        ]
+        .into_iter()
+        .flatten()
         {
             wait = Some(wait.map_or(d, |w| w.min(d)));
         }
@@ -208,11 +235,20 @@ fn compaction_loop(inner: &DbInner) {
         let compacting = inner.compaction.lock();
         let start = Instant::now();
         let mut picked = None;
+        let mut refreshing = false;
         let done = catch_panic("compaction", || {
             // A level over its budget goes first, even if L0 is due early.
             let job = match (inner.pick_compaction(&tree, triggers), early) {
                 (Some(job), _) => Some(job),
                 (None, EarlyL0::No) => None,
+                (None, EarlyL0::FilterRefresh) => {
+                    let job = tree.filter_refresh(&inner.manifest.lock().version(tree.id));
+                    if job.is_some() {
+                        tree.stats.inc(Ticker::FilterRefreshes);
+                        refreshing = true;
+                    }
+                    job
+                }
                 (None, why) => {
                     let job = inner.pick_l0_for_reads(&tree);
                     if job.is_some() {
@@ -243,6 +279,16 @@ fn compaction_loop(inner: &DbInner) {
             }
         });
         drop(compacting);
+        if let (Ok(()), Some((level, _, before))) = (&done, &picked) {
+            if refreshing {
+                let after = Arc::clone(&tree.super_version().version);
+                let written = new_tables(before, &after, level + 1);
+                tree.refreshed
+                    .extend(written.iter().map(|(number, _)| *number));
+            } else {
+                tree.refreshed.clear();
+            }
+        }
         match (done, picked) {
             (Ok(()), Some((level, inputs, before))) if log::log_enabled!(log::Level::Debug) => {
                 // This thread holds the compaction lock, and flushes add only to L0: the new

@@ -119,11 +119,12 @@ impl DbInner {
     }
 
     /// Runs a job the background thread picked. Input tables that overlap nothing in the next
-    /// level nor each other, and hold no tombstone, move down by an edit alone (unless they would overlap much of the
-    /// level below that, whose next compaction would then rewrite it all at once, or their filters
-    /// are far from the bits Monkey allocation gives the level below): keys written in order reach
-    /// the last level written once. Any other job is compacted. `Db::compact` does not
-    /// move tables: it promises tables rewritten without tombstones.
+    /// level nor each other, and hold no tombstone, move down by an edit alone (unless they would
+    /// overlap much of the level below that, whose next compaction would then rewrite it all at
+    /// once): keys written in order reach the last level written once. A moved table keeps its
+    /// filter; under Monkey allocation one far from its new level's bits is rewritten once writes
+    /// pause (`filter_refresh.rs`). Any other job is compacted. `Db::compact` does
+    /// not move tables: it promises tables rewritten without tombstones.
     pub(crate) fn move_or_compact(&self, job: CompactionJob) -> Result<()> {
         let out_level = job.level + 1;
         let mut inputs: Vec<&Arc<FileMeta>> = job.inputs.iter().collect();
@@ -147,11 +148,6 @@ impl DbInner {
         };
         let tree = &job.tree;
         if below > MAX_MOVE_OVERLAP_TABLES * tree.options.target_file_size {
-            return self.run_compaction(job);
-        }
-        // Under Monkey allocation a table whose filter is far from its new level's bits is
-        // rewritten with them.
-        if !tree.move_keeps_filters(&job) {
             return self.run_compaction(job);
         }
         // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that

@@ -15,6 +15,7 @@ mod cursor;
 mod destroy;
 mod explain;
 pub(crate) mod filename;
+mod filter_refresh;
 mod flush;
 pub(crate) mod idle_compaction;
 pub(crate) mod key_range;

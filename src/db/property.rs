@@ -61,7 +61,9 @@ impl Db {
     ///   its budget at `level0_compaction_trigger` tables, even while its compaction waits for the
     ///   writes to pause; with [`compact_l0_when_idle`](crate::Options::compact_l0_when_idle), at
     ///   any table while no memtable holds writes (its merge into L1 is then at most a second
-    ///   away).
+    ///   away). Under [`FilterAllocation::Monkey`](crate::FilterAllocation::Monkey), also while
+    ///   a table's filter is due to be rewritten with its level's bits per key, which happens
+    ///   once writes pause.
     pub fn property(&self, name: &str) -> Option<String> {
         let version = self.tree.super_version().version.clone();
         if let Some(level) = name.strip_prefix("siftdb.num-files-at-level") {
@@ -84,7 +86,9 @@ impl Db {
                 let pending = version
                     .compaction_level(options, Triggers::quiet(options))
                     .is_some()
-                    || (!self.inner.read_only && super::idle_compaction::pending(&sv, options));
+                    || (!self.inner.read_only
+                        && (super::idle_compaction::pending(&sv, options)
+                            || self.tree.filter_refresh_due(&version)));
                 Some(u8::from(pending).to_string())
             }
             _ => None,

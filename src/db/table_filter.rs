@@ -6,9 +6,10 @@
 //! [`SETTLED_ALLOWANCE`] more than uniform allocation would (the configured bits per key times its
 //! filter keys). An L0 table that leaves before the tree settles takes Monkey's bits for the tree
 //! as it is, within [`FLOWING_ALLOWANCE`] over every table. Tables keep the bits they were built
-//! with; compactions rewrite them with their level's, and a table whose bits are far from its new
-//! level's is rewritten rather than moved ([`Tree::move_keeps_filters`]). The derivation and the
-//! bound: docs/filters.md, *Filter memory per level (Monkey)*.
+//! with; compactions rewrite them with their level's, a table moves down a level as it is, and
+//! once writes pause the tables whose bits are far from their level's are rewritten
+//! (`filter_refresh.rs`). The derivation and the bound: docs/filters.md, *Filter memory per level
+//! (Monkey)*.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,10 +31,6 @@ pub(crate) const SETTLED_ALLOWANCE: f64 = 0.015;
 /// pause, or by a compaction already due), over every table of the tree: what L0 spends while
 /// writes flow.
 pub(crate) const FLOWING_ALLOWANCE: f64 = 0.045;
-
-/// How far, in bits per key, a table's filter may be from what its new level would give it and
-/// still move there as it is (see [`Tree::move_keeps_filters`]).
-pub(crate) const MOVE_TOLERANCE: f64 = 0.25;
 
 /// What a live table's filter spends, read from its properties.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -352,8 +349,13 @@ fn settled_spend(
 }
 
 impl Tree {
+    /// Whether its new tables' bits per key come from Monkey's rule.
+    pub(super) fn monkey_applies(&self) -> bool {
+        monkey_applies(&self.options)
+    }
+
     /// What a live table's filter spends; `None` if the table cannot be opened.
-    fn filter_spend(&self, file: &FileMeta) -> Option<FilterSpend> {
+    pub(super) fn filter_spend(&self, file: &FileMeta) -> Option<FilterSpend> {
         if let Some(s) = file.filter_spend.get() {
             return Some(*s);
         }
@@ -392,7 +394,7 @@ impl Tree {
     }
 
     /// The filter for the tables `job` would write, without marking its inputs.
-    fn compaction_outputs_filter(&self, job: &CompactionJob) -> Filter {
+    pub(super) fn compaction_outputs_filter(&self, job: &CompactionJob) -> Filter {
         let replaced: Vec<Arc<FileMeta>> = job
             .inputs
             .iter()
@@ -414,28 +416,6 @@ impl Tree {
             replaced: &replaced,
         };
         filter_for_new_tables(&self.options, &job.version, &new, &|f| self.filter_spend(f))
-    }
-
-    /// Whether the tables of `job` may move down a level as they are, keeping their filters:
-    /// always under uniform allocation; under Monkey, unless a table's bits per key are more than
-    /// [`MOVE_TOLERANCE`] from those the level below would give it (it is then rewritten, which
-    /// costs reading and writing it once, so that it takes its new level's bits).
-    pub(crate) fn move_keeps_filters(&self, job: &CompactionJob) -> bool {
-        if !monkey_applies(&self.options) {
-            return true;
-        }
-        let target = self.compaction_outputs_filter(job);
-        let target = target.policy().map_or(0.0, |p| p.bits_per_key());
-        job.inputs.iter().all(|f| {
-            self.filter_spend(f).is_none_or(|s| {
-                let bits = if s.keys > 0 {
-                    s.bits / s.keys as f64
-                } else {
-                    0.0
-                };
-                (bits - target).abs() <= MOVE_TOLERANCE
-            })
-        })
     }
 }
 

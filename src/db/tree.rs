@@ -8,6 +8,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::compaction_stats::CompactionStats;
+use super::filter_refresh::RefreshedTables;
 use super::table_cache::TableCache;
 use super::SuperVersion;
 use crate::error::{Error, Result};
@@ -35,6 +36,9 @@ pub(crate) struct Tree {
     pub(crate) compaction_stats: CompactionStats,
     /// Set (under the MANIFEST lock) once the edit dropping the keyspace is durable.
     dropped: AtomicBool,
+    /// The tables a filter refresh wrote since another compaction last changed the tree
+    /// (`filter_refresh.rs`).
+    pub(crate) refreshed: RefreshedTables,
 }
 
 impl Tree {
@@ -55,6 +59,7 @@ impl Tree {
             current: RwLock::new(sv),
             compaction_stats: CompactionStats::default(),
             dropped: AtomicBool::new(false),
+            refreshed: RefreshedTables::default(),
         }
     }
 

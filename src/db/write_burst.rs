@@ -18,7 +18,7 @@ use crate::options::Options;
 /// How long after the newest L0 table came writes still count as flowing, if a memtable holds
 /// writes. Flushes during a bulk load come tens of milliseconds apart; a second without one means
 /// the writes have slowed to where compacting at the quiet triggers costs them little.
-const QUIET_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const QUIET_AFTER: Duration = Duration::from_secs(1);
 
 /// What starts a compaction of a keyspace now: the L0 table count, and the multiple of its byte
 /// budget a deeper level may hold.

@@ -21,10 +21,11 @@ pub enum FilterAllocation {
     /// table of a level takes the bits of its level in that plan, lowered only where the tree as
     /// it settles would otherwise spend more than 2 % over uniform's filter bytes; an L0 table
     /// that leaves before the tree settles takes Monkey's bits for the tree as it is, held to
-    /// 4.5 % over uniform's while writes flow; a table moves down a level without a rewrite only if
-    /// its bits are within a quarter bit per key of the new level's. `siftdb.stats` shows how far
-    /// the tables are from Monkey's optimum for the current shape. Policies without a
-    /// bits-per-key knob (see
+    /// 4.5 % over uniform's while writes flow; a table moves down a level keeping its filter, and
+    /// once writes pause, tables whose bits are more than a quarter bit per key from their level's
+    /// are rewritten with them, one at a time, when no other compaction is due. `siftdb.stats`
+    /// shows how far the tables are from Monkey's optimum for the current shape. Policies without
+    /// a bits-per-key knob (see
     /// [`FilterPolicy::with_bits_per_key`](crate::FilterPolicy::with_bits_per_key)) stay uniform.
     Monkey,
 }

@@ -1,0 +1,180 @@
+//! Filters brought back to their level's bits once writes pause (Monkey allocation).
+//!
+//! Under Monkey a table's filter keeps the bits it was built with, and those drift from what its
+//! level should have: a table moves down a level as it is (a move rewrites nothing), and the
+//! tables of a young deepest level, or of the level above it, keep bits set for a smaller tree.
+//! Once writes pause, when the compaction thread has no level over its budget and no L0 merge to
+//! run (L0's merge into L1 comes first: it changes the plan), it rewrites in place, one table a
+//! job, the table whose bits per key are furthest (by more than [`REFRESH_TOLERANCE`]) from those
+//! a rewrite would give it now: tables that spend more than their level's bits first, so that the
+//! memory bound has room for those that spend less. The puts do not wait for these rewrites, and
+//! the tree reaches its plan once they are done. A table a refresh wrote is not refreshed again
+//! until another compaction changes the tree, so the refreshes of a tree at rest end.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::compaction::CompactionJob;
+use super::tree::Tree;
+use super::version::{FileMeta, Version};
+
+/// How far, in bits per key, a table's filter may be from the bits a rewrite would give it before
+/// a refresh rewrites it: a quarter bit changes a bloom's false positive rate by about 11 %.
+pub(crate) const REFRESH_TOLERANCE: f64 = 0.25;
+
+/// Table numbers a refresh wrote since another compaction last changed the tree, and how many
+/// times they were forgotten (so that a look at the tree can tell whether it saw the same set).
+#[derive(Debug, Default)]
+pub(crate) struct RefreshedTables(parking_lot::Mutex<(HashSet<u64>, u64)>);
+
+impl RefreshedTables {
+    /// Forgets them: a compaction changed the tree, and their bits may be due again.
+    pub(crate) fn clear(&self) {
+        let mut set = self.0.lock();
+        set.0.clear();
+        set.1 += 1;
+    }
+
+    /// Records the tables a refresh wrote.
+    pub(crate) fn extend(&self, numbers: impl IntoIterator<Item = u64>) {
+        self.0.lock().0.extend(numbers);
+    }
+
+    /// How many times they were forgotten.
+    pub(crate) fn generation(&self) -> u64 {
+        self.0.lock().1
+    }
+
+    fn contains(&self, number: u64) -> bool {
+        self.0.lock().0.contains(&number)
+    }
+}
+
+/// A table whose filter a refresh would rewrite.
+struct Stale {
+    level: usize,
+    file: Arc<FileMeta>,
+    /// Its bits per key less those a rewrite would give it.
+    excess: f64,
+    keys: u64,
+}
+
+impl Stale {
+    /// Tables that spend more than their bits come first, then the furthest in bits.
+    fn priority(&self) -> (bool, f64) {
+        (self.excess > 0.0, self.excess.abs() * self.keys as f64)
+    }
+}
+
+/// The in-place rewrite of `file`, a table of `level` ≥ 1: a job from the level above with no
+/// tables of its own, whose output goes to `level` in place of the table it read there.
+fn rewrite_in_place(
+    tree: &Arc<Tree>,
+    version: &Arc<Version>,
+    level: usize,
+    file: &Arc<FileMeta>,
+) -> CompactionJob {
+    CompactionJob {
+        tree: Arc::clone(tree),
+        level: level - 1,
+        inputs: Vec::new(),
+        next_level_inputs: vec![Arc::clone(file)],
+        version: Arc::clone(version),
+    }
+}
+
+impl Tree {
+    /// The tables of `version` below L0 whose filters are due for a refresh, those a compaction
+    /// is merging left out when `skip_busy`; none unless Monkey allocation applies.
+    fn stale_filters(
+        self: &Arc<Self>,
+        version: &Arc<Version>,
+        skip_busy: bool,
+    ) -> impl Iterator<Item = Stale> + '_ {
+        let applies = self.monkey_applies();
+        let version = Arc::clone(version);
+        let levels: Vec<(usize, Arc<FileMeta>)> = if applies {
+            (1..version.levels.len())
+                .flat_map(|l| version.levels[l].iter().map(move |f| (l, Arc::clone(f))))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        levels.into_iter().filter_map(move |(level, file)| {
+            if skip_busy && file.merging.load(Ordering::Relaxed) {
+                return None;
+            }
+            if self.refreshed.contains(file.number) {
+                return None;
+            }
+            let spend = self.filter_spend(&file)?;
+            let bits = if spend.keys > 0 {
+                spend.bits / spend.keys as f64
+            } else {
+                0.0
+            };
+            let job = rewrite_in_place(self, &version, level, &file);
+            let wanted = self
+                .compaction_outputs_filter(&job)
+                .policy()
+                .map_or(0.0, |p| p.bits_per_key());
+            let excess = bits - wanted;
+            (excess.abs() > REFRESH_TOLERANCE).then_some(Stale {
+                level,
+                file,
+                excess,
+                keys: spend.keys,
+            })
+        })
+    }
+
+    /// The job that rewrites, in place, the table of `version` whose filter is most due for a
+    /// refresh; `None` if none is.
+    pub(crate) fn filter_refresh(
+        self: &Arc<Self>,
+        version: &Arc<Version>,
+    ) -> Option<CompactionJob> {
+        let most = self.stale_filters(version, true).max_by(|a, b| {
+            a.priority()
+                .partial_cmp(&b.priority())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })?;
+        Some(rewrite_in_place(self, version, most.level, &most.file))
+    }
+
+    /// Whether some table of `version` is due for a refresh, or being refreshed.
+    pub(crate) fn filter_refresh_due(self: &Arc<Self>, version: &Arc<Version>) -> bool {
+        self.stale_filters(version, false).next().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_that_overspend_are_refreshed_before_those_that_underspend() {
+        let version = Version::for_tests(&[(2, 1, "a", "b", 100), (2, 2, "c", "d", 100)]);
+        let stale = |i: usize, excess: f64, keys: u64| Stale {
+            level: 2,
+            file: Arc::clone(&version.levels[2][i]),
+            excess,
+            keys,
+        };
+        let first = |a: &Stale, b: &Stale| {
+            if a.priority() >= b.priority() {
+                a.file.number
+            } else {
+                b.file.number
+            }
+        };
+        // A small excess beats a large shortfall, however many keys the shortfall has.
+        assert_eq!(first(&stale(0, 0.3, 10), &stale(1, -4.0, 10_000)), 1);
+        // Among overspenders, the most excess bits in all.
+        assert_eq!(first(&stale(0, 0.5, 100), &stale(1, 2.0, 100)), 2);
+        assert_eq!(first(&stale(0, 0.5, 1_000), &stale(1, 2.0, 100)), 1);
+        // Among underspenders, likewise.
+        assert_eq!(first(&stale(0, -0.5, 100), &stale(1, -2.0, 100)), 2);
+    }
+}
