@@ -541,6 +541,16 @@ fn open_small_memtables(dir: &std::path::Path, allocation: FilterAllocation) -> 
     Db::open(dir, options).unwrap()
 }
 
+/// A Monkey store and a uniform one of the small-memtable tree's options, in new directories.
+fn small_memtable_pair() -> ([tempfile::TempDir; 2], [Db; 2]) {
+    let dirs = [common::scratch(), common::scratch()];
+    let dbs = [
+        open_small_memtables(dirs[0].path(), FilterAllocation::Monkey),
+        open_small_memtables(dirs[1].path(), FilterAllocation::Uniform),
+    ];
+    (dirs, dbs)
+}
+
 /// Puts the small-memtable tree's keys (even 16-byte decimals, random order) into both stores in
 /// one go, with no flush or settling between; `each_step` sees both after every memtable's worth.
 fn fill_in_one_go(dbs: &[Db; 2], mut each_step: impl FnMut(&[Db; 2])) {
@@ -570,11 +580,7 @@ fn even_key(i: u32) -> Vec<u8> {
 /// within 2 % of a uniform store's, the filters far from their level's rewritten in place.
 #[test]
 fn filters_far_from_their_levels_bits_are_rewritten_once_writes_pause() {
-    let dirs = [common::scratch(), common::scratch()];
-    let dbs = [
-        open_small_memtables(dirs[0].path(), FilterAllocation::Monkey),
-        open_small_memtables(dirs[1].path(), FilterAllocation::Uniform),
-    ];
+    let (dirs, dbs) = small_memtable_pair();
     fill_in_one_go(&dbs, |_| {});
     for db in &dbs {
         db.flush().unwrap();
@@ -622,11 +628,7 @@ fn filters_far_from_their_levels_bits_are_rewritten_once_writes_pause() {
 /// has just moved down with the bits of the level above).
 #[test]
 fn monkey_stays_near_uniforms_memory_while_writes_flow() {
-    let dirs = [common::scratch(), common::scratch()];
-    let dbs = [
-        open_small_memtables(dirs[0].path(), FilterAllocation::Monkey),
-        open_small_memtables(dirs[1].path(), FilterAllocation::Uniform),
-    ];
+    let (_dirs, dbs) = small_memtable_pair();
     let bits_per_key = |db: &Db| {
         let entries: u64 = entries_per_level(db).iter().sum();
         live_filter_bytes(db) as f64 * 8.0 / entries.max(1) as f64
