@@ -139,7 +139,8 @@ enum EarlyL0 {
 }
 
 /// The keyspace to compact now, the triggers it compacts at, and whether the job is an early one
-/// of L0; else how long to wait before looking again (`None`: until something changes).
+/// of L0 or a filter refresh; else how long to wait before looking again (`None`: until something
+/// changes).
 fn tree_to_compact(
     st: &State,
     watches: &mut HashMap<u32, TreeWatch>,
