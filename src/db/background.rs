@@ -119,9 +119,9 @@ struct TreeWatch {
     rent: ReadRent,
     burst: WriteBurst,
     idle: IdleWatch,
-    /// The last version found with no filter due for a refresh, and the generation of the
-    /// tables refreshed then: not looked at again.
-    refreshed_version: (Weak<Version>, u64),
+    /// The last version found with no filter due for a refresh: not looked at again (a job that
+    /// changes which tables a refresh leaves alone also makes a new version).
+    refreshed_version: Weak<Version>,
 }
 
 /// Why a job other than one for a level over its budget runs, if one does.
@@ -173,17 +173,15 @@ fn tree_to_compact(
         }
         // Filters are refreshed only once writes pause, and after L0's merge into L1 then (which
         // changes the plan): look again when writes may have paused.
-        let paused = triggers == Triggers::quiet(options)
-            && !super::idle_compaction::pending(&t.sv, options);
+        let paused =
+            !w.burst.flowing(&t.sv, now) && !super::idle_compaction::pending(&t.sv, options);
         let refresh_in = (!paused && t.tree.monkey_applies()).then_some(QUIET_AFTER);
-        let generation = t.tree.refreshed.generation();
-        let looked = Weak::ptr_eq(&w.refreshed_version.0, &Arc::downgrade(version))
-            && w.refreshed_version.1 == generation;
+        let looked = Weak::ptr_eq(&w.refreshed_version, &Arc::downgrade(version));
         if early.is_none() && paused && !looked {
             if t.tree.filter_refresh(version).is_some() {
                 early = Some((&t.tree, triggers, EarlyL0::FilterRefresh));
             } else {
-                w.refreshed_version = (Arc::downgrade(version), generation);
+                w.refreshed_version = Arc::downgrade(version);
             }
         }
         // While L0 holds tables, look again now and then at what reads paid for them, when the

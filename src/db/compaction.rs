@@ -39,6 +39,23 @@ pub(crate) struct CompactionJob {
 }
 
 impl CompactionJob {
+    /// The rewrite of `file`, a table of `level` ≥ 1, in place: a job from the level above with no
+    /// tables of its own, whose output goes to `level` in place of the table it read there.
+    pub(crate) fn rewrite_in_place(
+        tree: &Arc<Tree>,
+        version: &Arc<Version>,
+        level: usize,
+        file: &Arc<FileMeta>,
+    ) -> CompactionJob {
+        CompactionJob {
+            tree: Arc::clone(tree),
+            level: level - 1,
+            inputs: Vec::new(),
+            next_level_inputs: vec![Arc::clone(file)],
+            version: Arc::clone(version),
+        }
+    }
+
     pub(crate) fn new(
         tree: &Arc<Tree>,
         version: Arc<Version>,

@@ -242,15 +242,7 @@ impl DbInner {
                 f.range_tombstones
                     || (filtering && before.levels[last].iter().any(|g| g.number == f.number))
             })
-            // A job from the level above with no tables of its own: its output goes to `last`,
-            // in place of the table it read there.
-            .map(|f| CompactionJob {
-                tree: Arc::clone(tree),
-                level: last - 1,
-                inputs: Vec::new(),
-                next_level_inputs: vec![Arc::clone(f)],
-                version: Arc::clone(&version),
-            })
+            .map(|f| CompactionJob::rewrite_in_place(tree, &version, last, f))
             .collect()
     }
 }

@@ -23,98 +23,72 @@ use super::version::{FileMeta, Version};
 /// a refresh rewrites it: a quarter bit changes a bloom's false positive rate by about 11 %.
 pub(crate) const REFRESH_TOLERANCE: f64 = 0.25;
 
-/// Table numbers a refresh wrote since another compaction last changed the tree, and how many
-/// times they were forgotten (so that a look at the tree can tell whether it saw the same set).
+/// Table numbers a refresh wrote since another compaction last changed the tree.
 #[derive(Debug, Default)]
-pub(crate) struct RefreshedTables(parking_lot::Mutex<(HashSet<u64>, u64)>);
+pub(crate) struct RefreshedTables(parking_lot::Mutex<HashSet<u64>>);
 
 impl RefreshedTables {
     /// Forgets them: a compaction changed the tree, and their bits may be due again.
     pub(crate) fn clear(&self) {
-        let mut set = self.0.lock();
-        set.0.clear();
-        set.1 += 1;
+        self.0.lock().clear();
     }
 
     /// Records the tables a refresh wrote.
     pub(crate) fn extend(&self, numbers: impl IntoIterator<Item = u64>) {
-        self.0.lock().0.extend(numbers);
-    }
-
-    /// How many times they were forgotten.
-    pub(crate) fn generation(&self) -> u64 {
-        self.0.lock().1
+        self.0.lock().extend(numbers);
     }
 
     fn contains(&self, number: u64) -> bool {
-        self.0.lock().0.contains(&number)
+        self.0.lock().contains(&number)
     }
 }
 
 /// A table whose filter a refresh would rewrite.
-struct Stale {
+struct Stale<'a> {
     level: usize,
-    file: Arc<FileMeta>,
+    file: &'a Arc<FileMeta>,
     /// Its bits per key less those a rewrite would give it.
     excess: f64,
     keys: u64,
 }
 
-impl Stale {
+impl Stale<'_> {
     /// Tables that spend more than their bits come first, then the furthest in bits.
     fn priority(&self) -> (bool, f64) {
         (self.excess > 0.0, self.excess.abs() * self.keys as f64)
     }
 }
 
-/// The in-place rewrite of `file`, a table of `level` ≥ 1: a job from the level above with no
-/// tables of its own, whose output goes to `level` in place of the table it read there.
-fn rewrite_in_place(
-    tree: &Arc<Tree>,
-    version: &Arc<Version>,
-    level: usize,
-    file: &Arc<FileMeta>,
-) -> CompactionJob {
-    CompactionJob {
-        tree: Arc::clone(tree),
-        level: level - 1,
-        inputs: Vec::new(),
-        next_level_inputs: vec![Arc::clone(file)],
-        version: Arc::clone(version),
-    }
-}
-
 impl Tree {
     /// The tables of `version` below L0 whose filters are due for a refresh, those a compaction
     /// is merging left out when `skip_busy`; none unless Monkey allocation applies.
-    fn stale_filters(
-        self: &Arc<Self>,
-        version: &Arc<Version>,
+    fn stale_filters<'a>(
+        self: &'a Arc<Self>,
+        version: &'a Arc<Version>,
         skip_busy: bool,
-    ) -> impl Iterator<Item = Stale> + '_ {
-        let applies = self.monkey_applies();
-        let version = Arc::clone(version);
-        let levels: Vec<(usize, Arc<FileMeta>)> = if applies {
-            (1..version.levels.len())
-                .flat_map(|l| version.levels[l].iter().map(move |f| (l, Arc::clone(f))))
-                .collect()
+    ) -> impl Iterator<Item = Stale<'a>> + 'a {
+        let deeper: &[Vec<Arc<FileMeta>>] = if self.monkey_applies() {
+            &version.levels[1..]
         } else {
-            Vec::new()
+            &[]
         };
-        levels.into_iter().filter_map(move |(level, file)| {
-            if skip_busy && file.merging.load(Ordering::Relaxed) {
+        let tables = deeper
+            .iter()
+            .zip(1..)
+            .flat_map(|(files, level)| files.iter().map(move |file| (level, file)));
+        tables.filter_map(move |(level, file)| {
+            if skip_busy && file.merging.load(Ordering::Relaxed)
+                || self.refreshed.contains(file.number)
+            {
                 return None;
             }
-            if self.refreshed.contains(file.number) {
-                return None;
-            }
-            let spend = self.filter_spend(&file)?;
+            let spend = self.filter_spend(file)?;
             let bits = if spend.keys > 0 {
                 spend.bits / spend.keys as f64
             } else {
                 0.0
             };
-            let job = rewrite_in_place(self, &version, level, &file);
+            let job = CompactionJob::rewrite_in_place(self, version, level, file);
             let wanted = self
                 .compaction_outputs_filter(&job)
                 .policy()
@@ -140,7 +114,9 @@ impl Tree {
                 .partial_cmp(&b.priority())
                 .unwrap_or(std::cmp::Ordering::Equal)
         })?;
-        Some(rewrite_in_place(self, version, most.level, &most.file))
+        Some(CompactionJob::rewrite_in_place(
+            self, version, most.level, most.file,
+        ))
     }
 
     /// Whether some table of `version` is due for a refresh, or being refreshed.
@@ -158,7 +134,7 @@ mod tests {
         let version = Version::for_tests(&[(2, 1, "a", "b", 100), (2, 2, "c", "d", 100)]);
         let stale = |i: usize, excess: f64, keys: u64| Stale {
             level: 2,
-            file: Arc::clone(&version.levels[2][i]),
+            file: &version.levels[2][i],
             excess,
             keys,
         };

@@ -69,13 +69,10 @@ impl WriteBurst {
             self.newest_l0 = newest;
             self.seen_at = Some(now);
         }
-        let since_newest = self
-            .seen_at
-            .map_or(Duration::MAX, |t| now.duration_since(t));
-        let holds_writes = !sv.mem.is_empty() || !sv.imm.is_empty();
-        if !writes_flow(holds_writes, since_newest) {
+        if !self.flowing(sv, now) {
             return (quiet, None);
         }
+        let since_newest = self.since_newest(now);
         let during = Triggers::during_writes(options);
         let held_back = sv.version.compaction_level(options, quiet).is_some()
             && sv.version.compaction_level(options, during).is_none();
@@ -83,6 +80,21 @@ impl WriteBurst {
             during,
             held_back.then(|| QUIET_AFTER.saturating_sub(since_newest)),
         )
+    }
+
+    /// Whether `sv`'s writes count as flowing now, its newest L0 table as last seen by
+    /// [`triggers`](Self::triggers).
+    pub(crate) fn flowing(&self, sv: &SuperVersion, now: Instant) -> bool {
+        writes_flow(
+            !sv.mem.is_empty() || !sv.imm.is_empty(),
+            self.since_newest(now),
+        )
+    }
+
+    /// How long since the newest L0 table was first seen (forever if L0 was never seen).
+    fn since_newest(&self, now: Instant) -> Duration {
+        self.seen_at
+            .map_or(Duration::MAX, |t| now.duration_since(t))
     }
 }
 
