@@ -145,8 +145,8 @@ impl Default for Options {
             target_file_size: 2 << 20,
             level0_compaction_trigger: 4,
             level0_compaction_trigger_during_writes: 8,
-            level0_slowdown_trigger: 16,
-            level0_stop_trigger: 24,
+            level0_slowdown_trigger: 20,
+            level0_stop_trigger: 36,
             max_bytes_for_level_base: 10 << 20,
             level_size_multiplier: 10,
             level_budget_during_writes: 2.0,
@@ -369,7 +369,7 @@ impl Options {
 
     /// Number of L0 tables that starts an L0 → L1 compaction once writes pause (default 4), and
     /// while they flow too: this sets [`level0_compaction_trigger_during_writes`] to `n` as well.
-    /// The L0 table counts at which writers slow down and stop (16 and 24) are raised to at least
+    /// The L0 table counts at which writers slow down and stop (20 and 36) are raised to at least
     /// `n + 1` and `n + 2`; [`Db::open`](crate::Db::open) refuses an `n` too large for that.
     ///
     /// [`level0_compaction_trigger_during_writes`]: Options::level0_compaction_trigger_during_writes
@@ -426,16 +426,17 @@ impl Options {
     }
 
     /// Number of L0 tables at which each write first waits a millisecond, giving compaction
-    /// time to catch up (default 16). [`Db::open`](crate::Db::open) refuses a value not between
-    /// the compaction and stop triggers.
+    /// time to catch up (default 20, RocksDB's default too). Higher holds writers back later and
+    /// lets Gets meet more L0 tables (a filter check each) while compaction catches up.
+    /// [`Db::open`](crate::Db::open) refuses a value not between the compaction and stop triggers.
     pub fn level0_slowdown_writes_trigger(mut self, n: usize) -> Self {
         self.level0_slowdown_trigger = n;
         self
     }
 
     /// Number of L0 tables at which writers wait for an L0 → L1 compaction before starting a new
-    /// memtable (default 24). [`Db::open`](crate::Db::open) refuses a value not above the
-    /// slowdown trigger.
+    /// memtable (default 36, RocksDB's too). [`Db::open`](crate::Db::open) refuses a value not
+    /// above the slowdown trigger.
     pub fn level0_stop_writes_trigger(mut self, n: usize) -> Self {
         self.level0_stop_trigger = n;
         self

@@ -52,7 +52,7 @@
 //!   (its default), otherwise defaults (4 MiB memtable, 2 MiB tables, L0 compaction at 4
 //!   tables, at 8 while writes flow; L1 budget 10 MiB, x10 per level, static level sizes, each
 //!   level holding up to twice its budget while writes flow;
-//!   writers slowed at 16 L0 tables and stopped at 24 or at 2 memtables waiting for their
+//!   writers slowed at 20 L0 tables and stopped at 36 or at 2 memtables waiting for their
 //!   flush; one compaction job at a time, split between 2 threads; L0 merged into L1 below its
 //!   trigger a second after the writes pause, `compact_l0_when_idle`, or once the Gets' filter
 //!   checks of it have paid for that, `compact_l0_for_reads`). With `--siftdb-monkey`, its
@@ -76,8 +76,9 @@
 //!   `rocksdb.num-running-compactions` every 50 ms until both are `0`. Compaction:
 //!   `compact_range(None, None)`. Counters: tickers `rocksdb.flush.write.bytes` plus
 //!   `rocksdb.compact.write.bytes` for table bytes, `rocksdb.stall.micros` for stalls (its L0
-//!   triggers stay its own: slowdown at 20 files, stop at 36); the bytes of keys and values are
-//!   counted by the harness, as its `rocksdb.bytes.written` includes the write batch encoding.
+//!   triggers are its defaults, which siftdb's equal: slowdown at 20 files, stop at 36); the
+//!   bytes of keys and values are counted by the harness, as its `rocksdb.bytes.written`
+//!   includes the write batch encoding.
 //!   Filter size: "filter block size" of the aggregated table properties.
 //! - fjall 3.1: one keyspace; `filter_policy` a bloom filter of 10 bits/key on every level
 //!   (fjall's default sizes L0's filters for a 0.01% FP rate, ~19 bits/key, and gives 10

@@ -126,6 +126,6 @@ mod tests {
         let o = o.level0_compaction_trigger_during_writes(3);
         assert_eq!(o.l0_trigger_during_writes(), 6);
         let o = o.level0_compaction_trigger_during_writes(100);
-        assert_eq!(o.l0_trigger_during_writes(), 15);
+        assert_eq!(o.l0_trigger_during_writes(), 19);
     }
 }

@@ -24,6 +24,11 @@ pub(crate) enum Position {
 
 /// The 8 bytes of `key` from `from` on, big-endian, zero-padded.
 pub(crate) fn window(key: &[u8], from: usize) -> u64 {
+    // The common case, a whole window, as one load: the padding's copy of a variable length is a
+    // call to `memcpy`.
+    if let Some(whole) = key.get(from..).and_then(|tail| tail.first_chunk::<8>()) {
+        return u64::from_be_bytes(*whole);
+    }
     let mut bytes = [0u8; 8];
     if let Some(tail) = key.get(from..) {
         let n = tail.len().min(8);
