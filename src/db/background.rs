@@ -282,8 +282,7 @@ fn compaction_loop(inner: &DbInner) {
             if refreshing {
                 let after = Arc::clone(&tree.super_version().version);
                 let written = new_tables(before, &after, level + 1);
-                tree.refreshed
-                    .extend(written.iter().map(|(number, _)| *number));
+                tree.record_refresh(&after, written.iter().map(|(number, _)| *number));
             } else {
                 tree.refreshed.clear();
             }

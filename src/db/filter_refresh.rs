@@ -8,8 +8,11 @@
 //! job, the table whose bits per key are furthest (by more than [`REFRESH_TOLERANCE`]) from those
 //! a rewrite would give it now: tables that spend more than their level's bits first, so that the
 //! memory bound has room for those that spend less. The puts do not wait for these rewrites, and
-//! the tree reaches its plan once they are done. A table a refresh wrote is not refreshed again
-//! until another compaction changes the tree, so the refreshes of a tree at rest end.
+//! the tree reaches its plan once they are done. A table a refresh wrote while other tables still
+//! overspent got what the memory bound left it, often less than its plan: it is *provisional*, and
+//! may be refreshed once more after every other table is done. Any other table a refresh wrote is
+//! *final*, and is not refreshed again until another compaction changes the tree, so the
+//! refreshes of a tree at rest end (each table is rewritten at most twice).
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -25,21 +28,37 @@ pub(crate) const REFRESH_TOLERANCE: f64 = 0.25;
 
 /// Table numbers a refresh wrote since another compaction last changed the tree.
 #[derive(Debug, Default)]
-pub(crate) struct RefreshedTables(parking_lot::Mutex<HashSet<u64>>);
+pub(crate) struct RefreshedTables(parking_lot::Mutex<Refreshed>);
+
+#[derive(Debug, Default)]
+struct Refreshed {
+    /// Written while other tables still overspent: refreshed again once no other table is due.
+    provisional: HashSet<u64>,
+    /// Not refreshed again.
+    done: HashSet<u64>,
+}
+
+/// Whether a refresh may rewrite a table now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refreshable {
+    /// Only a table no refresh wrote.
+    NotWritten,
+    /// A provisional one too.
+    Any,
+}
 
 impl RefreshedTables {
     /// Forgets them: a compaction changed the tree, and their bits may be due again.
     pub(crate) fn clear(&self) {
-        self.0.lock().clear();
+        let mut r = self.0.lock();
+        r.provisional.clear();
+        r.done.clear();
     }
 
-    /// Records the tables a refresh wrote.
-    pub(crate) fn extend(&self, numbers: impl IntoIterator<Item = u64>) {
-        self.0.lock().extend(numbers);
-    }
-
-    fn contains(&self, number: u64) -> bool {
-        self.0.lock().contains(&number)
+    fn skips(&self, number: u64, refreshable: Refreshable) -> bool {
+        let r = self.0.lock();
+        r.done.contains(&number)
+            || refreshable == Refreshable::NotWritten && r.provisional.contains(&number)
     }
 }
 
@@ -66,6 +85,7 @@ impl Tree {
         self: &'a Arc<Self>,
         version: &'a Arc<Version>,
         skip_busy: bool,
+        refreshable: Refreshable,
     ) -> impl Iterator<Item = Stale<'a>> + 'a {
         let deeper: &[Vec<Arc<FileMeta>>] = if self.monkey_applies() {
             &version.levels[1..]
@@ -78,7 +98,7 @@ impl Tree {
             .flat_map(|(files, level)| files.iter().map(move |file| (level, file)));
         tables.filter_map(move |(level, file)| {
             if skip_busy && file.merging.load(Ordering::Relaxed)
-                || self.refreshed.contains(file.number)
+                || self.refreshed.skips(file.number, refreshable)
             {
                 return None;
             }
@@ -104,30 +124,72 @@ impl Tree {
     }
 
     /// The job that rewrites, in place, the table of `version` whose filter is most due for a
-    /// refresh; `None` if none is.
+    /// refresh, provisional tables only once no other is due; `None` if none is.
     pub(crate) fn filter_refresh(
         self: &Arc<Self>,
         version: &Arc<Version>,
     ) -> Option<CompactionJob> {
-        let most = self.stale_filters(version, true).max_by(|a, b| {
-            a.priority()
-                .partial_cmp(&b.priority())
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })?;
-        Some(CompactionJob::rewrite_in_place(
-            self, version, most.level, most.file,
-        ))
+        let most = |refreshable| {
+            self.stale_filters(version, true, refreshable)
+                .max_by(|a, b| {
+                    a.priority()
+                        .partial_cmp(&b.priority())
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                })
+                .map(|s| (s.level, s.file))
+        };
+        let (level, file) = most(Refreshable::NotWritten).or_else(|| most(Refreshable::Any))?;
+        Some(CompactionJob::rewrite_in_place(self, version, level, file))
     }
 
     /// Whether some table of `version` is due for a refresh, or being refreshed.
     pub(crate) fn filter_refresh_due(self: &Arc<Self>, version: &Arc<Version>) -> bool {
-        self.stale_filters(version, false).next().is_some()
+        self.stale_filters(version, false, Refreshable::Any)
+            .next()
+            .is_some()
+    }
+
+    /// Records the tables a refresh wrote into `after`: provisional while a table no refresh
+    /// wrote still overspends (the memory bound held them below their plan), else final.
+    pub(crate) fn record_refresh(
+        self: &Arc<Self>,
+        after: &Arc<Version>,
+        written: impl IntoIterator<Item = u64>,
+    ) {
+        let written: Vec<u64> = written.into_iter().collect();
+        let others_overspend = self
+            .stale_filters(after, false, Refreshable::NotWritten)
+            .any(|s| s.excess > 0.0 && !written.contains(&s.file.number));
+        let mut r = self.refreshed.0.lock();
+        for number in written {
+            if others_overspend {
+                r.provisional.insert(number);
+            } else {
+                r.provisional.remove(&number);
+                r.done.insert(number);
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provisional_tables_wait_for_the_others_and_final_ones_until_the_tree_changes() {
+        let r = RefreshedTables::default();
+        r.0.lock().provisional.insert(1);
+        r.0.lock().done.insert(2);
+        assert!(r.skips(1, Refreshable::NotWritten));
+        assert!(!r.skips(1, Refreshable::Any));
+        assert!(r.skips(2, Refreshable::NotWritten));
+        assert!(r.skips(2, Refreshable::Any));
+        assert!(!r.skips(3, Refreshable::NotWritten));
+        r.clear();
+        assert!(!r.skips(1, Refreshable::NotWritten));
+        assert!(!r.skips(2, Refreshable::Any));
+    }
 
     #[test]
     fn tables_that_overspend_are_refreshed_before_those_that_underspend() {
