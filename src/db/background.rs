@@ -3,9 +3,10 @@
 //! `idle_compaction.rs`, L0 once reads have paid for it: `read_compaction.rs`, or, with nothing
 //! else to do while writes pause, a table whose filter is far from its level's bits:
 //! `filter_refresh.rs`). Both stop at the first error, which is kept in `State::bg_error` and
-//! returned to writers and to every waiter. A panic in user code they call (a filter policy, a prefix extractor) is such an error,
-//! not the end of the thread. Failures are reported through the `log` facade as they happen
-//! (`error`), and every flush and compaction at `debug` level (tables, levels, bytes, duration).
+//! returned to writers and to every waiter. A panic in user code they call (a filter policy, a
+//! prefix extractor) is such an error, not the end of the thread. Failures are reported through
+//! the `log` facade as they happen (`error`), and every flush and compaction at `debug` level
+//! (tables, levels, bytes, duration).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -178,7 +179,7 @@ fn tree_to_compact(
         let refresh_in = (!paused && t.tree.monkey_applies()).then_some(QUIET_AFTER);
         let looked = Weak::ptr_eq(&w.refreshed_version, &Arc::downgrade(version));
         if early.is_none() && paused && !looked {
-            if t.tree.filter_refresh(version).is_some() {
+            if t.tree.filter_refresh_ready(version) {
                 early = Some((&t.tree, triggers, EarlyL0::FilterRefresh));
             } else {
                 w.refreshed_version = Arc::downgrade(version);

@@ -142,6 +142,14 @@ impl Tree {
         Some(CompactionJob::rewrite_in_place(self, version, level, file))
     }
 
+    /// Whether [`filter_refresh`](Self::filter_refresh) would find a job in `version`, without
+    /// weighing every due table to pick one.
+    pub(crate) fn filter_refresh_ready(self: &Arc<Self>, version: &Arc<Version>) -> bool {
+        self.stale_filters(version, true, Refreshable::Any)
+            .next()
+            .is_some()
+    }
+
     /// Whether some table of `version` is due for a refresh, or being refreshed.
     pub(crate) fn filter_refresh_due(self: &Arc<Self>, version: &Arc<Version>) -> bool {
         self.stale_filters(version, false, Refreshable::Any)
