@@ -54,7 +54,7 @@ pub fn compressed_block(data: &[u8]) {
         return;
     };
     let kind = [0, 1, 4, 7, pick][usize::from(pick % 5)];
-    if let Ok(raw) = crate::sst::compression::decompress(kind, stored.to_vec()) {
+    if let Ok(raw) = crate::sst::compression::decompress(kind, stored) {
         block(&raw, b"");
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::coding::{fixed32_at, Decoder};
 use crate::key::{compare_bytes, compare_internal};
 use crate::prefetch::prefetch_line_of;
+use crate::sst::block_buffers;
 
 /// Restart points whose entries [`Block::prefetch_restart_points`] loads: all of a block of the
 /// default size (4 KiB of 100-byte values holds three).
@@ -52,6 +53,12 @@ pub(crate) struct Block {
     restarts_at: usize,
     /// Entries of the restart array (at least 1).
     num_restarts: usize,
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        block_buffers::give(std::mem::take(&mut self.data));
+    }
 }
 
 impl Block {

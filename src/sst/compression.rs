@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use crate::coding::Decoder;
 use crate::error::Result;
 use crate::options::Compression;
+use crate::sst::block_buffers;
 
 /// Trailer byte of a block stored as it is.
 pub(crate) const COMPRESSION_NONE: u8 = 0;
@@ -18,6 +19,8 @@ pub(crate) const COMPRESSION_LZ4: u8 = 4;
 /// Trailer byte of a zstd-compressed block (RocksDB's number for zstd).
 pub(crate) const COMPRESSION_ZSTD: u8 = 7;
 
+/// The most bytes one byte of a snappy block decodes to: a 3-byte copy of 64 bytes.
+const SNAPPY_MAX_EXPANSION: usize = 22;
 /// The most bytes one byte of an LZ4 block decodes to: a match length extension byte of 255.
 const LZ4_MAX_EXPANSION: usize = 255;
 /// The most bytes one byte of a zstd frame decodes to: a 4-byte RLE block (3-byte header and the
@@ -172,28 +175,39 @@ fn put_raw_len(out: &mut Vec<u8>, raw: &[u8], max: usize) -> Option<usize> {
     Some(n)
 }
 
-/// The block stored as `stored` with trailer byte `kind`, decompressed.
+/// The block stored as `stored` with trailer byte `kind`, decompressed (copied if stored raw).
 ///
 /// # Errors
 /// What is wrong with it, for the caller to report as corruption of its file: an unknown
 /// trailer byte, a recorded length the stored bytes cannot decode to, data the codec rejects,
 /// or a decoded length other than the recorded one.
-pub(crate) fn decompress(kind: u8, stored: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
+pub(crate) fn decompress(kind: u8, stored: &[u8]) -> std::result::Result<Vec<u8>, String> {
     match kind {
-        COMPRESSION_NONE => Ok(stored),
-        COMPRESSION_SNAPPY => snap::raw::Decoder::new()
-            .decompress_vec(&stored)
-            .map_err(|e| format!("snappy block does not decode: {e}")),
+        COMPRESSION_NONE => {
+            let mut raw = block_buffers::take(stored.len());
+            raw.copy_from_slice(stored);
+            Ok(raw)
+        }
+        COMPRESSION_SNAPPY => {
+            // Snappy's own header is the same varint of the decoded length.
+            let (len, _) = raw_len(stored, SNAPPY_MAX_EXPANSION, "snappy")?;
+            let mut raw = block_buffers::take(len);
+            let n = snap::raw::Decoder::new()
+                .decompress(stored, &mut raw)
+                .map_err(|e| format!("snappy block does not decode: {e}"))?;
+            check_len("snappy", n, len)?;
+            Ok(raw)
+        }
         COMPRESSION_LZ4 => {
-            let (len, payload) = raw_len(&stored, LZ4_MAX_EXPANSION, "lz4")?;
-            let mut raw = vec![0u8; len];
+            let (len, payload) = raw_len(stored, LZ4_MAX_EXPANSION, "lz4")?;
+            let mut raw = block_buffers::take(len);
             let n = lz4_flex::block::decompress_into(payload, &mut raw)
                 .map_err(|e| format!("lz4 block does not decode: {e}"))?;
             check_len("lz4", n, len)?;
             Ok(raw)
         }
         COMPRESSION_ZSTD => {
-            let (len, payload) = raw_len(&stored, ZSTD_MAX_EXPANSION, "zstd")?;
+            let (len, payload) = raw_len(stored, ZSTD_MAX_EXPANSION, "zstd")?;
             let mut raw = Vec::with_capacity(len);
             let n = ZSTD_DECOMPRESSOR.with_borrow_mut(|d| {
                 let d = match d {
@@ -213,7 +227,7 @@ pub(crate) fn decompress(kind: u8, stored: Vec<u8>) -> std::result::Result<Vec<u
     }
 }
 
-/// The recorded decompressed length at the start of an LZ4 or zstd block, and the codec's bytes
+/// The recorded decompressed length at the start of a snappy, LZ4 or zstd block, and the codec's bytes
 /// after it. A length the bytes could not decode to (more than `max_expansion` times them) is
 /// refused before anything is allocated for it.
 fn raw_len<'a>(
@@ -303,7 +317,7 @@ mod tests {
             for _ in 0..2 * PROBE_EVERY {
                 let (stored, kind) = c.compress(&half);
                 assert_ne!(kind, COMPRESSION_NONE, "{codec}");
-                assert_eq!(decompress(kind, stored.to_vec()).unwrap(), half);
+                assert_eq!(decompress(kind, stored).unwrap(), half);
             }
         }
     }
@@ -329,7 +343,7 @@ mod tests {
                     stored.len()
                 );
                 assert_eq!(
-                    decompress(kind, stored).unwrap(),
+                    decompress(kind, &stored).unwrap(),
                     raw,
                     "{codec:?}, {n} bytes"
                 );
@@ -371,7 +385,7 @@ mod tests {
                     assert_eq!(stored, raw);
                 } else {
                     assert!(stored.len() < raw.len() - raw.len() / 8, "{codec:?}");
-                    assert_eq!(decompress(kind, stored).unwrap(), raw);
+                    assert_eq!(decompress(kind, &stored).unwrap(), raw);
                 }
             }
         }
@@ -389,22 +403,20 @@ mod tests {
                 let mut bad = Vec::new();
                 put_varint64(&mut bad, recorded);
                 bad.extend_from_slice(&payload);
-                assert!(decompress(kind, bad).is_err(), "{codec:?}, {recorded}");
+                assert!(decompress(kind, &bad).is_err(), "{codec:?}, {recorded}");
             }
             // A length past what the bytes can decode to is refused before decoding.
             let mut bad = Vec::new();
             put_varint64(&mut bad, u64::from(u32::MAX));
             bad.extend_from_slice(&payload[..4]);
-            assert!(decompress(kind, bad).unwrap_err().contains("can hold"));
+            assert!(decompress(kind, &bad).unwrap_err().contains("can hold"));
             // No length at all, or a malformed one.
-            assert!(decompress(kind, Vec::new()).is_err());
-            assert!(decompress(kind, vec![0x80; 6]).is_err());
+            assert!(decompress(kind, &[]).is_err());
+            assert!(decompress(kind, &[0x80; 6]).is_err());
             // A truncated payload.
-            assert!(decompress(kind, stored[..stored.len() - 1].to_vec()).is_err());
+            assert!(decompress(kind, &stored[..stored.len() - 1]).is_err());
         }
-        assert!(decompress(2, vec![1, 2, 3])
-            .unwrap_err()
-            .contains("unknown"));
+        assert!(decompress(2, &[1, 2, 3]).unwrap_err().contains("unknown"));
     }
 
     #[test]
@@ -424,12 +436,12 @@ mod tests {
                 }
                 // An error or some bytes (the table's checksum catches what a codec cannot),
                 // never a panic.
-                let _ = decompress(kind, bad);
+                let _ = decompress(kind, &bad);
             }
             for _ in 0..200 {
                 let mut garbage = vec![0u8; rng.gen_range(0..300)];
                 rng.fill_bytes(&mut garbage);
-                let _ = decompress(kind, garbage);
+                let _ = decompress(kind, &garbage);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Sorted string tables: blocks, filter layouts, the table writer and the table reader.
 
 pub(crate) mod block;
+pub(crate) mod block_buffers;
 pub(crate) mod block_builder;
 pub(crate) mod compression;
 pub(crate) mod filter_block;

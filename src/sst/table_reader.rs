@@ -507,7 +507,8 @@ impl TableReader {
             self.stats.inc(t);
         }
         let raw = read_block(&self.file, &self.path, handle, self.file_len)?;
-        let charge = raw.len();
+        // The buffer's room above the block is memory the cache keeps too.
+        let charge = raw.capacity();
         let block = parse(raw)
             .ok_or_else(|| self.corrupt(format!("malformed block at offset {}", handle.offset)))?;
         let (charge, priority) = match (&block, self.charged && kind != BlockKind::Data) {
