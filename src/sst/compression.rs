@@ -323,6 +323,19 @@ mod tests {
     }
 
     #[test]
+    fn blocks_that_compress_as_far_as_a_codec_can_round_trip() {
+        // Runs of one byte: each codec's densest encoding, against the expansion bounds.
+        for codec in CODECS {
+            for n in [4096usize, 65_536, 1 << 20] {
+                let raw = vec![7u8; n];
+                let (stored, kind) = compressed(codec, &raw);
+                assert_ne!(kind, COMPRESSION_NONE, "{codec:?}");
+                assert_eq!(decompress(kind, &stored).unwrap(), raw, "{codec:?}, {n}");
+            }
+        }
+    }
+
+    #[test]
     fn every_codec_round_trips_and_records_its_byte() {
         let expected = [COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD];
         for codec in CODECS {
