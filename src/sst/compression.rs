@@ -227,9 +227,9 @@ pub(crate) fn decompress(kind: u8, stored: &[u8]) -> std::result::Result<Vec<u8>
     }
 }
 
-/// The recorded decompressed length at the start of a snappy, LZ4 or zstd block, and the codec's bytes
-/// after it. A length the bytes could not decode to (more than `max_expansion` times them) is
-/// refused before anything is allocated for it.
+/// The recorded decompressed length at the start of a snappy, LZ4 or zstd block, and the codec's
+/// bytes after it. A length the bytes could not decode to (more than `max_expansion` times them)
+/// is refused before anything is allocated for it.
 fn raw_len<'a>(
     stored: &'a [u8],
     max_expansion: usize,

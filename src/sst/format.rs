@@ -108,8 +108,8 @@ pub(crate) fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN
 }
 
 /// Stored blocks up to this many bytes (trailer included) are read into a buffer each thread
-/// keeps, so that a data block's read allocates only the decompressed block the cache keeps:
-/// reading into a fresh buffer, and freeing it, was a tenth of a Get that misses the block cache.
+/// keeps, so that a data block's read allocates nothing but the decoded block, and that from the
+/// thread's spares ([`block_buffers`](crate::sst::block_buffers)).
 const REUSED_READ_BUFFER_BYTES: usize = 256 << 10;
 
 thread_local! {
