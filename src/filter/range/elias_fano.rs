@@ -8,6 +8,8 @@
 //! ended by the `b`-th zero, and the values below bucket `b` number `select0(b − 1) + 1 − b`.
 //! A sample of the position of every 256th zero, rebuilt at load, makes `select0` a short scan.
 
+use super::spare_integers;
+
 /// Zeros between two select samples.
 const SAMPLE_EVERY: u64 = 256;
 
@@ -33,18 +35,53 @@ impl EliasFano {
         }
     }
 
-    /// Encodes `values`, sorted ascending (repeats allowed), each below `universe`.
+    /// The sequence of `values`, as [`encode_sorted`](Self::encode_sorted) takes them.
+    #[cfg(test)]
+    pub(crate) fn new(values: &[u64], universe: u64) -> EliasFano {
+        let (low_bits, low, upper) = Self::split(values, universe, Vec::new());
+        let mut ef = EliasFano {
+            len: values.len() as u64,
+            universe,
+            low_bits,
+            low,
+            upper,
+            zero_samples: Vec::new(),
+        };
+        // The zeros: bucket b's run is closed by a zero at select0(b); every position not set
+        // is one.
+        ef.zero_samples = ef.sample_zeros();
+        ef
+    }
+
+    /// Appends the encoding ([`write_encoding`](Self::write_encoding)) of `values`, sorted
+    /// ascending (repeats allowed), each below `universe`, without keeping the sequence: a
+    /// filter's build reads nothing back. The low bits are set in a buffer the thread kept.
     ///
     /// # Panics
     /// If `values` is not sorted or holds a value `≥ universe` (a caller's bug: the range filter
     /// builds its values itself).
-    pub(crate) fn new(values: &[u64], universe: u64) -> EliasFano {
+    pub(crate) fn encode_sorted(values: &[u64], universe: u64, out: &mut Vec<u8>) {
+        let (low_bits, low, upper) = Self::split(values, universe, spare_integers::take());
+        Self::write_encoding(values.len() as u64, universe, low_bits, &low, &upper, out);
+        spare_integers::give(low);
+    }
+
+    /// The bytes [`encode_sorted`](Self::encode_sorted) appends for `values`.
+    pub(crate) fn encoded_len(values: &[u64], universe: u64) -> usize {
+        let len = values.len() as u64;
+        let low_bits = Self::low_bits_for(len, universe);
+        let upper_len = len + Self::buckets(universe, low_bits);
+        17 + 8 * (words(len * u64::from(low_bits)) + words(upper_len))
+    }
+
+    /// The low bits per value, the low words (set in `low`, emptied first) and the upper words.
+    fn split(values: &[u64], universe: u64, mut low: Vec<u64>) -> (u32, Vec<u64>, Vec<u64>) {
         let len = values.len() as u64;
         let low_bits = Self::low_bits_for(len, universe);
         let buckets = Self::buckets(universe, low_bits);
-        let upper_len = len + buckets;
-        let mut low = vec![0u64; words(len * u64::from(low_bits))];
-        let mut upper = vec![0u64; words(upper_len)];
+        low.clear();
+        low.resize(words(len * u64::from(low_bits)), 0);
+        let mut upper = vec![0u64; words(len + buckets)];
         let mut previous = 0;
         for (i, &v) in values.iter().enumerate() {
             assert!(
@@ -58,18 +95,7 @@ impl EliasFano {
             let bit = (v >> low_bits) + i as u64;
             upper[(bit / 64) as usize] |= 1 << (bit % 64);
         }
-        // The zeros: bucket b's run is closed by a zero at select0(b); every position not set
-        // above is one.
-        let mut ef = EliasFano {
-            len,
-            universe,
-            low_bits,
-            low,
-            upper,
-            zero_samples: Vec::new(),
-        };
-        ef.zero_samples = ef.sample_zeros();
-        ef
+        (low_bits, low, upper)
     }
 
     /// How many buckets (high parts) values below `universe` fall in.
@@ -242,19 +268,40 @@ impl EliasFano {
         (self.low.len() + self.upper.len() + self.zero_samples.len()) * 8
     }
 
+    /// Appends the encoding, as [`encode_sorted`](Self::encode_sorted) does for the sequence's
+    /// values.
+    #[cfg(test)]
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
+        Self::write_encoding(
+            self.len,
+            self.universe,
+            self.low_bits,
+            &self.low,
+            &self.upper,
+            out,
+        );
+    }
+
     /// Appends the encoding: `u64 len`, `u64 universe`, `u8 low_bits`, then the low words and the
     /// upper words, little-endian (their counts follow from the three numbers).
-    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.len.to_le_bytes());
-        out.extend_from_slice(&self.universe.to_le_bytes());
-        out.push(self.low_bits as u8);
-        for w in self.low.iter().chain(&self.upper) {
+    fn write_encoding(
+        len: u64,
+        universe: u64,
+        low_bits: u32,
+        low: &[u64],
+        upper: &[u64],
+        out: &mut Vec<u8>,
+    ) {
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&universe.to_le_bytes());
+        out.push(low_bits as u8);
+        for w in low.iter().chain(upper) {
             out.extend_from_slice(&w.to_le_bytes());
         }
     }
 
-    /// Decodes what [`encode_into`](Self::encode_into) wrote at the start of `bytes`; returns it
-    /// and the bytes after it, or `None` if they are not a well-formed sequence.
+    /// Decodes what [`encode_sorted`](Self::encode_sorted) wrote at the start of `bytes`; returns
+    /// it and the bytes after it, or `None` if they are not a well-formed sequence.
     pub(crate) fn decode(bytes: &[u8]) -> Option<(EliasFano, &[u8])> {
         let (len, rest) = take_u64(bytes)?;
         let (universe, rest) = take_u64(rest)?;
@@ -444,6 +491,22 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_build_in_a_kept_buffer_encodes_as_the_sequence_does(
+            mut values in proptest::collection::vec(0u64..1_000_000, 0..600),
+            stale in 0usize..2000,
+        ) {
+            values.sort_unstable();
+            // The thread's spare holds a former build's bits, which must not show.
+            spare_integers::give(vec![u64::MAX; stale]);
+            let mut built = vec![7u8];
+            EliasFano::encode_sorted(&values, 1_000_000, &mut built);
+            let mut expected = vec![7u8];
+            EliasFano::new(&values, 1_000_000).encode_into(&mut expected);
+            prop_assert_eq!(built.len() - 1, EliasFano::encoded_len(&values, 1_000_000));
+            prop_assert_eq!(built, expected);
+        }
+
         #[test]
         fn rank_and_round_trip_match_a_sorted_vector(
             mut values in proptest::collection::vec(0u64..1_000_000, 0..600),

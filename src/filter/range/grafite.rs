@@ -20,6 +20,7 @@ use std::ops::Bound;
 
 use super::elias_fano::EliasFano;
 use super::key_map::{position, KeyMapper, Position};
+use super::spare_integers;
 use crate::coding::{put_length_prefixed, Decoder};
 
 /// The format byte a Grafite filter's bytes start with.
@@ -92,7 +93,8 @@ fn sort_below(values: &mut Vec<u64>, bound: u64) {
             c[((v >> (pass as u32 * DIGIT)) & MASK) as usize] += 1;
         }
     }
-    let mut other = vec![0u64; values.len()];
+    let mut other = spare_integers::take();
+    other.resize(values.len(), 0);
     for (pass, c) in counts.iter_mut().enumerate().take(passes) {
         let shift = pass as u32 * DIGIT;
         let mut start = 0;
@@ -108,6 +110,7 @@ fn sort_below(values: &mut Vec<u64>, bound: u64) {
         }
         std::mem::swap(values, &mut other);
     }
+    spare_integers::give(other);
 }
 
 /// The hash range for `n` keys at `bits_per_key`: `n · 2^(bits − 2)`, at least 1.
@@ -160,13 +163,13 @@ impl GrafiteBuilder {
             *x = hash(*x, shift, r);
         }
         sort_below(&mut values, r);
-        let ef = EliasFano::new(&values, r);
-        let mut out = Vec::with_capacity(32 + prefix.len() + ef.memory_bytes());
+        let mut out = Vec::with_capacity(64 + prefix.len() + EliasFano::encoded_len(&values, r));
         out.push(FORMAT_GRAFITE);
         out.extend_from_slice(&self.bits_per_key.to_bits().to_le_bytes());
         out.extend_from_slice(&l.to_le_bytes());
         put_length_prefixed(&mut out, &prefix);
-        ef.encode_into(&mut out);
+        EliasFano::encode_sorted(&values, r, &mut out);
+        spare_integers::give(values);
         out
     }
 }

@@ -11,6 +11,8 @@
 //! A bound that does not start with the prefix sorts below or above every key of the table, and
 //! is clamped there ([`Position`]).
 
+use super::spare_integers;
+
 /// Where a query bound falls among the integers a table's keys map to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Position {
@@ -96,6 +98,9 @@ impl KeyMapper {
     pub(crate) fn add(&mut self, key: &[u8]) {
         match &self.first {
             None => {
+                if self.values.capacity() == 0 {
+                    self.values = spare_integers::take();
+                }
                 self.first = Some(key.to_vec());
                 self.prefix_len = key.len();
                 self.runs.push((0, key.len()));

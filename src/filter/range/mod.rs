@@ -3,11 +3,13 @@
 //!
 //! `key_map.rs` maps keys to order-preserving integers (stripping a table's common prefix),
 //! `elias_fano.rs` stores sorted integers compactly, and `grafite.rs` is the filter built of the
-//! two. [`RangeFilter`] is the user's choice for new tables.
+//! two; `spare_integers.rs` keeps a thread's build buffers for its next table. [`RangeFilter`] is
+//! the user's choice for new tables.
 
 mod elias_fano;
 mod grafite;
 mod key_map;
+mod spare_integers;
 
 pub use grafite::{GrafiteBuilder, GrafiteFilter};
 
