@@ -66,14 +66,6 @@ impl EliasFano {
         spare_integers::give(low);
     }
 
-    /// The bytes [`encode_sorted`](Self::encode_sorted) appends for `values`.
-    pub(crate) fn encoded_len(values: &[u64], universe: u64) -> usize {
-        let len = values.len() as u64;
-        let low_bits = Self::low_bits_for(len, universe);
-        let upper_len = len + Self::buckets(universe, low_bits);
-        17 + 8 * (words(len * u64::from(low_bits)) + words(upper_len))
-    }
-
     /// The low bits per value, the low words (set in `low`, emptied first) and the upper words.
     fn split(values: &[u64], universe: u64, mut low: Vec<u64>) -> (u32, Vec<u64>, Vec<u64>) {
         let len = values.len() as u64;
@@ -292,6 +284,7 @@ impl EliasFano {
         upper: &[u64],
         out: &mut Vec<u8>,
     ) {
+        out.reserve(8 + 8 + 1 + 8 * (low.len() + upper.len()));
         out.extend_from_slice(&len.to_le_bytes());
         out.extend_from_slice(&universe.to_le_bytes());
         out.push(low_bits as u8);
@@ -503,7 +496,9 @@ mod tests {
             EliasFano::encode_sorted(&values, 1_000_000, &mut built);
             let mut expected = vec![7u8];
             EliasFano::new(&values, 1_000_000).encode_into(&mut expected);
-            prop_assert_eq!(built.len() - 1, EliasFano::encoded_len(&values, 1_000_000));
+            let (decoded, rest) = EliasFano::decode(&built[1..]).expect("well-formed");
+            prop_assert!(rest.is_empty());
+            prop_assert_eq!(decoded.len(), values.len() as u64);
             prop_assert_eq!(built, expected);
         }
 

@@ -163,7 +163,8 @@ impl GrafiteBuilder {
             *x = hash(*x, shift, r);
         }
         sort_below(&mut values, r);
-        let mut out = Vec::with_capacity(64 + prefix.len() + EliasFano::encoded_len(&values, r));
+        // The sequence reserves its own bytes.
+        let mut out = Vec::with_capacity(32 + prefix.len());
         out.push(FORMAT_GRAFITE);
         out.extend_from_slice(&self.bits_per_key.to_bits().to_le_bytes());
         out.extend_from_slice(&l.to_le_bytes());

@@ -3,9 +3,10 @@
 //! A table's build holds its keys' integers, the radix sort's second array and the Elias–Fano low
 //! bits: a few hundred KiB each at the default table size. Allocated afresh for every table, they
 //! are large enough that glibc hands their pages back to the kernel when they are freed, and the
-//! next build faults every page in again, zeroed: a 10M-key fill with range filters took five
-//! times the page faults of one without, and 2 % more CPU than it takes now. A flush or
-//! compaction thread builds one table after another, so it keeps the buffers instead.
+//! next build faults every page in again, zeroed (figures: docs/benchmarks.md, *Range filters*).
+//! A flush or compaction thread builds one table after another, so it keeps the buffers instead:
+//! the integer counterpart of the block buffers a reading thread keeps (`sst/block_buffers.rs`),
+//! without their size matching, since one build's buffers are all about its key count.
 
 use std::cell::RefCell;
 
