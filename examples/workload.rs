@@ -165,7 +165,7 @@ struct Args {
     /// Threads one compaction may split its key range between (default: the store's, 2).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     subcompactions: Option<u16>,
-    /// L0 tables at which writes slow down and stop (default: the store's, 20 and 36).
+    /// L0 tables at which writes slow down and stop (default: the store's, 28 and 36).
     #[arg(long, num_args = 2, value_names = ["SLOWDOWN", "STOP"])]
     l0_triggers: Option<Vec<u16>>,
     /// Leave L0 alone below its trigger however many reads check its filters in vain

@@ -1,7 +1,8 @@
 //! Background compaction as it schedules its work: jobs split between threads by key range
 //! (`max_subcompactions`), tables moved down a level without a rewrite, L0 gathering more tables
 //! while writes flow (`level0_compaction_trigger_during_writes`) and deeper levels more bytes
-//! (`level_budget_during_writes`), L0 compacted for reads
+//! (`level_budget_during_writes`), the deepest level growing into an empty one below and
+//! moving there whole, L0 compacted for reads
 //! (`compact_l0_for_reads`) and once writes pause (`compact_l0_when_idle`).
 
 mod common;
@@ -145,6 +146,8 @@ fn tables_holding_tombstones_are_rewritten_not_moved() {
             db.delete(format!("key{i:08}-gone")).unwrap();
         }
     }
+    // And one past the last key, so that the table holding the last keys has one too.
+    db.delete("key99999999-gone").unwrap();
     db.flush().unwrap();
     settle(&db);
     assert!(ticker(&db, Ticker::Compactions) > 0);
@@ -308,6 +311,62 @@ fn levels_gather_past_their_budget_while_writes_flow_and_return_within_it_once_t
             "{}",
             key(n)
         );
+    }
+}
+
+/// The deepest level, L2 here, is not merged into the empty L3 below it: it grows past its own
+/// budget (and its slack while writes flow) up to L3's, L1 growing to a tenth of it, and then
+/// moves into L3 whole, without a rewrite. Every key reads as written, before and after a reopen.
+#[test]
+fn the_deepest_level_grows_into_the_empty_level_below_and_moves_there_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    // Budgets: L1 64 KiB, L2 640 KiB, L3 6.4 MiB; tables of about 8 KiB.
+    let options = small_options(2);
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut model = BTreeMap::new();
+    let (mut most_in_l1, mut most_in_l2, mut moves_before) = (0usize, 0usize, 0u64);
+    let mut l3_at_first = None;
+    {
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        // Keys and incompressible values in random order until L3 receives tables: about 8 MiB
+        // if compactions keep up, more if they run late on a loaded machine.
+        for n in 0..600_000u32 {
+            let key = format!("key{:08}", rng.gen_range(0..1_000_000u32)).into_bytes();
+            let value: Vec<u8> = (0..100).map(|_| rng.gen()).collect();
+            db.put(&key, &value).unwrap();
+            model.insert(key, value);
+            if n % 200 == 0 {
+                let tables = tables_per_level(&db);
+                let moves = ticker(&db, Ticker::TrivialMoves);
+                if tables[3] > 0 {
+                    l3_at_first = Some((tables[3], moves - moves_before));
+                    break;
+                } else {
+                    most_in_l1 = most_in_l1.max(tables[1]);
+                    most_in_l2 = most_in_l2.max(tables[2]);
+                    moves_before = moves;
+                }
+            }
+        }
+        db.flush().unwrap();
+        settle(&db);
+        let (l3_tables, moved) = l3_at_first
+            .unwrap_or_else(|| panic!("L3 never received a table: {:?}", tables_per_level(&db)));
+        // Twice L2's budget is about 160 tables, where a level merges into the next one.
+        assert!(most_in_l2 > 300, "L2 held at most {most_in_l2} tables");
+        // Twice L1's own budget is about 16 tables.
+        assert!(most_in_l1 > 24, "L1 held at most {most_in_l1} tables");
+        // L3's first tables came by moves, as many at least as L3 then held.
+        assert!(
+            moved >= l3_tables as u64,
+            "{l3_tables} tables in L3, {moved} moved"
+        );
+        assert_eq!(contents(&db), model);
+    }
+    let db = Db::open(dir.path(), options).unwrap();
+    assert_eq!(contents(&db), model);
+    for (k, v) in model.iter().step_by(13) {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
     }
 }
 

@@ -201,6 +201,9 @@ fn growth_options(g: &Growth, allocation: FilterAllocation) -> Options {
     Options::default()
         .write_buffer_size(g.write_buffer_size)
         .max_bytes_for_level_base(g.level_base)
+        // Levels four times apart, so that the keys reach L3: L2 moves into L3 whole once it
+        // holds L3's budget.
+        .level_size_multiplier(4)
         .filter(Filter::full(g.bits_per_key))
         .filter_allocation(allocation)
         // Each step measures the tree its writes built: the reads that measure it must not
@@ -535,6 +538,9 @@ fn open_small_memtables(dir: &std::path::Path, allocation: FilterAllocation) -> 
     let options = Options::default()
         .write_buffer_size(g.write_buffer_size)
         .max_bytes_for_level_base(g.level_base)
+        // Levels four times apart, so that the keys reach L3: L2 moves into L3 whole once it
+        // holds L3's budget.
+        .level_size_multiplier(4)
         .filter(Filter::full(g.bits_per_key))
         .filter_allocation(allocation);
     Db::open(dir, options).unwrap()

@@ -76,7 +76,7 @@
 //!   `rocksdb.num-running-compactions` every 50 ms until both are `0`. Compaction:
 //!   `compact_range(None, None)`. Counters: tickers `rocksdb.flush.write.bytes` plus
 //!   `rocksdb.compact.write.bytes` for table bytes, `rocksdb.stall.micros` for stalls (its L0
-//!   triggers are its defaults, which siftdb's equal: slowdown at 20 files, stop at 36); the
+//!   triggers are its defaults: slowdown at 20 files, stop at 36; siftdb's are 28 and 36); the
 //!   bytes of keys and values are counted by the harness, as its `rocksdb.bytes.written`
 //!   includes the write batch encoding.
 //!   Filter size: "filter block size" of the aggregated table properties.

@@ -112,9 +112,10 @@ impl DbInner {
     ) -> Option<CompactionJob> {
         let version = self.manifest.lock().version(tree.id);
         let (level, _) = version.compaction_level(&tree.options, triggers)?;
-        let inputs = if level == 0 {
-            // L0 tables overlap each other: take them all.
-            version.levels[0].clone()
+        let inputs = if level == 0 || version.grows_into_next(level) {
+            // L0 tables overlap each other: take them all. A level growing into the empty
+            // level below moves there whole.
+            version.levels[level].clone()
         } else {
             vec![Arc::clone(least_overlapping(
                 &version.levels[level],
@@ -138,10 +139,12 @@ impl DbInner {
     /// Runs a job the background thread picked. Input tables that overlap nothing in the next
     /// level nor each other, and hold no tombstone, move down by an edit alone (unless they would
     /// overlap much of the level below that, whose next compaction would then rewrite it all at
-    /// once): keys written in order reach the last level written once. A moved table keeps its
-    /// filter; under Monkey allocation one far from its new level's bits is rewritten once writes
-    /// pause (`filter_refresh.rs`). Any other job is compacted. `Db::compact` does
-    /// not move tables: it promises tables rewritten without tombstones.
+    /// once): keys written in order reach the last level written once, and a level growing
+    /// into the empty one below moves there whole. A moved table keeps its filter; under Monkey
+    /// allocation one far from its new level's bits is rewritten once writes pause
+    /// (`filter_refresh.rs`). Tables holding tombstones are compacted, after the others moved;
+    /// any other job is compacted. `Db::compact` does not move tables: it promises tables
+    /// rewritten without tombstones.
     pub(crate) fn move_or_compact(&self, job: CompactionJob) -> Result<()> {
         let out_level = job.level + 1;
         let mut inputs: Vec<&Arc<FileMeta>> = job.inputs.iter().collect();
@@ -169,12 +172,18 @@ impl DbInner {
         }
         // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that
         // tombstones do not come to rest in the last level by moves. Asked last: it opens the
-        // tables.
+        // tables. The others still move; the inputs are disjoint, so the rewrite of the rest
+        // meets none of them below.
+        let mut rewritten = Vec::new();
         for t in &inputs {
             if t.range_tombstones || tree.tables.get(t)?.properties().num_deletions > 0 {
-                return self.run_compaction(job);
+                rewritten.push(Arc::clone(t));
             }
         }
+        if rewritten.len() == inputs.len() {
+            return self.run_compaction(job);
+        }
+        inputs.retain(|t| !rewritten.iter().any(|r| r.number == t.number));
         // The same files, listed one level down; they stay on disk since they are not obsolete.
         self.install(
             tree,
@@ -200,7 +209,14 @@ impl DbInner {
             tree.tables.evict(t.number);
         }
         tree.stats.add(Ticker::TrivialMoves, inputs.len() as u64);
-        Ok(())
+        if rewritten.is_empty() {
+            return Ok(());
+        }
+        let version = self.manifest.lock().version(tree.id);
+        match CompactionJob::new(tree, version, job.level, rewritten) {
+            Some(rest) => self.run_compaction(rest),
+            None => Ok(()),
+        }
     }
 
     /// Runs `job` and installs its result. On failure the inputs stay and the error is returned;

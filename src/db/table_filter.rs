@@ -268,7 +268,8 @@ fn monkey_bits_for_new_tables(
         .map_or(LN2_SQUARED, |p| nats_per_bit(p.as_ref()));
     let target = |level: usize| options.max_bytes_for_level(level) as f64 * tree.keys_per_byte;
     let l0_merges = options.compact_l0_when_idle;
-    let settled = tree.shape.settled(target, l0_merges);
+    let multiplier = options.level_size_multiplier as f64;
+    let settled = tree.shape.settled(target, multiplier, l0_merges);
     let (l0, levels) = settled.monkey_bits(average, slope);
     let transient_l0 = new.level == 0 && (l0_merges || tree.l0_due);
     let plan = if transient_l0 {
@@ -602,7 +603,8 @@ mod tests {
             let target = |level: usize| opts.max_bytes_for_level(level) as f64 * tree.keys_per_byte;
             let slope = nats_per_bit(opts.filter.policy().unwrap().as_ref());
             let l0_merges = opts.compact_l0_when_idle;
-            let settled = tree.shape.settled(target, l0_merges);
+            let multiplier = opts.level_size_multiplier as f64;
+            let settled = tree.shape.settled(target, multiplier, l0_merges);
             let (_, levels) = settled.monkey_bits(8.0, slope);
             let (keys, spent) = settled_spend(&tree, &new, got, &settled, &levels, l0_merges);
             let budget = 8.0 * keys;

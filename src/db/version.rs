@@ -353,18 +353,47 @@ impl Version {
         triggers: Triggers,
     ) -> Option<(usize, f64)> {
         let mut best: Option<(usize, f64)> = None;
+        let deepest = self.deepest_nonempty_level();
         for level in 0..NUM_LEVELS - 1 {
             let score = if level == 0 {
                 self.levels[0].len() as f64 / triggers.l0_tables.max(1) as f64
+            } else if self.grows_into_next(level) {
+                // Its move costs no rewrite, so it waits for no slack.
+                self.level_bytes(level) as f64 / options.max_bytes_for_level(level + 1) as f64
             } else {
                 self.level_bytes(level) as f64
-                    / (options.max_bytes_for_level(level) as f64 * triggers.level_budget)
+                    / (self.level_budget(options, level, deepest) * triggers.level_budget)
             };
             if score >= 1.0 && best.is_none_or(|(_, s)| score > s) {
                 best = Some((level, score));
             }
         }
         best
+    }
+
+    /// Whether `level` grows into the empty level below it rather than merging into it: it is
+    /// the deepest level that holds tables, it is not L1 (which every L0 merge rewrites whole),
+    /// and a level lies below it. Such a level holds up to the next level's budget and then moves
+    /// there whole, without a rewrite: keys reach the level below by one move instead of by
+    /// merges that rewrite what it already holds.
+    pub(crate) fn grows_into_next(&self, level: usize) -> bool {
+        level >= 2 && level + 1 < NUM_LEVELS && level == self.deepest_nonempty_level()
+    }
+
+    /// The bytes `level` (≥ 1, above `deepest`, the deepest level holding tables) may hold once
+    /// writes pause: `max_bytes_for_level(level)`, or the deepest level's bytes divided by the
+    /// level multiplier once per level between them, whichever is more. A level that merges
+    /// into a deeper one bigger than its budget assumes keeps the ratio between them, so that
+    /// each byte merged down rewrites no more below than the multiplier says.
+    pub(crate) fn level_budget(&self, options: &Options, level: usize, deepest: usize) -> f64 {
+        let own = options.max_bytes_for_level(level) as f64;
+        if level >= deepest {
+            return own;
+        }
+        let steps = i32::try_from(deepest - level).unwrap_or(i32::MAX);
+        let scaled =
+            self.level_bytes(deepest) as f64 / (options.level_size_multiplier as f64).powi(steps);
+        own.max(scaled)
     }
 
     /// The deepest level that holds a table (0 if none does).
@@ -531,6 +560,35 @@ mod tests {
                 .map(|f| f.number);
             assert_eq!(found, by_bytes, "key {key:?}");
         }
+    }
+
+    #[test]
+    fn the_deepest_level_below_l1_holds_up_to_the_next_budget_and_the_levels_above_scale_to_it() {
+        // Budgets: L1 4096 bytes, L2 40960, L3 409600.
+        let options = Options::default().max_bytes_for_level_base(4096);
+        let quiet = Triggers::quiet(&options);
+        // L2 is the deepest level and holds 5 times its budget: it is not due, and L1, holding
+        // 1.5 times its own budget, has a tenth of L2's bytes as budget.
+        let mut tables = vec![(1, 1, "a", "z", 6144), (2, 2, "a", "m", 102400)];
+        tables.push((2, 3, "n", "z", 102400));
+        let v = Version::for_tests(&tables);
+        assert!(v.grows_into_next(2) && !v.grows_into_next(1));
+        assert_eq!(v.level_budget(&options, 1, 2), 20480.0);
+        assert_eq!(v.compaction_level(&options, quiet), None);
+        // At L3's budget L2 is due, scored against it.
+        tables.push((2, 4, "zz", "zz", 204800));
+        let v = Version::for_tests(&tables);
+        assert_eq!(v.compaction_level(&options, quiet), Some((2, 1.0)));
+        // With a table in L3, L2 merges into it at its own budget (or a tenth of L3, if more).
+        tables.push((3, 5, "a", "z", 100));
+        let v = Version::for_tests(&tables);
+        assert!(!v.grows_into_next(2) && v.grows_into_next(3));
+        assert_eq!(v.level_budget(&options, 2, 3), 40960.0);
+        assert_eq!(v.compaction_level(&options, quiet), Some((2, 10.0)));
+        // L1 alone is never a growing level: every L0 merge rewrites all of it.
+        let v = Version::for_tests(&[(1, 1, "a", "z", 8192)]);
+        assert!(!v.grows_into_next(1));
+        assert_eq!(v.compaction_level(&options, quiet), Some((1, 2.0)));
     }
 
     #[test]

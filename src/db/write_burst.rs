@@ -120,12 +120,12 @@ mod tests {
     #[test]
     fn the_trigger_during_writes_stays_between_the_quiet_and_slowdown_triggers() {
         let o = Options::default();
-        assert_eq!(o.l0_trigger_during_writes(), 8);
+        assert_eq!(o.l0_trigger_during_writes(), 19);
         let o = Options::default().level0_compaction_trigger(6);
         assert_eq!(o.l0_trigger_during_writes(), 6);
         let o = o.level0_compaction_trigger_during_writes(3);
         assert_eq!(o.l0_trigger_during_writes(), 6);
         let o = o.level0_compaction_trigger_during_writes(100);
-        assert_eq!(o.l0_trigger_during_writes(), 19);
+        assert_eq!(o.l0_trigger_during_writes(), 27);
     }
 }

@@ -103,12 +103,16 @@ impl TreeShape {
     /// `l0_merges_when_idle` (its keys then count in L1 and it is no run); otherwise it stays as
     /// one table of their average size (it holds between none and one less than the compaction
     /// trigger at rest; one keeps the levels' bits within a fraction of a bit of the optimum for
-    /// any of those). Each level above the deepest holds at most `target(level)` keys
-    /// (compactions drain it to its target), and the deepest what they hold over their targets on
-    /// top of its own.
+    /// any of those). Each level above the deepest holds at most its budget (compactions drain
+    /// it there): `target(level)` keys, or from L2 down the deepest level's keys divided by
+    /// `multiplier` once per level between them if that is more, as the store's levels do
+    /// (DESIGN.md, *Compaction*). The deepest holds what they hold over their budgets on top of
+    /// its own. Its keys are first counted with every level drained to its target; the budgets
+    /// scaled to that count are a little generous, by what the second count hands down less.
     pub(crate) fn settled(
         &self,
         target: impl Fn(usize) -> f64,
+        multiplier: f64,
         l0_merges_when_idle: bool,
     ) -> TreeShape {
         let l0 = self.l0_tables.iter().filter(|&&k| k > 0.0);
@@ -127,14 +131,27 @@ impl TreeShape {
             vec![]
         };
         let mut levels = vec![0.0; source.len()];
+        if deepest == 0 {
+            return TreeShape { l0_tables, levels };
+        }
+        let handed_down = |budget: &dyn Fn(usize) -> f64| -> f64 {
+            (1..deepest)
+                .map(|l| source[l].max(0.0) - source[l].max(0.0).min(budget(l)))
+                .sum()
+        };
+        let own = |l: usize| target(l).max(0.0);
+        let deepest_keys = source[deepest] + handed_down(&own);
+        let budget = |l: usize| {
+            let steps = i32::try_from(deepest - l).unwrap_or(i32::MAX);
+            match deepest {
+                0 | 1 => own(l),
+                _ => own(l).max(deepest_keys / multiplier.powi(steps)),
+            }
+        };
         for l in 1..deepest {
-            let keys = source[l].max(0.0);
-            levels[l] = keys.min(target(l).max(0.0));
-            levels[deepest] += keys - levels[l];
+            levels[l] = source[l].max(0.0).min(budget(l));
         }
-        if deepest > 0 {
-            levels[deepest] += source[deepest];
-        }
+        levels[deepest] = source[deepest] + handed_down(&budget);
         TreeShape { l0_tables, levels }
     }
 
@@ -270,24 +287,27 @@ mod tests {
     fn the_settled_tree_has_middle_levels_at_most_at_target_and_l0_merged_or_one_table() {
         let targets = |l: usize| 10f64.powi(i32::try_from(l).unwrap_or(0));
         // L1 short of its target, L2 empty, L3 the deepest: it counts as it is, however young.
-        let s = shape(&[2.0, 4.0, 0.0], &[0.0, 4.0, 0.0, 50.0]).settled(targets, false);
+        let s = shape(&[2.0, 4.0, 0.0], &[0.0, 4.0, 0.0, 50.0]).settled(targets, 10.0, false);
         assert_eq!(s.l0_tables, vec![3.0]);
         assert_eq!(s.levels, vec![0.0, 4.0, 0.0, 50.0]);
         // L0 merged into L1 once writes pause: its keys fill L1 to its target, the rest drains
         // into the deepest level, and L0 is no run.
-        let s = shape(&[2.0, 4.0, 0.0], &[0.0, 4.0, 0.0, 50.0]).settled(targets, true);
+        let s = shape(&[2.0, 4.0, 0.0], &[0.0, 4.0, 0.0, 50.0]).settled(targets, 10.0, true);
         assert!(s.l0_tables.is_empty());
         assert_eq!(s.levels, vec![0.0, 10.0, 0.0, 50.0]);
         // L0 alone becomes L1.
-        let s = shape(&[2.0, 4.0], &[0.0, 0.0, 0.0]).settled(targets, true);
+        let s = shape(&[2.0, 4.0], &[0.0, 0.0, 0.0]).settled(targets, 10.0, true);
         assert_eq!(s.levels, vec![0.0, 6.0, 0.0]);
-        // L1 over its target (an L0 compaction just filled it) drains into the deepest level;
-        // no L0 tables, no L0 run.
-        let s = shape(&[], &[0.0, 30.0, 200.0]).settled(targets, false);
+        // L1 over its target (an L0 compaction just filled it) drains into the deepest level,
+        // L2, down to a tenth of the 220 keys L2 would then hold; no L0 tables, no L0 run.
+        let s = shape(&[], &[0.0, 30.0, 200.0]).settled(targets, 10.0, false);
         assert!(s.l0_tables.is_empty());
-        assert_eq!(s.levels, vec![0.0, 10.0, 220.0]);
+        assert_eq!(s.levels, vec![0.0, 22.0, 208.0]);
+        // Over a deepest L3 of 50 keys, L1 drains to its own target of 10.
+        let s = shape(&[], &[0.0, 30.0, 0.0, 50.0]).settled(targets, 10.0, false);
+        assert_eq!(s.levels, vec![0.0, 10.0, 0.0, 70.0]);
         // A tree of one level is one run.
-        let s = shape(&[], &[0.0, 0.0, 0.0, 700.0]).settled(targets, true);
+        let s = shape(&[], &[0.0, 0.0, 0.0, 700.0]).settled(targets, 10.0, true);
         assert_eq!(s.levels, vec![0.0, 0.0, 0.0, 700.0]);
     }
 
@@ -328,8 +348,9 @@ mod tests {
                 let tree = shape(&vec![m; k], levels);
                 let target = |l: usize| 15.2e3 * 10f64.powi(i32::try_from(l).unwrap_or(0) - 1);
                 let target = |l: usize| if m > 2e3 { 10.0 * target(l) } else { target(l) };
-                let (l0_plan, level_plan) =
-                    tree.settled(target, false).monkey_bits(8.0, LN2_SQUARED);
+                let (l0_plan, level_plan) = tree
+                    .settled(target, 10.0, false)
+                    .monkey_bits(8.0, LN2_SQUARED);
                 let mut l0 = vec![l0_plan.first().copied().unwrap_or(8.0); k];
                 let keys: f64 = m * k as f64 + levels.iter().sum::<f64>();
                 let spent = |l0: &[f64]| {
