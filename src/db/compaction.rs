@@ -174,22 +174,23 @@ impl DbInner {
         // tombstones do not come to rest in the last level by moves. Asked last: it opens the
         // tables. The others still move; the inputs are disjoint, so the rewrite of the rest
         // meets none of them below.
-        let mut rewritten = Vec::new();
-        for t in &inputs {
+        let (mut moved, mut rewritten) = (Vec::new(), Vec::new());
+        for t in inputs {
             if t.range_tombstones || tree.tables.get(t)?.properties().num_deletions > 0 {
                 rewritten.push(Arc::clone(t));
+            } else {
+                moved.push(t);
             }
         }
-        if rewritten.len() == inputs.len() {
+        if moved.is_empty() {
             return self.run_compaction(job);
         }
-        inputs.retain(|t| !rewritten.iter().any(|r| r.number == t.number));
         // The same files, listed one level down; they stay on disk since they are not obsolete.
         self.install(
             tree,
             VersionEdit {
-                deleted: inputs.iter().map(|t| (job.level, t.number)).collect(),
-                added: inputs
+                deleted: moved.iter().map(|t| (job.level, t.number)).collect(),
+                added: moved
                     .iter()
                     .map(|t| NewFile {
                         level: out_level,
@@ -205,10 +206,10 @@ impl DbInner {
         )?;
         // A reader opened for the old level may hold that level's pinning of index and filter
         // blocks; the table is reopened for its new level when next read.
-        for t in &inputs {
+        for t in &moved {
             tree.tables.evict(t.number);
         }
-        tree.stats.add(Ticker::TrivialMoves, inputs.len() as u64);
+        tree.stats.add(Ticker::TrivialMoves, moved.len() as u64);
         if rewritten.is_empty() {
             return Ok(());
         }

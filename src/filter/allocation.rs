@@ -142,11 +142,11 @@ impl TreeShape {
         let own = |l: usize| target(l).max(0.0);
         let deepest_keys = source[deepest] + handed_down(&own);
         let budget = |l: usize| {
-            let steps = i32::try_from(deepest - l).unwrap_or(i32::MAX);
-            match deepest {
-                0 | 1 => own(l),
-                _ => own(l).max(deepest_keys / multiplier.powi(steps)),
+            if deepest < 2 {
+                return own(l);
             }
+            let steps = i32::try_from(deepest - l).unwrap_or(i32::MAX);
+            own(l).max(deepest_keys / multiplier.powi(steps))
         };
         for l in 1..deepest {
             levels[l] = source[l].max(0.0).min(budget(l));
