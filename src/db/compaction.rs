@@ -111,7 +111,7 @@ impl DbInner {
         triggers: Triggers,
     ) -> Option<CompactionJob> {
         let version = self.manifest.lock().version(tree.id);
-        let (level, _) = version.compaction_level(&tree.options, triggers)?;
+        let (level, _) = version.compaction_level(&tree.options(), triggers)?;
         let inputs = if level == 0 || version.grows_into_next(level) {
             // L0 tables overlap each other: take them all. A level growing into the empty
             // level below moves there whole.
@@ -167,7 +167,7 @@ impl DbInner {
             _ => 0,
         };
         let tree = &job.tree;
-        if below > MAX_MOVE_OVERLAP_TABLES * tree.options.target_file_size {
+        if below > MAX_MOVE_OVERLAP_TABLES * tree.options().target_file_size {
             return self.run_compaction(job);
         }
         // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that
@@ -309,8 +309,8 @@ impl DbInner {
             Some(_) => Vec::new(),
             None => split_points(
                 job,
-                job.tree.options.max_subcompactions,
-                job.tree.options.target_file_size,
+                job.tree.options().max_subcompactions,
+                job.tree.options().target_file_size,
             ),
         };
         let ranges = key_ranges(&splits);
@@ -434,7 +434,7 @@ impl DbInner {
                 &table_path(&self.dir, number),
                 number,
                 table_options(
-                    &job.tree.options,
+                    &job.tree.options(),
                     &job.tree.name,
                     out_level,
                     bottommost,
@@ -455,6 +455,7 @@ impl DbInner {
         // An output table is cut only between user keys: versions of one key (kept for snapshots)
         // never straddle two tables of a level, whose key ranges must not overlap.
         let mut cut_pending = false;
+        let target_file_size = job.tree.options().target_file_size;
         let mut grandparents =
             GrandparentBoundaries::new(job.version.levels.get(out_level + 1), lo);
         let outcome = (|| {
@@ -471,9 +472,9 @@ impl DbInner {
                     if passed && !cut_pending {
                         // Past half its size, a table ends where a table of the level below the
                         // output's does, so that it later compacts into whole tables there.
-                        cut_pending = builder.as_ref().is_some_and(|(_, b)| {
-                            b.estimated_file_size() >= job.tree.options.target_file_size / 2
-                        });
+                        cut_pending = builder
+                            .as_ref()
+                            .is_some_and(|(_, b)| b.estimated_file_size() >= target_file_size / 2);
                     }
                     if cut_pending {
                         cut_pending = false;
@@ -520,7 +521,7 @@ impl DbInner {
                     };
                     if let Some((_, b)) = builder.as_mut() {
                         b.add(key, it.value())?;
-                        cut_pending = b.estimated_file_size() >= job.tree.options.target_file_size;
+                        cut_pending = b.estimated_file_size() >= target_file_size;
                     }
                 }
                 it.next()?;
