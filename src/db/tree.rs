@@ -49,6 +49,9 @@ pub(crate) struct Tree {
     /// The tables a filter refresh wrote since another compaction last changed the tree
     /// (`filter_refresh.rs`).
     pub(crate) refreshed: RefreshedTables,
+    /// Whether a snapshot taken while its last compaction ran was still live as it installed: its
+    /// next compaction then does not ask the compaction filter (`compaction_filtering.rs`).
+    pub(crate) snapshot_outlived_last_compaction: AtomicBool,
 }
 
 impl Tree {
@@ -73,6 +76,7 @@ impl Tree {
             compaction_stats: CompactionStats::default(),
             dropped: AtomicBool::new(false),
             refreshed: RefreshedTables::default(),
+            snapshot_outlived_last_compaction: AtomicBool::new(false),
         }
     }
 
