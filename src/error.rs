@@ -144,7 +144,7 @@ impl From<std::io::Error> for Error {
 ///         assert_eq!(locked, dir.path());
 ///         assert!(locked.to_string().contains("1 scan or cursor of a closed Db"));
 ///     }
-///     other => panic!("{other:?}"),
+///     other => panic!("expected Locked, got {:?}", other.err()),
 /// }
 /// drop(scan);
 /// assert!(Db::open(dir.path(), Options::default()).is_ok());

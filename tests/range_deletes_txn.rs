@@ -56,6 +56,11 @@ const PLACES: [Place; 4] = [
 /// Writes `delete_range(start..end)` and moves it to `place`.
 fn competing_delete_range(db: &Db, start: &str, end: &str, place: Place) {
     db.delete_range(start..end).unwrap();
+    move_to(db, place);
+}
+
+/// Moves the store's newest write to `place`.
+fn move_to(db: &Db, place: Place) {
     match place {
         Place::Memtable => {}
         Place::FlushedWithWrites => {
@@ -228,18 +233,10 @@ fn a_delete_range_in_a_keyspace_conflicts_with_reads_and_scans_of_that_keyspace_
     }
 }
 
-/// Where the competing put lands when the transaction commits.
+/// Writes a put of `key` and moves it to `place`.
 fn competing_put(db: &Db, key: &str, place: Place) {
     db.put(key, "concurrent").unwrap();
-    match place {
-        Place::Memtable => {}
-        Place::FlushedWithWrites => {
-            db.put("other", "x").unwrap();
-            db.flush().unwrap();
-        }
-        Place::FlushedAlone => db.flush().unwrap(),
-        Place::Compacted => db.compact().unwrap(),
-    }
+    move_to(db, place);
 }
 
 /// A transaction's own `delete_range` is checked at its commit as a scanned range is: a put

@@ -5,36 +5,16 @@
 //! kept across reopen; a compaction filter in such a keyspace.
 
 mod common;
-use common::tables_per_level;
+use common::{tables_per_level, ManualClock};
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use siftdb::{
-    Clock, CompactionDecision, CompactionFilter, Db, Error, Keyspace, Options, Snapshot, Ticker,
+    CompactionDecision, CompactionFilter, Db, Error, Keyspace, Options, Snapshot, Ticker,
     WriteBatch,
 };
-
-/// A clock moved by hand, in seconds since the Unix epoch.
-struct ManualClock(AtomicU64);
-
-impl ManualClock {
-    fn at(seconds: u64) -> Arc<ManualClock> {
-        Arc::new(ManualClock(AtomicU64::new(seconds)))
-    }
-
-    fn set(&self, seconds: u64) {
-        self.0.store(seconds, Ordering::Relaxed);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(self.0.load(Ordering::Relaxed))
-    }
-}
 
 /// An arbitrary moment, in seconds since the epoch.
 const T0: u64 = 1_700_000_000;

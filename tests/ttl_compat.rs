@@ -9,28 +9,12 @@
 //! fixture itself, which an open would rewrite).
 
 mod common;
-use common::copy_dir;
+use common::{copy_dir, ManualClock};
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use siftdb::{Clock, Db, Error, Keyspace, Options};
-
-struct ManualClock(AtomicU64);
-
-impl ManualClock {
-    fn set(&self, seconds: u64) {
-        self.0.store(seconds, Ordering::Relaxed);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(self.0.load(Ordering::Relaxed))
-    }
-}
+use siftdb::{Db, Error, Keyspace, Options};
 
 const T0: u64 = 1_700_000_000;
 
@@ -88,7 +72,7 @@ fn a_keyspace_whose_values_carry_their_write_time_reads_as_before() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     copy_dir(&fixture(), &store);
-    let clock = Arc::new(ManualClock(AtomicU64::new(T0 + 3)));
+    let clock = ManualClock::at(T0 + 3);
     let opts = || Options::default().clock(clock.clone());
     let db = Db::open(&store, opts()).unwrap();
     let sessions = db.keyspace("sessions").unwrap();
@@ -163,7 +147,7 @@ fn write_the_store_with_write_times() {
     };
     let out = PathBuf::from(out);
     assert!(!out.exists(), "{} exists already", out.display());
-    let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
+    let clock = ManualClock::at(T0);
     let db = Db::open(&out, Options::default().clock(clock.clone())).unwrap();
     let sessions = db
         .keyspace_with(

@@ -399,14 +399,8 @@ mod tests {
                 .block_size(8192)
                 .ttl(Duration::from_secs(60)),
         );
-        assert_eq!(
-            changed_options(&plain, &other),
-            ["block_size", "expire_after"]
-        );
-        assert_eq!(
-            changed_options(&other, &plain),
-            ["block_size", "expire_after"]
-        );
+        assert_eq!(changed_options(&plain, &other), ["block_size", "ttl"]);
+        assert_eq!(changed_options(&other, &plain), ["block_size", "ttl"]);
         assert!(changed_options(&plain, &plain).is_empty());
     }
 

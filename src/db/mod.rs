@@ -46,7 +46,7 @@ mod write;
 mod write_burst;
 
 pub(crate) use ttl::ttl_seconds;
-pub(crate) use write::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub(crate) use write::{check_sizes, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -26,6 +26,25 @@ pub(crate) const MAX_KEY_BYTES: usize = 64 << 10;
 /// The largest value accepted.
 pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
 
+/// `Ok` for a key and a value of these sizes (in bytes) a write accepts.
+///
+/// # Errors
+/// `Error::InvalidArgument` for a key over [`MAX_KEY_BYTES`] or a value over
+/// [`MAX_VALUE_BYTES`].
+pub(crate) fn check_sizes(key: usize, value: usize) -> Result<()> {
+    if key > MAX_KEY_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "key of {key} bytes (at most {MAX_KEY_BYTES})"
+        )));
+    }
+    if value > MAX_VALUE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "value of {value} bytes (at most {MAX_VALUE_BYTES})"
+        )));
+    }
+    Ok(())
+}
+
 impl Db {
     /// Sets `key` to `value`.
     ///
@@ -168,16 +187,7 @@ impl Db {
             return Err(self.inner.read_only_error());
         }
         let (max_key, max_value) = batch.largest_key_and_value();
-        if max_key > MAX_KEY_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "key of {max_key} bytes (at most {MAX_KEY_BYTES})"
-            )));
-        }
-        if max_value > MAX_VALUE_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "value of {max_value} bytes (at most {MAX_VALUE_BYTES})"
-            )));
-        }
+        check_sizes(max_key, max_value)?;
         // Entries that name no keyspace go to this handle's.
         let batch = match self.tree.id {
             DEFAULT_KEYSPACE_ID => batch,

@@ -17,7 +17,7 @@ pub(crate) use conflict::{ConflictCheck, GroupWrites};
 pub use scan::TransactionScan;
 
 use super::{Db, KeyRange, Keyspace, Snapshot};
-use crate::db::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::db::check_sizes;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 use crate::stats::Ticker;
@@ -466,21 +466,6 @@ type Writes = BTreeMap<(u32, Vec<u8>), Write>;
 
 /// Buffered range deletions: keyspace id, start, end (`None`: no end).
 type RangeDeletes = Vec<(u32, Vec<u8>, Option<Vec<u8>>)>;
-
-/// `Error::InvalidArgument` for a key or value over what a write accepts.
-fn check_sizes(key: usize, value: usize) -> Result<()> {
-    if key > MAX_KEY_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "key of {key} bytes (at most {MAX_KEY_BYTES})"
-        )));
-    }
-    if value > MAX_VALUE_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "value of {value} bytes (at most {MAX_VALUE_BYTES})"
-        )));
-    }
-    Ok(())
-}
 
 /// The ranges of `deleted` in keyspace `id`.
 fn deleted_in(deleted: &RangeDeletes, id: u32) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
