@@ -101,7 +101,7 @@ pub use db::{Cursor, Db, KeyRange, Keyspace, Scan, Snapshot, Transaction, Transa
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
 /// [`Iterator`], it returned this cursor).
 pub type DbIterator = Cursor;
-pub use error::{BackgroundError, Error, Result};
+pub use error::{BackgroundError, Error, LockedDir, Result};
 pub use filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,
     FilterPolicy, LevelDbBloom, RangeFilter, Ribbon,

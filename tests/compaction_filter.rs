@@ -408,7 +408,7 @@ fn snapshot_and_transaction_in_the_window(held: &str, asked: usize) {
         );
     }
     // What it read is what the store holds as it commits: nothing to refuse, and its write lands.
-    tx.put("seen", "drop-a and up-b original");
+    tx.put("seen", "drop-a and up-b original").unwrap();
     tx.commit().unwrap();
     assert_eq!(get(&db, "seen"), Some("drop-a and up-b original".into()));
     assert_eq!(get(&db, "drop-a"), original);
@@ -449,7 +449,7 @@ fn a_snapshot_released_before_the_filtering_job_installs_leaves_its_decisions_st
     assert_eq!(get_at(&db, &snapshot, "drop-a"), Some("original".into()));
     let mut tx = db.transaction();
     assert_eq!(tx.get("drop-a").unwrap(), Some(b"original".to_vec()));
-    tx.put("other", "o");
+    tx.put("other", "o").unwrap();
     tx.commit().unwrap();
     drop(snapshot);
     window.release();

@@ -219,7 +219,7 @@ fn snapshots_and_transactions_never_see_a_read_change_under_a_compaction_filter(
             95..=97 if !transactions.is_empty() => {
                 let mut t = transactions.swap_remove(rng.gen_range(0..transactions.len()));
                 let v = value(&mut rng, op);
-                t.tx.put(&k, &v);
+                t.tx.put(&k, &v).unwrap();
                 let touched = t.view.first_reads.keys().chain(std::iter::once(&k));
                 let conflicting = touched.into_iter().any(|r| t.written_since.contains(r));
                 match t.tx.commit() {

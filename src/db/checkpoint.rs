@@ -132,7 +132,7 @@ impl Db {
                     continue;
                 }
                 let number = inner.new_file_number()?;
-                let o = &live.options;
+                let o = &*live.options();
                 let table =
                     table_options(o, &live.name, 0, false, o.filter.clone(), inner.store_id);
                 made.push(table_path(dir, number));

@@ -136,7 +136,7 @@ impl DbInner {
         triggers: Triggers,
     ) -> Option<CompactionJob> {
         let version = self.manifest.lock().version(tree.id);
-        let (level, _) = version.compaction_level(&tree.options, triggers)?;
+        let (level, _) = version.compaction_level(&tree.options(), triggers)?;
         let inputs = if level == 0 || version.grows_into_next(level) {
             // L0 tables overlap each other: take them all. A level growing into the empty
             // level below moves there whole.
@@ -192,7 +192,7 @@ impl DbInner {
             _ => 0,
         };
         let tree = &job.tree;
-        if below > MAX_MOVE_OVERLAP_TABLES * tree.options.target_file_size {
+        if below > MAX_MOVE_OVERLAP_TABLES * tree.options().target_file_size {
             return self.run_compaction(job);
         }
         // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that
@@ -382,8 +382,8 @@ impl DbInner {
             Some(_) => Vec::new(),
             None => split_points(
                 job,
-                job.tree.options.max_subcompactions,
-                job.tree.options.target_file_size,
+                job.tree.options().max_subcompactions,
+                job.tree.options().target_file_size,
             ),
         };
         let ranges = key_ranges(&splits);
@@ -514,7 +514,7 @@ impl DbInner {
                 &table_path(&self.dir, number),
                 number,
                 table_options(
-                    &job.tree.options,
+                    &job.tree.options(),
                     &job.tree.name,
                     out_level,
                     bottommost,
@@ -535,6 +535,7 @@ impl DbInner {
         // An output table is cut only between user keys: versions of one key (kept for snapshots)
         // never straddle two tables of a level, whose key ranges must not overlap.
         let mut cut_pending = false;
+        let target_file_size = job.tree.options().target_file_size;
         let mut grandparents =
             GrandparentBoundaries::new(job.version.levels.get(out_level + 1), lo);
         let outcome = (|| {
@@ -551,9 +552,9 @@ impl DbInner {
                     if passed && !cut_pending {
                         // Past half its size, a table ends where a table of the level below the
                         // output's does, so that it later compacts into whole tables there.
-                        cut_pending = builder.as_ref().is_some_and(|(_, b)| {
-                            b.estimated_file_size() >= job.tree.options.target_file_size / 2
-                        });
+                        cut_pending = builder
+                            .as_ref()
+                            .is_some_and(|(_, b)| b.estimated_file_size() >= target_file_size / 2);
                     }
                     if cut_pending {
                         cut_pending = false;
@@ -600,7 +601,7 @@ impl DbInner {
                     };
                     if let Some((_, b)) = builder.as_mut() {
                         b.add(key, it.value())?;
-                        cut_pending = b.estimated_file_size() >= job.tree.options.target_file_size;
+                        cut_pending = b.estimated_file_size() >= target_file_size;
                     }
                 }
                 it.next()?;

@@ -3,16 +3,18 @@
 //! way, so the compaction loop keeps its own rules (which versions to keep, which tombstones to
 //! drop) and applies them to the rewritten entries.
 //!
-//! - **Time to live.** A value whose write time is a TTL past becomes a tombstone at its own
-//!   sequence, whichever version of its key it is, snapshots or not. Every read already treats an
-//!   expired value as a tombstone at that sequence (at any snapshot, since expiry only ever comes
-//!   closer), so the rewrite changes nothing any reader sees; it lets the loop drop the value and,
-//!   where nothing below holds the key, the tombstone too.
+//! - **Time to live.** An expired value (`ttl.rs`) becomes a tombstone at its own sequence,
+//!   whichever version of its key it is, snapshots or not. Every read already treats an expired
+//!   value as a tombstone at that sequence (at any snapshot, since expiry only ever comes closer),
+//!   so the rewrite changes nothing any reader sees; it lets the loop drop the value and, where
+//!   nothing below holds the key, the tombstone too. In a keyspace without a filter, a TTL or write
+//!   times, only values with an expiry time of their own are looked at: the kind byte of each
+//!   key.
 //! - **Compaction filter.** It is asked about the newest version of each key in the merge, if that
 //!   version is a value newer than every live snapshot, so no snapshot can read it: snapshots keep
 //!   seeing what they saw. `Remove` turns the value into a tombstone at its sequence, so that an
 //!   older version in a deeper level does not show through; `ChangeValue` replaces the value (with
-//!   a TTL, the new value keeps the old write time). A value that expired is not shown to it.
+//!   a stamp, the new value keeps it). A value that expired is not shown to it.
 //!
 //! **Snapshots taken while a job runs.** The job reads the list of live snapshots once, after
 //! choosing its inputs; a snapshot taken later is newer than every entry the job reads, so it sees
@@ -43,13 +45,13 @@ use std::sync::Arc;
 use super::compaction::CompactionJob;
 use super::snapshot::SnapshotList;
 use super::tree::Tree;
-use super::ttl::{append_write_time, missing_write_time, split_write_time, Expiry};
+use super::ttl::{append_stamp, missing_stamp, split_stamp, Expiry};
 use super::version::Version;
 use super::DbInner;
 use crate::compaction_filter::{CompactionDecision, CompactionFilter};
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{append_internal_key, parse_internal_key, ValueKind};
+use crate::key::{append_internal_key, parse_internal_key, ValueKind, TAG_LEN};
 use crate::stats::{Stats, Ticker};
 
 /// What the rules make of the entry the merge is on.
@@ -148,8 +150,11 @@ impl<'a> FilterDecisions<'a> {
     }
 }
 
-/// The rules of one compaction of a keyspace with a compaction filter or a TTL.
+/// The rules of one compaction of a keyspace.
 struct Rules<'a> {
+    /// Whether every value is looked at (a compaction filter, or stamped plain values); else
+    /// only values with an expiry time of their own.
+    all: bool,
     filter: Option<Arc<dyn CompactionFilter>>,
     expiry: Expiry,
     /// The level the compaction writes, which the filter is told.
@@ -164,8 +169,7 @@ struct Rules<'a> {
 /// `seek`, then `next`.
 pub(crate) struct CompactionInput<'a, I> {
     input: I,
-    /// `None` for a keyspace with neither: the input passes through.
-    rules: Option<Rules<'a>>,
+    rules: Rules<'a>,
     rewrite: Rewrite,
     key: Vec<u8>,
     value: Vec<u8>,
@@ -185,15 +189,16 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
         dir: &'a Path,
         input: I,
     ) -> Self {
-        let o = &tree.options;
-        let rules = (o.compaction_filter.is_some() || o.ttl.is_some()).then(|| Rules {
-            filter: o.compaction_filter.clone(),
-            expiry: Expiry::now(o),
+        let filter = tree.options().compaction_filter.clone();
+        let rules = Rules {
+            all: filter.is_some() || tree.stamps_plain_values(),
+            filter,
+            expiry: Expiry::of(tree),
             level,
             decisions,
             keyspace: &tree.name,
             dir,
-        });
+        };
         CompactionInput {
             input,
             rules,
@@ -225,7 +230,7 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
     /// ([`FilterDecisions::abandoned`]).
     #[inline]
     pub(crate) fn valid(&self) -> bool {
-        self.input.valid() && !self.rules.as_ref().is_some_and(|r| r.decisions.abandoned())
+        self.input.valid() && !self.rules.decisions.abandoned()
     }
 
     /// The current internal key (a tombstone's, for a value the rules removed).
@@ -249,10 +254,8 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
     /// Decides what the entry the input is on becomes.
     fn apply_rules(&mut self) -> Result<()> {
         self.rewrite = Rewrite::AsIs;
-        let Some(rules) = &self.rules else {
-            return Ok(());
-        };
-        if !self.input.valid() {
+        let rules = &self.rules;
+        if !self.input.valid() || !(rules.all || expiring(self.input.key())) {
             return Ok(());
         }
         // A malformed key is the compaction loop's to report.
@@ -265,19 +268,19 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
             last.clear();
             last.extend_from_slice(parsed.user_key);
         }
-        if parsed.kind != ValueKind::Value {
+        if !parsed.kind.is_value() {
             return Ok(());
         }
         let stored = self.input.value();
-        let (value, written) = match rules.expiry {
-            Expiry::Never => (stored, None),
-            Expiry::Stamped { .. } => {
-                let (value, written) = split_write_time(stored)
-                    .ok_or_else(|| missing_write_time(rules.dir, rules.keyspace))?;
-                (value, Some(written))
+        let (value, stamp) = match rules.expiry.stamped(parsed.kind) {
+            false => (stored, None),
+            true => {
+                let (value, stamp) =
+                    split_stamp(stored).ok_or_else(|| missing_stamp(rules.dir, rules.keyspace))?;
+                (value, Some(stamp))
             }
         };
-        if written.is_some_and(|w| rules.expiry.expired(w)) {
+        if stamp.is_some_and(|t| rules.expiry.expired(parsed.kind, t)) {
             rules.decisions.expired.fetch_add(1, Ordering::Relaxed);
             tombstone(&mut self.key, &mut self.value, parsed.user_key, parsed.seq);
             self.rewrite = Rewrite::Tombstone;
@@ -299,14 +302,23 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
             CompactionDecision::ChangeValue(new) => {
                 rules.decisions.changed.fetch_add(1, Ordering::Relaxed);
                 self.value = new;
-                if let Some(written) = written {
-                    append_write_time(&mut self.value, written);
+                if let Some(stamp) = stamp {
+                    append_stamp(&mut self.value, stamp);
                 }
                 self.rewrite = Rewrite::Value;
             }
         }
         Ok(())
     }
+}
+
+/// Whether internal key `ikey` is a value's with an expiry time of its own: its tag's low byte,
+/// the first of the eight, says.
+#[inline]
+fn expiring(ikey: &[u8]) -> bool {
+    ikey.len()
+        .checked_sub(TAG_LEN)
+        .is_some_and(|at| ikey[at] == ValueKind::ExpiringValue as u8)
 }
 
 /// Makes `key` and `value` a tombstone of `user_key` at sequence `seq`.
@@ -322,7 +334,8 @@ impl DbInner {
     /// tombstones (kept for a snapshot since released: otherwise they, and the keys they cover,
     /// would stay until the level is next compacted) and, if the keyspace has a compaction filter
     /// or a TTL, those that were there before (`before`, the version it started from) and that no
-    /// job rewrote since, so that the filter and the TTL see their entries too. One table per
+    /// job rewrote since, so that the filter and the TTL see their entries too; without either,
+    /// those holding values with an expiry time of their own. One table per
     /// job: a job's outputs span its inputs' key range, which for two tables of a level apart
     /// would take in the tables between them.
     pub(crate) fn last_level_rewrites(
@@ -330,8 +343,7 @@ impl DbInner {
         tree: &Arc<Tree>,
         before: &Version,
     ) -> Vec<CompactionJob> {
-        let o = &tree.options;
-        let filtering = o.compaction_filter.is_some() || o.ttl.is_some();
+        let filtering = tree.options().compaction_filter.is_some() || tree.stamps_plain_values();
         let version = self.manifest.lock().version(tree.id);
         let last = version.deepest_nonempty_level();
         if last == 0 {
@@ -340,8 +352,13 @@ impl DbInner {
         version.levels[last]
             .iter()
             .filter(|f| {
+                let expiring = || {
+                    let table = tree.tables.get(f);
+                    table.is_ok_and(|t| t.properties().num_expiring > 0)
+                };
                 f.range_tombstones
-                    || (filtering && before.levels[last].iter().any(|g| g.number == f.number))
+                    || (before.levels[last].iter().any(|g| g.number == f.number)
+                        && (filtering || expiring()))
             })
             .map(|f| CompactionJob::rewrite_in_place(tree, &version, last, f))
             .collect()

@@ -117,7 +117,7 @@ impl DbInner {
         let filter = tree.filter_for_flush(&version, &mem);
         drop(version);
         let number = self.new_file_number()?;
-        let options = table_options(&tree.options, &tree.name, 0, false, filter, self.store_id);
+        let options = table_options(&tree.options(), &tree.name, 0, false, filter, self.store_id);
         // A panic in user code (a filter policy, a prefix extractor) fails the flush like an
         // error: the memtable and its WAL stay, and the error reaches every waiter.
         let file = catch_panic("flush", || {

@@ -351,7 +351,11 @@ fn apply_to_trees(
         return Ok(());
     }
     let Some(tree) = trees.get_mut(&edit.keyspace) else {
-        if edit.added.is_empty() && edit.deleted.is_empty() && edit.keyspace_log_number.is_none() {
+        if edit.added.is_empty()
+            && edit.deleted.is_empty()
+            && edit.keyspace_log_number.is_none()
+            && edit.options.is_none()
+        {
             return Ok(());
         }
         return Err(format!(
@@ -375,6 +379,9 @@ fn apply_to_trees(
     }
     if let Some(n) = edit.keyspace_log_number {
         tree.log_number = n;
+    }
+    if let Some(options) = &edit.options {
+        tree.options = options.clone();
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! `destroy.rs`, `property.rs`, `conveniences.rs`.
 
 mod background;
+mod batch_settling;
 mod checkpoint;
 mod close;
 mod compaction;
@@ -13,6 +14,7 @@ mod compaction_stats;
 mod conveniences;
 mod cursor;
 mod destroy;
+mod dir_lock;
 mod explain;
 pub(crate) mod filename;
 mod filter_refresh;
@@ -43,7 +45,8 @@ pub(crate) mod version_edit;
 mod write;
 mod write_burst;
 
-pub(crate) use write::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub(crate) use ttl::ttl_seconds;
+pub(crate) use write::{check_sizes, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

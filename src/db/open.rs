@@ -16,6 +16,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use super::background::{catch_panic, spawn_workers};
+use super::dir_lock::locked_error;
 use super::filename::{
     check_store_path, current_path, current_temp_path, lock_path, log_path, manifest_name,
     numbers_used_up, parse_file_name, table_path, FileKind, MAX_FILE_NUMBER,
@@ -26,7 +27,6 @@ use super::keyspace_options::restore;
 use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords};
 use super::table_cache::{TableCache, TablePlacement};
 use super::tree::TreeState;
-use super::ttl::check_no_default_ttl;
 use super::version::Retire;
 use super::version_edit::{VersionEdit, DEFAULT_KEYSPACE_ID};
 use super::{Db, DbInner, Lifecycle, State, WalInfo, WalState};
@@ -48,11 +48,11 @@ impl Db {
     ///
     /// # Errors
     /// - `Error::InvalidArgument`, before anything is created, if `options` are out of range or
-    ///   cannot work together (see [`Options`]), if they have a [`ttl`](Options::ttl) (only
-    ///   keyspaces other than the default one may), if `path` is empty or a file, or if it holds
+    ///   cannot work together (see [`Options`]), if `path` is empty or a file, or if it holds
     ///   no store and may not be created;
     /// - `Error::Locked` if another `Db` holds the directory (a writer, or a reader opened with
-    ///   [`open_read_only`](Db::open_read_only));
+    ///   [`open_read_only`](Db::open_read_only)), or scans and cursors of a closed one do: its
+    ///   message says which, as far as this process can tell;
     /// - `Error::Corruption` naming the file if CURRENT, the MANIFEST, a WAL (other than a torn
     ///   tail) or a table needed to open is damaged, if a table is not the one the MANIFEST
     ///   describes, if the directory holds a store's files but no CURRENT, if the MANIFEST
@@ -62,7 +62,6 @@ impl Db {
     /// - `Error::Io` naming the file for operating-system failures.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        check_no_default_ttl(&options)?;
         let dir = path.as_ref();
         check_store_path(dir)?;
         let fs = options.file_system();
@@ -219,16 +218,14 @@ impl Db {
     /// ```
     ///
     /// # Errors
-    /// - `Error::InvalidArgument` if `options` cannot work together or have a
-    ///   [`ttl`](Options::ttl), if `path` is empty, missing or a file, or if the directory holds
-    ///   no store;
+    /// - `Error::InvalidArgument` if `options` cannot work together, if `path` is empty, missing
+    ///   or a file, or if the directory holds no store;
     /// - `Error::Locked` if a writer has the store open;
     /// - `Error::Corruption` as for [`open`](Db::open) (a damaged CURRENT, MANIFEST, WAL or
     ///   table, a store's files without CURRENT);
     /// - `Error::Io` naming the file for operating-system failures.
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        check_no_default_ttl(&options)?;
         let dir = path.as_ref();
         check_store_path(dir)?;
         match fs::metadata(dir) {
@@ -339,7 +336,7 @@ pub(crate) fn lock_exclusive(dir: &Path) -> Result<File> {
         .map_err(io_at(&lock_file))?;
     match lock.try_lock() {
         Ok(()) => Ok(lock),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::WouldBlock) => Err(locked_error(dir)),
         Err(std::fs::TryLockError::Error(e)) => Err(io_at(&lock_file)(e)),
     }
 }
@@ -367,7 +364,7 @@ fn lock_shared(dir: &Path) -> Result<Option<File>> {
     };
     match lock.try_lock_shared() {
         Ok(()) => Ok(Some(lock)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::WouldBlock) => Err(locked_error(dir)),
         Err(std::fs::TryLockError::Error(e)) => Err(io_at(&lock_file)(e)),
     }
 }
@@ -509,7 +506,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         snapshots: Default::default(),
         options,
         read_only,
-        lifecycle: Lifecycle::new(lock),
+        lifecycle: Lifecycle::new(lock, dir),
     })
 }
 

@@ -396,6 +396,17 @@ impl Version {
         own.max(scaled)
     }
 
+    /// The largest user key its tables' bounds reach (`None` if it has no table): the last one
+    /// of each level's (of every table in L0).
+    pub(crate) fn largest_user_key(&self) -> Option<&[u8]> {
+        let last_of_each = self.levels[1..].iter().filter_map(|l| l.last());
+        self.levels[0]
+            .iter()
+            .chain(last_of_each)
+            .map(|f| crate::key::user_key(&f.largest))
+            .max()
+    }
+
     /// The deepest level that holds a table (0 if none does).
     pub(crate) fn deepest_nonempty_level(&self) -> usize {
         (0..NUM_LEVELS)

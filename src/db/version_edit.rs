@@ -23,6 +23,7 @@ const TAG_DROP_KEYSPACE: u64 = 11;
 const TAG_LOG_START_SEQUENCE: u64 = 12;
 const TAG_NEXT_KEYSPACE_ID: u64 = 13;
 const TAG_RANGE_TOMBSTONES: u64 = 14;
+const TAG_KEYSPACE_OPTIONS: u64 = 15;
 
 /// The keyspace every store has, and the one a MANIFEST written before keyspaces existed holds.
 pub(crate) const DEFAULT_KEYSPACE_ID: u32 = 0;
@@ -62,6 +63,8 @@ pub(crate) struct VersionEdit {
     pub(crate) next_keyspace_id: Option<u32>,
     pub(crate) created: Option<KeyspaceRecord>,
     pub(crate) dropped: Option<u32>,
+    /// The new options record of `keyspace` (`Keyspace::set_options`).
+    pub(crate) options: Option<String>,
     pub(crate) next_file_number: Option<u64>,
     pub(crate) last_sequence: Option<u64>,
     pub(crate) deleted: Vec<(usize, u64)>,
@@ -104,6 +107,10 @@ impl VersionEdit {
         if let Some(n) = self.keyspace_log_number {
             put_varint64(&mut b, TAG_KEYSPACE_LOG_NUMBER);
             put_varint64(&mut b, n);
+        }
+        if let Some(options) = &self.options {
+            put_varint64(&mut b, TAG_KEYSPACE_OPTIONS);
+            put_length_prefixed(&mut b, options.as_bytes());
         }
         for &(level, number) in &self.deleted {
             put_varint64(&mut b, TAG_DELETED_FILE);
@@ -221,6 +228,9 @@ impl VersionEdit {
                     .ok_or_else(|| bad("bad keyspace creation"))?;
                     e.created = Some(k);
                 }
+                TAG_KEYSPACE_OPTIONS => {
+                    e.options = Some(text(&mut d).ok_or_else(|| bad("bad keyspace options"))?)
+                }
                 other => return Err(bad(&format!("unknown tag {other}"))),
             }
         }
@@ -245,6 +255,7 @@ mod tests {
                 options: "block_size=4096\n".into(),
             }),
             dropped: Some(2),
+            options: Some("block_size=8192\n".into()),
             log_number: Some(9),
             next_file_number: Some(12),
             last_sequence: Some(1 << 40),

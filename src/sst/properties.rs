@@ -15,6 +15,8 @@ pub(crate) struct TableProperties {
     pub(crate) num_deletions: u64,
     /// Range tombstones in its range tombstone block (one per fragment and sequence).
     pub(crate) num_range_deletions: u64,
+    /// Values with an expiry time of their own (0 in tables written before they existed).
+    pub(crate) num_expiring: u64,
     pub(crate) num_data_blocks: u64,
     pub(crate) raw_key_bytes: u64,
     pub(crate) raw_value_bytes: u64,
@@ -51,6 +53,7 @@ impl Default for TableProperties {
             num_entries: 0,
             num_deletions: 0,
             num_range_deletions: 0,
+            num_expiring: 0,
             num_data_blocks: 0,
             raw_key_bytes: 0,
             raw_value_bytes: 0,
@@ -85,6 +88,9 @@ impl TableProperties {
         num("siftdb.num.deletions", self.num_deletions);
         if self.num_range_deletions > 0 {
             num("siftdb.num.range.deletions", self.num_range_deletions);
+        }
+        if self.num_expiring > 0 {
+            num("siftdb.num.expiring", self.num_expiring);
         }
         num("siftdb.num.data.blocks", self.num_data_blocks);
         num("siftdb.raw.key.size", self.raw_key_bytes);
@@ -139,6 +145,7 @@ impl TableProperties {
                 b"siftdb.num.entries" => p.num_entries = num()?,
                 b"siftdb.num.deletions" => p.num_deletions = num()?,
                 b"siftdb.num.range.deletions" => p.num_range_deletions = num()?,
+                b"siftdb.num.expiring" => p.num_expiring = num()?,
                 b"siftdb.num.data.blocks" => p.num_data_blocks = num()?,
                 b"siftdb.raw.key.size" => p.raw_key_bytes = num()?,
                 b"siftdb.raw.value.size" => p.raw_value_bytes = num()?,
@@ -177,6 +184,7 @@ mod tests {
             num_entries: 1000,
             num_deletions: 3,
             num_range_deletions: 2,
+            num_expiring: 5,
             num_data_blocks: 30,
             raw_key_bytes: 24_000,
             raw_value_bytes: 100_000,

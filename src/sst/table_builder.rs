@@ -169,8 +169,10 @@ impl TableBuilder {
         if self.props.num_entries == 0 {
             self.smallest = ikey.to_vec();
         }
-        if matches!(parse_internal_key(ikey), Some(p) if p.kind == ValueKind::Deletion) {
-            self.props.num_deletions += 1;
+        match parse_internal_key(ikey).map(|p| p.kind) {
+            Some(ValueKind::Deletion) => self.props.num_deletions += 1,
+            Some(ValueKind::ExpiringValue) => self.props.num_expiring += 1,
+            _ => {}
         }
         self.props.num_entries += 1;
         self.props.raw_key_bytes += ikey.len() as u64;
