@@ -282,29 +282,37 @@ fn manifest_cut_after_its_first_record_is_refused_not_opened_without_a_keyspace(
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.truncate(first_record_len(&bytes));
     std::fs::write(&path, &bytes).unwrap();
-    let before = files(&dir);
-    for read_only in [false, true] {
-        let opened = if read_only {
-            Db::open_read_only(&dir, Options::default())
-        } else {
-            Db::open(&dir, Options::default())
-        };
-        match opened {
+    assert_refused_untouched(&dir, &[".sst", "users"]);
+}
+
+/// Opens the store in `dir` read-only or to write.
+fn open_as(dir: &Path, read_only: bool) -> siftdb::Result<Db> {
+    if read_only {
+        Db::open_read_only(dir, Options::default())
+    } else {
+        Db::open(dir, Options::default())
+    }
+}
+
+/// Asserts that opening the store in `dir`, read-only and to write, is `Error::Corruption` naming
+/// its MANIFEST, with each of `named` in the message, and changes no file.
+fn assert_refused_untouched(dir: &Path, named: &[&str]) {
+    let (path, before) = (manifest(dir), files(dir));
+    for read_only in [true, false] {
+        match open_as(dir, read_only) {
             Err(Error::Corruption { file, what }) => {
-                assert_eq!(file, path, "{what}");
-                assert!(what.contains(".sst") && what.contains("users"), "{what}");
+                assert_eq!(file, path, "read-only {read_only}: {what}");
+                for n in named {
+                    assert!(what.contains(n), "read-only {read_only}: {what}");
+                }
             }
             Ok(db) => panic!(
-                "read-only {read_only}: opened with keyspaces {:?} from a MANIFEST that lost \
-                 `users`",
+                "read-only {read_only}: opened, with keyspaces {:?}",
                 db.keyspace_names()
             ),
             Err(e) => panic!("read-only {read_only}: {e}"),
         }
-        assert!(
-            files(&dir) == before,
-            "read-only {read_only}: files changed"
-        );
+        assert!(files(dir) == before, "read-only {read_only}: files changed");
     }
 }
 
@@ -322,26 +330,7 @@ fn a_table_no_record_explains_is_refused_and_kept() {
     }
     let foreign = common::files_with_ext(&theirs, "sst").remove(0);
     std::fs::copy(&foreign, ours.join("900000.sst")).unwrap();
-    let before = files(&ours);
-    for read_only in [true, false] {
-        let opened = if read_only {
-            Db::open_read_only(&ours, Options::default())
-        } else {
-            Db::open(&ours, Options::default())
-        };
-        match opened {
-            Err(Error::Corruption { file, what }) => {
-                assert_eq!(file, manifest(&ours), "{what}");
-                assert!(what.contains("900000.sst"), "{what}");
-            }
-            Ok(_) => panic!("read-only {read_only}: opened beside another store's table"),
-            Err(e) => panic!("read-only {read_only}: {e}"),
-        }
-        assert!(
-            files(&ours) == before,
-            "read-only {read_only}: files changed"
-        );
-    }
+    assert_refused_untouched(&ours, &["900000.sst"]);
     std::fs::remove_file(ours.join("900000.sst")).unwrap();
     let db = Db::open(&ours, Options::default()).unwrap();
     assert_eq!(
@@ -367,6 +356,15 @@ fn fill(ks: &Keyspace, model: &mut Keyspaces, tag: &str) {
     }
 }
 
+/// Drops keyspace `name`, creates it again, fills and flushes it.
+fn drop_and_create_again(db: &Db, model: &mut Keyspaces, name: &str) {
+    db.drop_keyspace(name).unwrap();
+    model.remove(name);
+    let ks = db.keyspace(name).unwrap();
+    fill(&ks, model, &format!("{name} again"));
+    ks.flush().unwrap();
+}
+
 /// Builds a store of several keyspaces in `dir` and returns what each holds. Its first life
 /// creates and flushes keyspaces, drops one and creates it again; the reopen writes a MANIFEST
 /// that snapshots them all; the second life creates, flushes and drops more, and leaves writes
@@ -383,13 +381,8 @@ fn build_keyspaces(dir: &Path) -> Keyspaces {
         ks.flush().unwrap();
     }
     db.flush().unwrap();
-    db.drop_keyspace("b").unwrap();
-    model.remove("b");
-    let b = db.keyspace("b").unwrap();
-    fill(&b, &mut model, "b again");
-    b.flush().unwrap();
+    drop_and_create_again(&db, &mut model, "b");
     fill(&db.keyspace("d").unwrap(), &mut model, "d in the WAL");
-    drop(b);
     db.close().unwrap();
 
     let db = Db::open(dir, Options::default()).unwrap();
@@ -398,16 +391,12 @@ fn build_keyspaces(dir: &Path) -> Keyspaces {
     e.flush().unwrap();
     db.drop_keyspace("c").unwrap();
     model.remove("c");
-    db.drop_keyspace("d").unwrap();
-    model.remove("d");
-    let d = db.keyspace("d").unwrap();
-    fill(&d, &mut model, "d again");
-    d.flush().unwrap();
+    drop_and_create_again(&db, &mut model, "d");
     fill(&db.keyspace("a").unwrap(), &mut model, "a in the WAL");
     fill(&db.keyspace("f").unwrap(), &mut model, "f in the WAL");
     fill(&e, &mut model, "e again");
     e.flush().unwrap();
-    drop((d, e));
+    drop(e);
     db.close().unwrap();
     model
 }
@@ -418,12 +407,7 @@ fn build_keyspaces(dir: &Path) -> Keyspaces {
 fn open_keyspaces_checked(dir: &Path, model: &Keyspaces, read_only: bool, what: &str) -> bool {
     let what = format!("{what}, read-only {read_only}");
     let before = files(dir);
-    let opened = if read_only {
-        Db::open_read_only(dir, Options::default())
-    } else {
-        Db::open(dir, Options::default())
-    };
-    match opened {
+    match open_as(dir, read_only) {
         Ok(db) => {
             let names = db.keyspace_names();
             for (name, want) in model {
