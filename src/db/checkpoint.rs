@@ -133,8 +133,8 @@ impl Db {
                 }
                 let number = inner.new_file_number()?;
                 let o = &*live.options();
-                let table =
-                    table_options(o, &live.name, 0, false, o.filter.clone(), inner.store_id);
+                let keyspace = (live.id, live.name.as_str());
+                let table = table_options(o, keyspace, 0, false, o.filter.clone(), inner.store_id);
                 made.push(table_path(dir, number));
                 let added =
                     write_level0_table(&inner.fs, dir, number, table, &live.stats, &[], &sv.mem)?;

@@ -508,14 +508,14 @@ impl DbInner {
         // below the tombstone, so the version stays deleted at sequence 0.)
         let bottommost = out_level >= job.version.deepest_nonempty_level();
         let create = || -> Result<(u64, TableBuilder)> {
-            let number = self.new_file_number()?;
+            let number = self.new_table_number()?;
             let b = TableBuilder::create(
                 &self.fs,
                 &table_path(&self.dir, number),
                 number,
                 table_options(
                     &job.tree.options(),
-                    &job.tree.name,
+                    (job.tree.id, &job.tree.name),
                     out_level,
                     bottommost,
                     filter.clone(),

@@ -16,6 +16,7 @@ mod cursor;
 mod destroy;
 mod dir_lock;
 mod explain;
+mod file_accounting;
 pub(crate) mod filename;
 mod filter_refresh;
 mod flush;
@@ -196,6 +197,8 @@ pub(crate) struct DbInner {
     /// Signalled on every change of `state`: new work, work done, an error, closing.
     pub(crate) changed: Condvar,
     pub(crate) manifest: Mutex<Manifest>,
+    /// The MANIFEST's record of the tables being written (`Manifest::tables_in_flight`).
+    pub(crate) tables_in_flight: Arc<manifest::TablesInFlight>,
     /// Held by whoever compacts: the background thread or a manual `compact`.
     pub(crate) compaction: Mutex<()>,
     pub(crate) last_sequence: AtomicU64,
@@ -225,6 +228,15 @@ impl DbInner {
             return Err(filename::numbers_used_up(&self.dir));
         }
         Ok(n)
+    }
+
+    /// A number for a table a flush or compaction writes, in flight until an edit names it (see
+    /// [`TablesInFlight`](manifest::TablesInFlight)).
+    ///
+    /// # Errors
+    /// As [`new_file_number`](DbInner::new_file_number).
+    pub(crate) fn new_table_number(&self) -> Result<u64> {
+        self.tables_in_flight.start(|| self.new_file_number())
     }
 
     /// Makes keyspace `tree`'s current super-version, changed by `change`, the one readers see.

@@ -38,6 +38,8 @@ pub(crate) struct TableProperties {
     /// The keyspace the table belongs to (empty in tables written before keyspaces existed:
     /// the default keyspace).
     pub(crate) keyspace: String,
+    /// The keyspace's id (`None` in tables written before the id was recorded).
+    pub(crate) keyspace_id: Option<u32>,
     /// The identity of the store that wrote the table (16 bytes; empty if not recorded).
     pub(crate) store_id: Vec<u8>,
     /// The file number the table was written under.
@@ -68,6 +70,7 @@ impl Default for TableProperties {
             prefix_extractor: String::new(),
             compression: String::new(),
             keyspace: String::new(),
+            keyspace_id: None,
             store_id: Vec::new(),
             table_number: 0,
             smallest_key: Vec::new(),
@@ -121,6 +124,11 @@ impl TableProperties {
         );
         entries.insert("siftdb.compression", self.compression.as_bytes().to_vec());
         entries.insert("siftdb.keyspace", self.keyspace.as_bytes().to_vec());
+        if let Some(id) = self.keyspace_id {
+            let mut b = Vec::new();
+            put_varint64(&mut b, u64::from(id));
+            entries.insert("siftdb.keyspace.id", b);
+        }
         let mut bits = Vec::new();
         put_fixed64(&mut bits, self.filter_bits_per_key.to_bits());
         entries.insert("siftdb.filter.bits_per_key", bits);
@@ -159,6 +167,7 @@ impl TableProperties {
                 b"siftdb.prefix.extractor" => p.prefix_extractor = text()?,
                 b"siftdb.compression" => p.compression = text()?,
                 b"siftdb.keyspace" => p.keyspace = text()?,
+                b"siftdb.keyspace.id" => p.keyspace_id = Some(u32::try_from(num()?).ok()?),
                 b"siftdb.table.number" => p.table_number = num()?,
                 b"siftdb.store.id" => p.store_id = v.to_vec(),
                 b"siftdb.smallest.key" => p.smallest_key = v.to_vec(),
@@ -199,6 +208,7 @@ mod tests {
             prefix_extractor: "siftdb.FixedPrefix.4".into(),
             compression: "zstd:-5".into(),
             keyspace: "users".into(),
+            keyspace_id: Some(3),
             store_id: vec![7; 16],
             table_number: 42,
             smallest_key: b"a\x01\0\0\0\0\0\0\0".to_vec(),

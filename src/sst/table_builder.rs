@@ -41,7 +41,9 @@ pub(crate) struct TableOptions {
     pub(crate) whole_key_filtering: bool,
     /// The identity of the store the table belongs to, written into its properties.
     pub(crate) store_id: StoreId,
-    /// The name of the keyspace the table belongs to, written into its properties.
+    /// The id of the keyspace the table belongs to, written into its properties.
+    pub(crate) keyspace_id: u32,
+    /// The name of that keyspace, written into its properties.
     pub(crate) keyspace: String,
 }
 
@@ -93,6 +95,7 @@ impl TableBuilder {
             table_number: number,
             compression: options.compression.to_string(),
             keyspace: options.keyspace.clone(),
+            keyspace_id: Some(options.keyspace_id),
             ..TableProperties::default()
         };
         Ok(TableBuilder {
