@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::cache::ShardedLruCache;
 use crate::db::version_edit::VersionEdit;
 use crate::error::{Error, Result};
 use crate::filter::{
@@ -15,6 +14,7 @@ use crate::filter::{
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, MAX_SEQUENCE};
 use crate::sst::block::{Block, KeyOrder};
+use crate::sst::block_cache::StoreCache;
 use crate::sst::filter_block::block_based::BlockBasedFilterReader;
 use crate::sst::filter_block::full::FullFilterReader;
 use crate::sst::filter_block::partitioned::PartitionedFilterReader;
@@ -64,7 +64,7 @@ pub fn table(path: &Path, data: &[u8], key: &[u8]) {
     if std::fs::write(path, data).is_err() {
         return;
     }
-    let cache = Arc::new(ShardedLruCache::new(1 << 20, 4));
+    let cache = StoreCache::private(1 << 20, 1.0);
     let stats = Arc::new(Stats::new());
     let registry = PolicyRegistry::new(&Filter::full(10.0), None);
     let Ok(table) = TableReader::open(

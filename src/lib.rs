@@ -115,6 +115,7 @@ pub use options::{
 };
 pub use pinned_value::PinnedValue;
 pub use prefix::{PrefixExtractor, SliceTransform};
+pub use sst::block_cache::Cache;
 pub use stats::{range_width_class, FilterCounts, Statistics, Ticker, RANGE_WIDTH_CLASSES};
 pub use write_batch::WriteBatch;
 

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterAllocation, RangeFilter};
 use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
+use crate::sst::block_cache::Cache;
 
 /// How a table's data blocks and index block are compressed on disk.
 ///
@@ -70,6 +71,8 @@ pub struct Options {
     pub(crate) block_restart_interval: usize,
     pub(crate) block_cache_bytes: usize,
     pub(crate) block_cache_high_priority_share: f64,
+    /// A cache shared with other stores, in place of one of `block_cache_bytes`.
+    pub(crate) block_cache: Option<Cache>,
     pub(crate) cache_index_and_filter_blocks: bool,
     pub(crate) pin_l0_filter_and_index_blocks_in_cache: bool,
     pub(crate) pin_top_level_index_and_filter: bool,
@@ -133,6 +136,7 @@ impl Default for Options {
             block_restart_interval: 16,
             block_cache_bytes: 32 << 20,
             block_cache_high_priority_share: 0.5,
+            block_cache: None,
             cache_index_and_filter_blocks: false,
             pin_l0_filter_and_index_blocks_in_cache: false,
             pin_top_level_index_and_filter: true,
@@ -215,9 +219,20 @@ impl Options {
         self
     }
 
-    /// Capacity of the block cache shared by all tables (default 32 MiB; 0 disables it).
+    /// Capacity of the block cache shared by all tables (default 32 MiB; 0 disables it): a cache
+    /// of the store's own, unless [`block_cache`](Self::block_cache) gives one to share.
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Read every table through `cache`, which other stores given clones of it share (default:
+    /// none, a cache of the store's own of [`block_cache_bytes`](Self::block_cache_bytes)). Its
+    /// capacity and high-priority share are the cache's own; this store's blocks are keyed
+    /// apart from every other store's and leave the cache when the store closes. Store-wide;
+    /// options cloned from these share the cache too. As RocksDB's shared `Cache` object.
+    pub fn block_cache(mut self, cache: Cache) -> Self {
+        self.block_cache = Some(cache);
         self
     }
 

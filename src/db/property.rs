@@ -8,7 +8,6 @@ use super::write_burst::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;
-use crate::sst::table_reader::CachedBlock;
 use crate::stats::Ticker;
 
 /// Filter facts gathered over the tables of one level that share a layout and policy.
@@ -119,13 +118,19 @@ impl Db {
             [one] if one.id != DEFAULT_KEYSPACE_ID => one.stats.snapshot(),
             _ => self.statistics(),
         };
-        let cache = self.inner.tables.block_cache();
-        let [data, filter, index] = cache.usage_by(|b: &CachedBlock| b.kind() as usize);
+        let blocks = self.inner.tables.block_cache();
+        let [data, filter, index] = blocks.usage_by_kind();
+        let cache = blocks.cache();
         let _ = writeln!(
             out,
-            "block cache: {} of {} bytes in use: data {data}, filter {filter}, index {index}",
+            "block cache: {} of {} bytes in use{}: data {data}, filter {filter}, index {index}",
             cache.usage(),
-            cache.capacity()
+            cache.capacity(),
+            if blocks.is_shared() {
+                ", shared with other stores; this store's blocks"
+            } else {
+                ""
+            },
         );
         let _ = writeln!(
             out,

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::Priority;
-use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
 use crate::filter::range::GRAFITE_BLOCK;
 use crate::filter::{FilterLayout, FilterProbe, GrafiteFilter, PolicyRegistry};
@@ -19,6 +18,7 @@ use crate::pinned_value::PinnedValue;
 use crate::prefix::PrefixExtractor;
 use crate::range_tombstones::FragmentedRangeTombstones;
 use crate::sst::block::{Block, BlockIter, KeyOrder};
+use crate::sst::block_cache::StoreCache;
 use crate::sst::filter_block::{
     parse_filter_block, BlockSource, FilterAnswer, FilterBlockReader, FilterShape, InMemoryFilter,
     SharedFullFilter, TableFilter,
@@ -143,9 +143,6 @@ impl std::ops::Deref for RangeFilterRef<'_> {
         }
     }
 }
-
-/// The block cache shared by every table of a store, keyed by (file number, block offset).
-pub(crate) type BlockCache = ShardedLruCache<(u64, u64), CachedBlock>;
 
 /// What one table's point lookup did; the value found as `V` (see [`TakeValue`]).
 #[derive(Debug)]
@@ -289,7 +286,8 @@ pub(crate) struct TableReader {
     properties: TableProperties,
     /// Its range tombstones, read at open; `None` if it has none.
     range_tombstones: Option<Arc<FragmentedRangeTombstones>>,
-    cache: Arc<BlockCache>,
+    /// The block cache, as its store sees it.
+    cache: StoreCache,
     stats: Arc<Stats>,
 }
 
@@ -357,7 +355,7 @@ impl TableReader {
         number: u64,
         expected: Option<&ExpectedTable<'_>>,
         placement: MetaBlockPlacement,
-        cache: Arc<BlockCache>,
+        cache: StoreCache,
         stats: Arc<Stats>,
         policies: &PolicyRegistry,
     ) -> Result<TableReader> {
@@ -517,7 +515,7 @@ impl TableReader {
         kind: BlockKind,
         parse: impl FnOnce(Vec<u8>) -> Option<CachedBlock>,
     ) -> Result<CachedBlock> {
-        let key = (self.number, handle.offset);
+        let key = self.cache.key(self.number, handle.offset);
         let (hit, miss) = match kind {
             BlockKind::Data => (None, None),
             BlockKind::Filter => (
@@ -552,8 +550,7 @@ impl TableReader {
             (_, true) => (charge, Priority::High),
             (_, false) => (charge, Priority::Low),
         };
-        self.cache
-            .insert_with_priority(key, block.clone(), charge, priority);
+        self.cache.insert(key, block.clone(), charge, priority);
         Ok(block)
     }
 
@@ -1332,7 +1329,7 @@ mod iter_tests {
             1,
             None,
             placement,
-            Arc::new(ShardedLruCache::new(1 << 20, 4)),
+            StoreCache::private(1 << 20, 1.0),
             Arc::new(Stats::new()),
             &PolicyRegistry::new(&Filter::full(10.0), None),
         )
@@ -1441,7 +1438,7 @@ mod iter_tests {
         let table = open(&path, true).unwrap();
         let pinned = table.stats.snapshot().filter_bytes_in_memory();
         let filter_bytes = |t: &TableReader| {
-            let [_, filter, _] = t.cache.usage_by(|b: &CachedBlock| b.kind() as usize);
+            let [_, filter, _] = t.cache.usage_by_kind();
             filter
         };
         let ticks = |t: &TableReader| {
@@ -1468,7 +1465,9 @@ mod iter_tests {
         assert_eq!(ticks(&table), (miss0 + 1, hit0 + 1));
         // Evicted, it is read from the file again and answers the same.
         let handle = table.range_filter_handle.unwrap();
-        table.cache.remove(&(table.number, handle.offset));
+        table
+            .cache
+            .remove(&table.cache.key(table.number, handle.offset));
         assert_eq!(filter_bytes(&table), before);
         let filter = table.range_filter().unwrap().expect("a range filter");
         assert_eq!(ticks(&table), (miss0 + 2, hit0 + 1));
