@@ -73,6 +73,7 @@ mod pinned_value;
 mod prefetch;
 mod prefix;
 mod range_tombstones;
+mod rate_limiter;
 mod sst;
 mod stats;
 mod store_id;
@@ -115,6 +116,7 @@ pub use options::{
 };
 pub use pinned_value::PinnedValue;
 pub use prefix::{PrefixExtractor, SliceTransform};
+pub use rate_limiter::{RateLimiter, RateLimiterStats};
 pub use sst::block_cache::Cache;
 pub use stats::{range_width_class, FilterCounts, Statistics, Ticker, RANGE_WIDTH_CLASSES};
 pub use write_batch::WriteBatch;

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterAllocation, RangeFilter};
 use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
+use crate::rate_limiter::RateLimiter;
 use crate::sst::block_cache::Cache;
 
 /// How a table's data blocks and index block are compressed on disk.
@@ -73,6 +74,8 @@ pub struct Options {
     pub(crate) block_cache_high_priority_share: f64,
     /// A cache shared with other stores, in place of one of `block_cache_bytes`.
     pub(crate) block_cache: Option<Cache>,
+    /// Paces flushes' and compactions' table writes.
+    pub(crate) rate_limiter: Option<RateLimiter>,
     pub(crate) cache_index_and_filter_blocks: bool,
     pub(crate) pin_l0_filter_and_index_blocks_in_cache: bool,
     pub(crate) pin_top_level_index_and_filter: bool,
@@ -137,6 +140,7 @@ impl Default for Options {
             block_cache_bytes: 32 << 20,
             block_cache_high_priority_share: 0.5,
             block_cache: None,
+            rate_limiter: None,
             cache_index_and_filter_blocks: false,
             pin_l0_filter_and_index_blocks_in_cache: false,
             pin_top_level_index_and_filter: true,
@@ -233,6 +237,23 @@ impl Options {
     /// options cloned from these share the cache too. As RocksDB's shared `Cache` object.
     pub fn block_cache(mut self, cache: Cache) -> Self {
         self.block_cache = Some(cache);
+        self
+    }
+
+    /// Pace the tables flushes and compactions write to `bytes_per_second`, with a
+    /// [`RateLimiter`] of the store's own (0, the default: no limit). Flushes go before
+    /// compactions; the WAL and reads are not paced. A job in flight finishes at the rate, so a
+    /// low one makes [`Db::close`](crate::Db::close) wait longer. Store-wide; options cloned from
+    /// these share the limiter, and so share the rate.
+    pub fn rate_limit(mut self, bytes_per_second: u64) -> Self {
+        self.rate_limiter = (bytes_per_second > 0).then(|| RateLimiter::new(bytes_per_second));
+        self
+    }
+
+    /// Pace flushes' and compactions' table writes with `limiter`, whose rate other stores given
+    /// clones of it share (see [`rate_limit`](Self::rate_limit)). Store-wide.
+    pub fn rate_limiter(mut self, limiter: RateLimiter) -> Self {
+        self.rate_limiter = Some(limiter);
         self
     }
 

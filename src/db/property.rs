@@ -48,8 +48,10 @@ impl Db {
     ///   current shape at uniform's memory, and the data-block reads a missing Get wastes there,
     ///   expected at uniform's bits, at the tables' and at Monkey's, and measured;
     ///   per level, the filter cache lines a Get touched on average (`filter.lines.touched`);
-    ///   the block cache's use by kind of block (data, filter, index) and the filter memory pinned
-    ///   with tables and charged to the cache; the live snapshots and the oldest one's sequence;
+    ///   the block cache's use by kind of block (data, filter, index: this store's blocks, in a
+    ///   [`Cache`](crate::Cache) stores share); the [`RateLimiter`](crate::RateLimiter)'s counts,
+    ///   if any; the filter memory pinned with tables and charged to the cache; the live snapshots
+    ///   and the oldest one's sequence;
     ///   per level, what the flushes or compactions into it read (from the level above and from
     ///   itself), wrote and took, as RocksDB's compaction stats; the write amplification (table
     ///   bytes written ÷ key and value bytes written); the store's WAL bytes and write stall
@@ -132,6 +134,20 @@ impl Db {
                 ""
             },
         );
+        if let Some(limiter) = &self.inner.options.rate_limiter {
+            let r = limiter.stats();
+            let _ = writeln!(
+                out,
+                "rate limit: {} bytes/s; paced {} bytes of flushes, {} of compactions; {} of {} \
+                 requests waited, {} ms in all",
+                limiter.bytes_per_second(),
+                r.flush_bytes,
+                r.compaction_bytes,
+                r.waits,
+                r.requests,
+                r.wait_micros / 1000
+            );
+        }
         let _ = writeln!(
             out,
             "filter memory: {} bytes pinned with their tables, {filter} charged to the block cache",

@@ -1311,6 +1311,7 @@ mod iter_tests {
             store_id: new_store_id(),
             keyspace_id: 0,
             keyspace: String::new(),
+            pacer: None,
         };
         let mut b = TableBuilder::create(&FileSystem::default(), path, 1, options).unwrap();
         for (k, v) in entries {
