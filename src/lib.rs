@@ -68,6 +68,8 @@ pub mod inspect;
 mod iter;
 mod key;
 mod memtable;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod options;
 mod pinned_value;
 mod prefetch;

@@ -164,6 +164,36 @@ impl Db {
         out
     }
 
+    /// What [`Db::export_metrics`] hands to the `metrics` facade: the counters and gauges this
+    /// report prints, as numbers.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn metrics_figures(&self) -> crate::metrics::StoreFigures {
+        use crate::metrics::{KeyspaceFigures, LevelFigures, StoreFigures};
+        let keyspaces = self.inner.trees().into_iter().map(|tree| {
+            let version = tree.super_version().version.clone();
+            let work = tree.compaction_stats.levels();
+            KeyspaceFigures {
+                name: tree.name.clone(),
+                stats: tree.stats.snapshot(),
+                levels: std::array::from_fn(|l| LevelFigures {
+                    tables: version.levels[l].len() as u64,
+                    bytes: version.level_bytes(l),
+                    jobs: work[l].jobs,
+                    read_bytes: work[l].read_upper + work[l].read_this,
+                    written_bytes: work[l].written,
+                    micros: work[l].micros,
+                }),
+            }
+        });
+        StoreFigures {
+            path: self.inner.dir.display().to_string(),
+            store: self.inner.stats.snapshot(),
+            keyspaces: keyspaces.collect(),
+            cache: self.inner.tables.block_cache().cache(),
+            rate_limiter: self.inner.options.rate_limiter.clone(),
+        }
+    }
+
     /// One keyspace's levels, filters (measured and theoretical false positive rates) and
     /// compaction work.
     fn keyspace_report(&self, tree: &super::tree::Tree, out: &mut String) {
