@@ -67,6 +67,7 @@ mod fs;
 pub mod inspect;
 mod iter;
 mod key;
+mod key_range;
 mod memtable;
 mod options;
 mod pinned_value;
@@ -96,8 +97,8 @@ pub mod bench_internals;
 
 pub use clock::{Clock, SystemClock};
 pub use compaction_filter::{CompactionDecision, CompactionFilter};
-pub use db::keyspace::{DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME_BYTES};
-pub use db::{Cursor, Db, KeyRange, Keyspace, Scan, Snapshot, Transaction, TransactionScan};
+pub use db::keyspace::MAX_KEYSPACE_NAME_BYTES;
+pub use db::{Cursor, Db, Keyspace, Scan, Snapshot, Transaction, TransactionScan};
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
 /// [`Iterator`], it returned this cursor).
 pub type DbIterator = Cursor;
@@ -109,6 +110,7 @@ pub use filter::{
 pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
 };
+pub use key_range::KeyRange;
 pub use options::{
     Compression, Options, WriteOptions, MAX_BLOCK_SIZE, MAX_SIZE_OPTION, MAX_SUBCOMPACTIONS,
     NUM_LEVELS,
@@ -116,6 +118,7 @@ pub use options::{
 pub use pinned_value::PinnedValue;
 pub use prefix::{PrefixExtractor, SliceTransform};
 pub use stats::{range_width_class, FilterCounts, Statistics, Ticker, RANGE_WIDTH_CLASSES};
+pub use store_id::DEFAULT_KEYSPACE;
 pub use write_batch::WriteBatch;
 
 /// The largest key siftdb accepts (64 KiB).

@@ -12,7 +12,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::dir_lock::DirLock;
-use super::key_range::KeyRange;
 use super::level_iter::LevelIter;
 use super::range_filtering::{in_bounds, PendingVerdicts, RangeFiltering};
 use super::table_cache::TableCache;
@@ -26,6 +25,7 @@ use crate::key::{
     append_internal_key, compare_bytes, internal_key, lookup_key, parse_internal_key, user_key,
     ParsedKey, ValueKind, MAX_SEQUENCE, SEEK_KIND,
 };
+use crate::key_range::KeyRange;
 use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 
 /// The memtables and tables a cursor merges: a super-version's, with (for a prefix scan) only

@@ -1,6 +1,5 @@
 //! `Db::explain_get`: what a point lookup would consult and read.
 
-use super::key_range::KeyRange;
 use super::range_filtering::{answer, RangeAnswer};
 use super::read::TableVisit;
 use super::Db;
@@ -11,6 +10,7 @@ use crate::inspect::{
     ScanTableStep, TableHeld, TableStep,
 };
 use crate::key::{InternalKey, SEEK_KIND};
+use crate::key_range::KeyRange;
 use crate::memtable::NewestEntry;
 use crate::sst::table_reader::CopyValue;
 

@@ -14,12 +14,6 @@ use std::time::{Duration, Instant};
 use super::SuperVersion;
 use crate::options::Options;
 
-/// How long a keyspace's memtables and L0 must stay unchanged before its L0 is merged into L1
-/// (what `Options` start with; only the crate's power-cut tests change it): flushes during a load
-/// come tens of milliseconds apart, and the write path's own notion of writes flowing
-/// (`write_burst.rs`) ends after a second without a flush.
-pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(1);
-
 /// What the compaction thread last saw of a keyspace's writes: its live memtable's size, its
 /// frozen memtables and its newest L0 table, and when that last changed.
 #[derive(Debug, Default)]
@@ -33,7 +27,7 @@ pub(crate) struct IdleWatch {
 type WriteState = (usize, usize, u64);
 
 impl IdleWatch {
-    /// `Ok(())` if L0 holds tables and nothing was written to the keyspace for [`IDLE_AFTER`],
+    /// `Ok(())` if L0 holds tables and nothing was written to the keyspace for [`IDLE_AFTER`](crate::options::IDLE_AFTER),
     /// so L0 should be merged into L1 now; otherwise how long to wait before looking again
     /// (`None`: nothing to wait for, as with L0 empty or the option off).
     pub(crate) fn due(
@@ -88,6 +82,7 @@ pub(crate) fn pending(sv: &SuperVersion, options: &Options) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::IDLE_AFTER;
 
     #[test]
     fn l0_is_due_once_the_keyspace_stayed_unchanged_for_the_idle_time() {

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::ttl::ttl_seconds;
+use crate::clock::ttl_seconds;
 use crate::compaction_filter::CompactionFilter;
 use crate::error::{Error, Result};
 use crate::filter::{

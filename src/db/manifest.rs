@@ -16,10 +16,10 @@ use super::filename::{
     current_path, current_temp_path, manifest_name, parse_file_name, FileKind, MAX_FILE_NUMBER,
 };
 use super::version::Version;
-use super::version_edit::{KeyspaceRecord, NewFile, VersionEdit, DEFAULT_KEYSPACE_ID};
+use super::version_edit::{KeyspaceRecord, NewFile, VersionEdit};
 use crate::error::{Error, Result};
 use crate::fs::{io_at, FileSystem};
-use crate::store_id::StoreId;
+use crate::store_id::{StoreId, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_ID};
 use crate::wal::reader::{read_log, LogTail};
 use crate::wal::writer::LogWriter;
 
@@ -56,7 +56,7 @@ impl TreeRecord {
     /// The default keyspace of a new store, or of a MANIFEST written before keyspaces existed.
     fn default_keyspace() -> TreeRecord {
         TreeRecord {
-            name: crate::db::keyspace::DEFAULT_KEYSPACE.to_string(),
+            name: DEFAULT_KEYSPACE.to_string(),
             options: String::new(),
             log_number: 0,
             version: Arc::new(Version::default()),

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use super::background::catch_panic;
 use super::compaction::CompactionJob;
-use super::key_range::KeyRange;
 use super::tree::Tree;
 use super::version::FileMeta;
 use super::{Db, DbInner};
 use crate::error::{Error, Result};
+use crate::key_range::KeyRange;
 use crate::options::NUM_LEVELS;
 
 impl DbInner {

@@ -21,7 +21,6 @@ pub(crate) mod filename;
 mod filter_refresh;
 mod flush;
 pub(crate) mod idle_compaction;
-pub(crate) mod key_range;
 pub(crate) mod keyspace;
 mod keyspace_options;
 mod level_filters;
@@ -46,7 +45,6 @@ pub(crate) mod version_edit;
 mod write;
 mod write_burst;
 
-pub(crate) use ttl::ttl_seconds;
 pub(crate) use write::{check_sizes, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 use std::collections::BTreeMap;
@@ -70,7 +68,6 @@ use version::Version;
 
 pub(crate) use close::Lifecycle;
 pub use cursor::Cursor;
-pub use key_range::KeyRange;
 pub use keyspace::Keyspace;
 pub use scan::Scan;
 pub use snapshot::Snapshot;

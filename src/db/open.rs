@@ -30,7 +30,7 @@ use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest,
 use super::table_cache::{TableCache, TablePlacement};
 use super::tree::TreeState;
 use super::version::Retire;
-use super::version_edit::{VersionEdit, DEFAULT_KEYSPACE_ID};
+use super::version_edit::VersionEdit;
 use super::{Db, DbInner, Lifecycle, State, WalInfo, WalState};
 use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
@@ -39,7 +39,7 @@ use crate::fs::{io_at, FileSystem};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::Stats;
-use crate::store_id::{new_store_id, StoreId};
+use crate::store_id::{new_store_id, StoreId, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_ID};
 use crate::wal::reader::{read_log, LogTail};
 use crate::wal::writer::LogWriter;
 use crate::write_batch::decode_batch;
@@ -474,7 +474,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         None => make_tree(
             &tables,
             DEFAULT_KEYSPACE_ID,
-            super::keyspace::DEFAULT_KEYSPACE.to_string(),
+            DEFAULT_KEYSPACE.to_string(),
             options.clone(),
             Arc::new(MemTable::new(wal.log_number)),
             Default::default(),

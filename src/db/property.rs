@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::version_edit::DEFAULT_KEYSPACE_ID;
 use super::write_burst::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;
 use crate::sst::table_reader::CachedBlock;
 use crate::stats::Ticker;
+use crate::store_id::DEFAULT_KEYSPACE_ID;
 
 /// Filter facts gathered over the tables of one level that share a layout and policy.
 /// One live table, as the allocation report sees it: its level, filter keys and bits per key, and

@@ -6,50 +6,14 @@
 //! rental problem: pay per read (the checks) until what was paid equals the price of buying (the
 //! compaction), then buy. With the price known, that never costs more than twice the better of
 //! the two choices made knowing the future reads (here the price is an estimate, within a factor
-//! of two: [`BYTES_PER_CHECK`]), and it costs nothing when no reads come. LevelDB's seek
+//! of two: `options::BYTES_PER_CHECK`), and it costs nothing when no reads come. LevelDB's seek
 //! compaction makes the same trade for data block reads; with filters, the rent is the checks.
 
 use std::time::{Duration, Instant};
 
 use super::version::{key_range, Version};
-use crate::options::Options;
+use crate::options::{Options, ReadCompactionTuning, CHECK_INTERVAL};
 use crate::stats::Stats;
-
-/// What one L0 filter check that does not find its key costs, in bytes of the compaction's input
-/// that cost as much. Measured at a million keys (docs/benchmarks.md, "Compaction for reads"): a
-/// check in vain adds about 50 ns to its Get; compaction spends 2.3 ns of CPU per input byte on
-/// values that do not compress and 16 ns on values that do (it costs per entry more than per
-/// byte); and the L1 → L2 jobs an L0 → L1 job sets off, by pushing L1 over its budget, read about
-/// twice its input again. A check is then worth 1–7 bytes of the job's input; 4 is within a factor
-/// of two of both ends.
-const BYTES_PER_CHECK: u64 = 4;
-
-/// Fewer checks than this never pay for a compaction: 2^18 checks cost about a hundredth of a
-/// second of Gets, less than a new L1's tables cost to open and cache.
-const MIN_CHECKS: u64 = 1 << 18;
-
-/// The price of a compaction for reads and how often the thread looks at what was paid. Only the
-/// crate's own tests change it (to cut the power inside such compactions).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ReadCompactionTuning {
-    /// At least this many checks ([`MIN_CHECKS`]) ...
-    pub(crate) min_checks: u64,
-    /// ... and one per this many input bytes ([`BYTES_PER_CHECK`]).
-    pub(crate) bytes_per_check: u64,
-    /// The shortest wait between looks ([`CHECK_INTERVAL`]).
-    pub(crate) look_every: Duration,
-}
-
-/// What `Options` start with.
-pub(crate) const TUNING: ReadCompactionTuning = ReadCompactionTuning {
-    min_checks: MIN_CHECKS,
-    bytes_per_check: BYTES_PER_CHECK,
-    look_every: CHECK_INTERVAL,
-};
-
-/// How often the compaction thread looks at the count while L0 holds tables, nothing else is to be
-/// done, and reads come.
-const CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The longest it waits between looks: each look that finds neither a new check nor a new L0
 /// table doubles the wait up to this, so that an idle store's thread wakes only now and then.
@@ -151,6 +115,7 @@ fn price_in_checks(version: &Version, tuning: &ReadCompactionTuning) -> u64 {
 mod tests {
     use super::*;
     use crate::filter::FilterLayout;
+    use crate::options::{BYTES_PER_CHECK, MIN_CHECKS, READ_COMPACTION_TUNING as TUNING};
     use crate::stats::{FilterVerdict, Stats};
 
     #[test]

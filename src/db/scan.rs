@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use super::cursor::{Cursor, Sources};
 use super::dir_lock::DirLock;
-use super::key_range::KeyRange;
 use super::tree::Tree;
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::{Error, Result};
 use crate::key::compare_bytes;
+use crate::key_range::KeyRange;
 use crate::prefix::prefix_successor;
 use crate::stats::Ticker;
 

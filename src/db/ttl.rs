@@ -18,7 +18,6 @@
 //! entry it found, once: a plain value is returned as found, without a look at the clock.
 
 use std::path::Path;
-use std::time::Duration;
 
 use super::tree::Tree;
 use crate::clock::unix_seconds;
@@ -29,12 +28,6 @@ use crate::pinned_value::PinnedValue;
 
 /// Bytes of the time (expiry or write time) at the end of a stamped value.
 pub(crate) const STAMP_BYTES: usize = 4;
-
-/// `ttl` in whole seconds, rounded up (as the MANIFEST records it and expiry counts it).
-pub(crate) fn ttl_seconds(ttl: Duration) -> u64 {
-    ttl.as_secs()
-        .saturating_add(u64::from(ttl.subsec_nanos() > 0))
-}
 
 /// The expiry time of a value written at `now` with a time to live of `ttl` seconds; a time past
 /// what four bytes hold (the year 2106) is held at the largest.
@@ -210,6 +203,8 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ttl_seconds;
+    use std::time::Duration;
 
     #[test]
     fn the_stamp_is_four_little_endian_bytes_after_the_value() {

@@ -6,12 +6,12 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
-use super::key_range::{above_start, below_end};
 use super::level_filters::{kept_filter, level_filters, KeptFilter, LevelFilters};
 use super::table_filter::FilterSpend;
 use super::version_edit::{NewFile, VersionEdit};
 use super::write_burst::Triggers;
 use crate::key::{compare_bytes, leading_bytes, user_key};
+use crate::key_range::{above_start, below_end};
 use crate::options::{Options, NUM_LEVELS};
 use crate::sst::table_reader::TableReader;
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::coding::{put_length_prefixed, put_varint64, Decoder};
 use crate::error::{Error, Result};
 use crate::options::NUM_LEVELS;
-use crate::store_id::StoreId;
+use crate::store_id::{StoreId, DEFAULT_KEYSPACE_ID};
 
 const TAG_LOG_NUMBER: u64 = 1;
 const TAG_NEXT_FILE: u64 = 2;
@@ -25,9 +25,6 @@ const TAG_NEXT_KEYSPACE_ID: u64 = 13;
 const TAG_RANGE_TOMBSTONES: u64 = 14;
 const TAG_KEYSPACE_OPTIONS: u64 = 15;
 const TAG_OLDEST_TABLE_IN_FLIGHT: u64 = 16;
-
-/// The keyspace every store has, and the one a MANIFEST written before keyspaces existed holds.
-pub(crate) const DEFAULT_KEYSPACE_ID: u32 = 0;
 
 /// A keyspace as the MANIFEST records its creation.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,13 +11,14 @@ use super::batch_settling::{needs_settling, settle_group};
 use super::filename::log_path;
 use super::transaction::{ConflictCheck, GroupWrites};
 use super::tree::Tree;
-use super::version_edit::DEFAULT_KEYSPACE_ID;
-use super::{Db, DbInner, KeyRange, State, WalInfo, WalState};
+use super::{Db, DbInner, State, WalInfo, WalState};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
+use crate::key_range::KeyRange;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::stats::Ticker;
+use crate::store_id::DEFAULT_KEYSPACE_ID;
 use crate::wal::writer::LogWriter;
 use crate::write_batch::{BatchEntries, Target, WriteBatch};
 

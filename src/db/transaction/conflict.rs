@@ -14,7 +14,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::db::filename::table_path;
-use crate::db::key_range::{above_start, below_end};
 use crate::db::read::with_lookup_key;
 use crate::db::tree::Tree;
 use crate::db::version::FileMeta;
@@ -23,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::filter::FilterProbe;
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
+use crate::key_range::{above_start, below_end};
 use crate::memtable::NewestEntry;
 use crate::sst::table_reader::TakeSequence;
 use crate::stats::FilterVerdict;

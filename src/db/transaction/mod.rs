@@ -16,9 +16,10 @@ use std::time::Duration;
 pub(crate) use conflict::{ConflictCheck, GroupWrites};
 pub use scan::TransactionScan;
 
-use super::{Db, KeyRange, Keyspace, Snapshot};
+use super::{Db, Keyspace, Snapshot};
 use crate::db::check_sizes;
 use crate::error::{Error, Result};
+use crate::key_range::KeyRange;
 use crate::options::WriteOptions;
 use crate::stats::Ticker;
 use crate::write_batch::{range_deletion_bounds, Target, WriteBatch};
@@ -523,7 +524,7 @@ fn scan<R: KeyRange>(
     };
     let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = writes
         .range((lo, Bound::Unbounded))
-        .take_while(|((ks, k), _)| *ks == id && crate::db::key_range::below_end(k, as_ref(&end)))
+        .take_while(|((ks, k), _)| *ks == id && crate::key_range::below_end(k, as_ref(&end)))
         .map(|((_, k), w)| (k.clone(), w.value()))
         .collect();
     let base = db.scan_at(snapshot, (start.clone(), end.clone()));
