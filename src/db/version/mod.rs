@@ -1,6 +1,17 @@
 //! A version: the set of live tables, level by level. Versions are immutable; each flush or
 //! compaction makes a new one from an edit, and readers keep the one they started with.
 
+pub(crate) mod edit;
+pub(crate) mod filename;
+pub(crate) mod keyspace_options;
+pub(crate) mod level_filters;
+pub(crate) mod manifest;
+pub(crate) mod table_cache;
+
+// Until the paths are brought up to date: the names of the parent module.
+#[allow(unused_imports)]
+use super::*;
+
 use std::fmt;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

@@ -351,7 +351,7 @@ fn settled_spend(
 
 impl Tree {
     /// Whether its new tables' bits per key come from Monkey's rule.
-    pub(super) fn monkey_applies(&self) -> bool {
+    pub(crate) fn monkey_applies(&self) -> bool {
         monkey_applies(&self.options())
     }
 

@@ -1,6 +1,13 @@
 //! Range scans: a merge of every memtable and table, read at the sequence of the call, newest
 //! version of each key first, tombstones hiding what they delete; from either end of the range.
 
+pub(crate) mod cursor;
+pub(crate) mod level_iter;
+
+// Until the paths are brought up to date: the names of the parent module.
+#[allow(unused_imports)]
+use super::*;
+
 use std::iter::FusedIterator;
 use std::ops::Bound;
 use std::sync::Arc;

@@ -2,6 +2,12 @@
 //! append the group to the WAL in one write (fsync if any writer asked), apply it to the
 //! memtable, publish the sequences. And `sync_wal`, which fsyncs without writing.
 
+pub(crate) mod batch_settling;
+
+// Until the paths are brought up to date: the names of the parent module.
+#[allow(unused_imports)]
+use super::*;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

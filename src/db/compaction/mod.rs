@@ -2,6 +2,19 @@
 //! tables of level n + 1, keeping the newest version of each key and dropping tombstones that no
 //! deeper level needs.
 
+pub(crate) mod filter_refresh;
+pub(crate) mod filtering;
+pub(crate) mod idle;
+pub(crate) mod manual;
+pub(crate) mod read_triggered;
+pub(crate) mod stats;
+pub(crate) mod table_filter;
+pub(crate) mod write_burst;
+
+// Until the paths are brought up to date: the names of the parent module.
+#[allow(unused_imports)]
+use super::*;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
