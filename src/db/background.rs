@@ -14,11 +14,11 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::idle_compaction::IdleWatch;
-use super::read_compaction::ReadRent;
+use super::compaction::idle::IdleWatch;
+use super::compaction::read_triggered::ReadRent;
+use super::compaction::write_burst::{Triggers, WriteBurst, QUIET_AFTER};
 use super::tree::Tree;
 use super::version::Version;
-use super::write_burst::{Triggers, WriteBurst, QUIET_AFTER};
 use super::{DbInner, State};
 use crate::error::{BackgroundError, Error, Result};
 use crate::stats::Ticker;
@@ -175,7 +175,7 @@ fn tree_to_compact(
         // Filters are refreshed only once writes pause, and after L0's merge into L1 then (which
         // changes the plan): look again when writes may have paused.
         let paused =
-            !w.burst.flowing(&t.sv, now) && !super::idle_compaction::pending(&t.sv, options);
+            !w.burst.flowing(&t.sv, now) && !super::compaction::idle::pending(&t.sv, options);
         let refresh_in = (!paused && t.tree.monkey_applies()).then_some(QUIET_AFTER);
         let looked = Weak::ptr_eq(&w.refreshed_version, &Arc::downgrade(version));
         if early.is_none() && paused && !looked {

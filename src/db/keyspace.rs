@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::keyspace_options::{changed_options, describe, restore, BUILT_IN_POLICIES};
 use super::tree::{Tree, TreeState};
-use super::version_edit::{KeyspaceRecord, VersionEdit};
+use super::version::edit::{KeyspaceRecord, VersionEdit};
+use super::version::keyspace_options::{changed_options, describe, restore, BUILT_IN_POLICIES};
 use super::{Db, DbInner, SuperVersion};
 use crate::clock::ttl_seconds;
 use crate::error::{Error, Result};
@@ -432,7 +432,7 @@ impl DbInner {
 /// A keyspace's tree over `mem` and `version`, with its own counters and a table cache made from
 /// `tables` (the store's).
 pub(crate) fn make_tree(
-    tables: &super::table_cache::TableCache,
+    tables: &super::version::table_cache::TableCache,
     id: u32,
     name: String,
     options: Options,

@@ -23,26 +23,6 @@ mod utilities;
 pub(crate) mod version;
 pub(crate) mod write;
 
-// The modules' paths before they moved into rooms, until the paths are brought up to date.
-#[allow(unused_imports)]
-pub(crate) use compaction::{
-    filter_refresh, filtering as compaction_filtering, idle as idle_compaction,
-    manual as manual_compaction, read_triggered as read_compaction, stats as compaction_stats,
-    table_filter, write_burst,
-};
-#[allow(unused_imports)]
-pub(crate) use read::{explain, multi_get, range_filtering};
-#[allow(unused_imports)]
-pub(crate) use scan::{cursor, level_iter};
-#[allow(unused_imports)]
-pub(crate) use utilities::{checkpoint, conveniences, destroy};
-#[allow(unused_imports)]
-pub(crate) use version::{
-    edit as version_edit, filename, keyspace_options, level_filters, manifest, table_cache,
-};
-#[allow(unused_imports)]
-pub(crate) use write::batch_settling;
-
 pub(crate) use write::{check_sizes, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 use std::collections::BTreeMap;
@@ -59,14 +39,14 @@ use crate::options::Options;
 use crate::stats::{Statistics, Stats};
 use crate::store_id::StoreId;
 use crate::wal::writer::LogWriter;
-use manifest::Manifest;
-use table_cache::TableCache;
 use tree::{Tree, TreeState};
+use version::manifest::Manifest;
+use version::table_cache::TableCache;
 use version::Version;
 
 pub(crate) use close::Lifecycle;
-pub use cursor::Cursor;
 pub use keyspace::Keyspace;
+pub use scan::cursor::Cursor;
 pub use scan::Scan;
 pub use snapshot::Snapshot;
 pub use transaction::{Transaction, TransactionScan};
@@ -193,7 +173,7 @@ pub(crate) struct DbInner {
     pub(crate) changed: Condvar,
     pub(crate) manifest: Mutex<Manifest>,
     /// The MANIFEST's record of the tables being written (`Manifest::tables_in_flight`).
-    pub(crate) tables_in_flight: Arc<manifest::TablesInFlight>,
+    pub(crate) tables_in_flight: Arc<version::manifest::TablesInFlight>,
     /// Held by whoever compacts: the background thread or a manual `compact`.
     pub(crate) compaction: Mutex<()>,
     pub(crate) last_sequence: AtomicU64,
@@ -213,20 +193,20 @@ impl DbInner {
     ///
     /// # Errors
     /// `Error::InvalidArgument` once the store has used every number below
-    /// [`MAX_FILE_NUMBER`](filename::MAX_FILE_NUMBER) (open refuses files numbered past it, so
+    /// [`MAX_FILE_NUMBER`](version::filename::MAX_FILE_NUMBER) (open refuses files numbered past it, so
     /// the counter never wraps).
     pub(crate) fn new_file_number(&self) -> Result<u64> {
         let n = self.next_file.fetch_add(1, Ordering::SeqCst);
-        if n >= filename::MAX_FILE_NUMBER {
+        if n >= version::filename::MAX_FILE_NUMBER {
             self.next_file
-                .store(filename::MAX_FILE_NUMBER, Ordering::SeqCst);
-            return Err(filename::numbers_used_up(&self.dir));
+                .store(version::filename::MAX_FILE_NUMBER, Ordering::SeqCst);
+            return Err(version::filename::numbers_used_up(&self.dir));
         }
         Ok(n)
     }
 
     /// A number for a table a flush or compaction writes, in flight until an edit names it (see
-    /// [`TablesInFlight`](manifest::TablesInFlight)).
+    /// [`TablesInFlight`](version::manifest::TablesInFlight)).
     ///
     /// # Errors
     /// As [`new_file_number`](DbInner::new_file_number).

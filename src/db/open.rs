@@ -19,18 +19,20 @@ use parking_lot::{Condvar, Mutex};
 use super::background::{catch_panic, spawn_workers};
 use super::dir_lock::locked_error;
 use super::file_accounting::{account_for_files, AccountedFiles};
-use super::filename::{
+use super::flush::{table_options, write_level0_table};
+use super::keyspace::make_tree;
+use super::tree::TreeState;
+use super::version::edit::VersionEdit;
+use super::version::filename::{
     check_store_path, current_path, current_temp_path, list_files, lock_path, log_path,
     manifest_name, numbers_used_up, table_path, FileKind, MAX_FILE_NUMBER,
 };
-use super::flush::{table_options, write_level0_table};
-use super::keyspace::make_tree;
-use super::keyspace_options::restore;
-use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords};
-use super::table_cache::{TableCache, TablePlacement};
-use super::tree::TreeState;
+use super::version::keyspace_options::restore;
+use super::version::manifest::{
+    read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords,
+};
+use super::version::table_cache::{TableCache, TablePlacement};
 use super::version::Retire;
-use super::version_edit::VersionEdit;
 use super::{Db, DbInner, Lifecycle, State, WalInfo, WalState};
 use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::compaction_stats::CompactionStats;
-use super::filter_refresh::RefreshedTables;
-use super::table_cache::TableCache;
+use super::compaction::filter_refresh::RefreshedTables;
+use super::compaction::stats::CompactionStats;
+use super::version::table_cache::TableCache;
 use super::SuperVersion;
 use crate::clock::{ttl_seconds, Clock};
 use crate::error::{Error, Result};

@@ -18,9 +18,9 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::compaction::CompactionJob;
-use super::tree::Tree;
-use super::version::{FileMeta, Version};
+use super::CompactionJob;
+use crate::db::tree::Tree;
+use crate::db::version::{FileMeta, Version};
 
 /// How far, in bits per key, a table's filter may be from the bits a rewrite would give it before
 /// a refresh rewrites it: a quarter bit changes a bloom's false positive rate by about 11 %.

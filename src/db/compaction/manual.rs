@@ -4,11 +4,11 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::background::catch_panic;
-use super::compaction::CompactionJob;
-use super::tree::Tree;
-use super::version::FileMeta;
-use super::{Db, DbInner};
+use super::CompactionJob;
+use crate::db::background::catch_panic;
+use crate::db::tree::Tree;
+use crate::db::version::FileMeta;
+use crate::db::{Db, DbInner};
 use crate::error::{Error, Result};
 use crate::key_range::KeyRange;
 use crate::options::NUM_LEVELS;

@@ -3,31 +3,25 @@
 //! deeper level needs.
 
 pub(crate) mod filter_refresh;
-pub(crate) mod filtering;
+mod filtering;
 pub(crate) mod idle;
-pub(crate) mod manual;
+mod manual;
 pub(crate) mod read_triggered;
 pub(crate) mod stats;
 pub(crate) mod table_filter;
 pub(crate) mod write_burst;
 
-// Until the paths are brought up to date: the names of the parent module.
-#[allow(unused_imports)]
-use super::*;
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::background::catch_panic;
-use super::compaction_filtering::{CompactionInput, FilterDecisions};
-use super::filename::table_path;
 use super::flush::table_options;
-use super::level_iter::LevelIter;
+use super::scan::level_iter::LevelIter;
 use super::snapshot::VersionRetention;
 use super::tree::Tree;
+use super::version::edit::{NewFile, VersionEdit};
+use super::version::filename::table_path;
 use super::version::{key_range, FileMeta, Version};
-use super::version_edit::{NewFile, VersionEdit};
-use super::write_burst::Triggers;
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
@@ -37,6 +31,8 @@ use crate::options::NUM_LEVELS;
 use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 use crate::sst::table_builder::TableBuilder;
 use crate::stats::Ticker;
+use filtering::{CompactionInput, FilterDecisions};
+use write_burst::Triggers;
 
 /// A table moves down without a rewrite only if it overlaps at most this many tables' worth of
 /// bytes two levels down (LevelDB's rule).
@@ -166,8 +162,8 @@ impl DbInner {
     /// L0 into L1, all of its tables, if L0 holds any: the job [`ReadRent`] asks for when reads
     /// have paid for it below the L0 trigger, and [`IdleWatch`] once writes pause.
     ///
-    /// [`ReadRent`]: super::read_compaction::ReadRent
-    /// [`IdleWatch`]: super::idle_compaction::IdleWatch
+    /// [`ReadRent`]: read_triggered::ReadRent
+    /// [`IdleWatch`]: idle::IdleWatch
     pub(crate) fn pick_l0_for_reads(&self, tree: &Arc<Tree>) -> Option<CompactionJob> {
         let version = self.manifest.lock().version(tree.id);
         let inputs = version.levels[0].clone();

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::version::{key_range, Version};
+use crate::db::version::{key_range, Version};
 use crate::options::{Options, ReadCompactionTuning, CHECK_INTERVAL};
 use crate::stats::Stats;
 

@@ -14,9 +14,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::compaction::CompactionJob;
-use super::tree::Tree;
-use super::version::{FileMeta, Version};
+use super::CompactionJob;
+use crate::db::tree::Tree;
+use crate::db::version::{FileMeta, Version};
 use crate::filter::{nats_per_bit, Filter, FilterAllocation, TreeShape, LN2_SQUARED};
 use crate::memtable::MemTable;
 use crate::options::{Options, NUM_LEVELS};

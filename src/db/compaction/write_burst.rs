@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::SuperVersion;
+use crate::db::SuperVersion;
 use crate::options::Options;
 
 /// How long after the newest L0 table came writes still count as flowing, if a memtable holds

@@ -1,8 +1,8 @@
 //! `Db::explain_get`: what a point lookup would consult and read.
 
 use super::range_filtering::{answer, RangeAnswer};
-use super::read::TableVisit;
-use super::Db;
+use super::TableVisit;
+use crate::db::Db;
 use crate::error::Result;
 use crate::filter::FilterProbe;
 use crate::inspect::{

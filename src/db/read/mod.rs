@@ -4,13 +4,9 @@
 //! per-thread buffer), pinned table readers are borrowed from the version, and the key is hashed
 //! once for all tables.
 
-pub(crate) mod explain;
-pub(crate) mod multi_get;
+mod explain;
+mod multi_get;
 pub(crate) mod range_filtering;
-
-// Until the paths are brought up to date: the names of the parent module.
-#[allow(unused_imports)]
-use super::*;
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering;

@@ -10,11 +10,11 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::read::with_lookup_key;
-use super::table_cache::TableRef;
-use super::tree::Tree;
-use super::version::{FileMeta, Version};
-use super::{Db, Snapshot};
+use super::with_lookup_key;
+use crate::db::tree::Tree;
+use crate::db::version::table_cache::TableRef;
+use crate::db::version::{FileMeta, Version};
+use crate::db::{Db, Snapshot};
 use crate::error::Result;
 use crate::filter::{FilterLayout, FilterPolicy, FilterProbe};
 use crate::key::{compare_bytes, leading_bytes, InternalKey, SEEK_KIND};

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::tree::Tree;
-use super::version::FileMeta;
+use crate::db::tree::Tree;
+use crate::db::version::FileMeta;
 use crate::error::Result;
 use crate::iter::MergingIterator;
 use crate::key::{compare_bytes, user_key};

@@ -4,8 +4,8 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::table_cache::TableCache;
-use super::version::FileMeta;
+use crate::db::version::table_cache::TableCache;
+use crate::db::version::FileMeta;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;

@@ -4,15 +4,10 @@
 pub(crate) mod cursor;
 pub(crate) mod level_iter;
 
-// Until the paths are brought up to date: the names of the parent module.
-#[allow(unused_imports)]
-use super::*;
-
 use std::iter::FusedIterator;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::cursor::{Cursor, Sources};
 use super::dir_lock::DirLock;
 use super::tree::Tree;
 use super::version::FileMeta;
@@ -22,6 +17,7 @@ use crate::key::compare_bytes;
 use crate::key_range::KeyRange;
 use crate::prefix::prefix_successor;
 use crate::stats::Ticker;
+use cursor::{Cursor, Sources};
 
 impl Db {
     /// Every live entry of the store, in key order, as of this call: an [`Iterator`] of

@@ -13,9 +13,9 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::db::filename::table_path;
 use crate::db::read::with_lookup_key;
 use crate::db::tree::Tree;
+use crate::db::version::filename::table_path;
 use crate::db::version::FileMeta;
 use crate::db::DbInner;
 use crate::error::{Error, Result};

@@ -10,11 +10,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::filename::table_path;
-use super::flush::{table_options, write_level0_table};
-use super::manifest::{Manifest, ManifestCounters};
-use super::version_edit::VersionEdit;
-use super::Db;
+use crate::db::flush::{table_options, write_level0_table};
+use crate::db::version::edit::VersionEdit;
+use crate::db::version::filename::table_path;
+use crate::db::version::manifest::{Manifest, ManifestCounters};
+use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::fs::{io_at, FileSystem};
 
@@ -150,9 +150,9 @@ impl Db {
         // Past every table the copy names (the counter starts past every file of the store); no
         // WAL in the copy is needed.
         let number = inner.new_file_number()?;
-        made.push(dir.join(super::filename::manifest_name(number)));
-        made.push(super::filename::current_temp_path(dir));
-        made.push(super::filename::current_path(dir));
+        made.push(dir.join(crate::db::version::filename::manifest_name(number)));
+        made.push(crate::db::version::filename::current_temp_path(dir));
+        made.push(crate::db::version::filename::current_path(dir));
         for tree in trees.values_mut() {
             tree.log_number = number;
         }

@@ -4,8 +4,8 @@
 use std::fs;
 use std::io;
 
-use super::filename::{parse_file_name, FileKind};
-use super::{Db, Snapshot};
+use crate::db::version::filename::{parse_file_name, FileKind};
+use crate::db::{Db, Snapshot};
 use crate::error::Result;
 use crate::fs::io_at;
 use crate::options::NUM_LEVELS;

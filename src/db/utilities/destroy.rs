@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use super::filename::{parse_file_name, FileKind};
-use super::open::lock_exclusive;
-use super::Db;
+use crate::db::open::lock_exclusive;
+use crate::db::version::filename::{parse_file_name, FileKind};
+use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::fs::{io_at, FileSystem};
 
@@ -45,7 +45,7 @@ impl Db {
     ///   removed).
     pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
         let dir = path.as_ref();
-        super::filename::check_store_path(dir)?;
+        crate::db::version::filename::check_store_path(dir)?;
         let fs = FileSystem::default();
         match std::fs::metadata(dir) {
             Ok(m) if m.is_dir() => {}

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::version::FileMeta;
+use super::FileMeta;
 use crate::sst::filter_block::SharedFullFilter;
 
 /// A table's full filter kept in memory, shared with the table's reader.

@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::edit::{KeyspaceRecord, NewFile, VersionEdit};
 use super::filename::{
     current_path, current_temp_path, manifest_name, parse_file_name, FileKind, MAX_FILE_NUMBER,
 };
-use super::version::Version;
-use super::version_edit::{KeyspaceRecord, NewFile, VersionEdit};
+use super::Version;
 use crate::error::{Error, Result};
 use crate::fs::{io_at, FileSystem};
 use crate::store_id::{StoreId, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_ID};

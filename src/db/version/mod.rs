@@ -4,27 +4,23 @@
 pub(crate) mod edit;
 pub(crate) mod filename;
 pub(crate) mod keyspace_options;
-pub(crate) mod level_filters;
+mod level_filters;
 pub(crate) mod manifest;
 pub(crate) mod table_cache;
-
-// Until the paths are brought up to date: the names of the parent module.
-#[allow(unused_imports)]
-use super::*;
 
 use std::fmt;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
-use super::level_filters::{kept_filter, level_filters, KeptFilter, LevelFilters};
-use super::table_filter::FilterSpend;
-use super::version_edit::{NewFile, VersionEdit};
-use super::write_burst::Triggers;
+use super::compaction::table_filter::FilterSpend;
+use super::compaction::write_burst::Triggers;
 use crate::key::{compare_bytes, leading_bytes, user_key};
 use crate::key_range::{above_start, below_end};
 use crate::options::{Options, NUM_LEVELS};
 use crate::sst::table_reader::TableReader;
+use edit::{NewFile, VersionEdit};
+use level_filters::{kept_filter, level_filters, KeptFilter, LevelFilters};
 
 /// A table's open reader, pinned in its `FileMeta` by the table cache; dropping it (when the table
 /// leaves the last version) gives its pin back.
@@ -336,8 +332,8 @@ impl Version {
     /// with sequence 1.
     #[cfg(test)]
     pub(crate) fn for_tests(tables: &[(usize, u64, &str, &str, u64)]) -> Version {
-        use super::version_edit::{NewFile, VersionEdit};
         use crate::key::{internal_key, ValueKind};
+        use edit::{NewFile, VersionEdit};
         let edit = VersionEdit {
             added: tables
                 .iter()

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use super::filename::table_path;
-use super::version::{FileMeta, PinnedReader};
+use super::{FileMeta, PinnedReader};
 use crate::cache::ShardedLruCache;
 use crate::error::Result;
 use crate::filter::PolicyRegistry;

@@ -16,9 +16,9 @@
 
 use std::collections::BTreeMap;
 
-use super::tree::Tree;
-use super::ttl::{append_stamp, expiry_time, split_stamp};
 use crate::clock::unix_seconds;
+use crate::db::tree::Tree;
+use crate::db::ttl::{append_stamp, expiry_time, split_stamp};
 use crate::key::ValueKind;
 use crate::store_id::StoreId;
 use crate::write_batch::{BatchEntries, Target, WriteBatch};

@@ -2,21 +2,16 @@
 //! append the group to the WAL in one write (fsync if any writer asked), apply it to the
 //! memtable, publish the sequences. And `sync_wal`, which fsyncs without writing.
 
-pub(crate) mod batch_settling;
-
-// Until the paths are brought up to date: the names of the parent module.
-#[allow(unused_imports)]
-use super::*;
+mod batch_settling;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::batch_settling::{needs_settling, settle_group};
-use super::filename::log_path;
 use super::transaction::{ConflictCheck, GroupWrites};
 use super::tree::Tree;
+use super::version::filename::log_path;
 use super::{Db, DbInner, State, WalInfo, WalState};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
@@ -27,6 +22,7 @@ use crate::stats::Ticker;
 use crate::store_id::DEFAULT_KEYSPACE_ID;
 use crate::wal::writer::LogWriter;
 use crate::write_batch::{BatchEntries, Target, WriteBatch};
+use batch_settling::{needs_settling, settle_group};
 
 /// The largest key accepted.
 pub(crate) const MAX_KEY_BYTES: usize = 64 << 10;
