@@ -98,7 +98,9 @@ pub mod bench_internals;
 pub use clock::{Clock, SystemClock};
 pub use compaction_filter::{CompactionDecision, CompactionFilter};
 pub use db::keyspace::MAX_KEYSPACE_NAME_BYTES;
-pub use db::{Cursor, Db, Keyspace, Scan, Snapshot, Transaction, TransactionScan};
+pub use db::scan::{cursor::Cursor, Scan};
+pub use db::transaction::{Transaction, TransactionScan};
+pub use db::{Db, Keyspace, Snapshot};
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
 /// [`Iterator`], it returned this cursor).
 pub type DbIterator = Cursor;
@@ -122,6 +124,6 @@ pub use store_id::DEFAULT_KEYSPACE;
 pub use write_batch::WriteBatch;
 
 /// The largest key siftdb accepts (64 KiB).
-pub const MAX_KEY_BYTES: usize = db::MAX_KEY_BYTES;
+pub const MAX_KEY_BYTES: usize = write_batch::MAX_KEY_BYTES;
 /// The largest value siftdb accepts (256 MiB).
-pub const MAX_VALUE_BYTES: usize = db::MAX_VALUE_BYTES;
+pub const MAX_VALUE_BYTES: usize = write_batch::MAX_VALUE_BYTES;

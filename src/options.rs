@@ -129,10 +129,10 @@ pub const MAX_BLOCK_SIZE: usize = 1 << 30;
 /// How long a keyspace's memtables and L0 must stay unchanged before its L0 is merged into L1
 /// (what `Options` start with; only the crate's power-cut tests change it): flushes during a load
 /// come tens of milliseconds apart, and the write path's own notion of writes flowing
-/// (`write_burst.rs`) ends after a second without a flush.
+/// (`db/compaction/write_burst.rs`) ends after a second without a flush.
 pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(1);
 
-/// Compaction for reads (`db/read_compaction.rs`): what one L0 filter check that does not find
+/// Compaction for reads (`db/compaction/read_triggered.rs`): what one L0 filter check that does not find
 /// its key costs, in bytes of the compaction's input that cost as much. Measured at a million keys (docs/benchmarks.md, "Compaction for reads"): a
 /// check in vain adds about 50 ns to its Get; compaction spends 2.3 ns of CPU per input byte on
 /// values that do not compress and 16 ns on values that do (it costs per entry more than per

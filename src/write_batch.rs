@@ -5,11 +5,36 @@
 use std::time::Duration;
 
 use crate::coding::{fixed32_at, fixed64_at, put_length_prefixed, put_varint64, Decoder};
+use crate::error::Error;
 use crate::key::ValueKind;
 use crate::key_range::KeyRange;
 use crate::store_id::{StoreId, DEFAULT_KEYSPACE_ID};
 
 const HEADER_LEN: usize = 12;
+
+/// The largest key accepted.
+pub(crate) const MAX_KEY_BYTES: usize = 64 << 10;
+/// The largest value accepted.
+pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
+
+/// `Ok` for a key and a value of these sizes (in bytes) a write accepts.
+///
+/// # Errors
+/// `Error::InvalidArgument` for a key over [`MAX_KEY_BYTES`] or a value over
+/// [`MAX_VALUE_BYTES`].
+pub(crate) fn check_sizes(key: usize, value: usize) -> crate::error::Result<()> {
+    if key > MAX_KEY_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "key of {key} bytes (at most {MAX_KEY_BYTES})"
+        )));
+    }
+    if value > MAX_VALUE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "value of {value} bytes (at most {MAX_VALUE_BYTES})"
+        )));
+    }
+    Ok(())
+}
 
 /// Set in an entry's kind byte when a keyspace id (a varint) follows it. An entry without it is
 /// un-targeted: it goes to the keyspace of the handle that writes the batch, which is the
@@ -52,7 +77,7 @@ pub struct WriteBatch {
     /// Whether it holds un-targeted entries.
     untargeted: bool,
     /// Whether it holds what the group commit fills in before logging it: times to live still
-    /// relative to the commit, range deletes without an end (`db/batch_settling.rs`).
+    /// relative to the commit, range deletes without an end (`db/write/batch_settling.rs`).
     unsettled: bool,
     /// What `put_in` and `delete_in` named; out of line, so that a batch of the default keyspace
     /// alone (the usual one) stays as small to move around as before keyspaces existed.

@@ -41,6 +41,24 @@ fn rooms_below_the_store_name_nothing_of_it() {
 }
 
 #[test]
+fn no_import_circle_spans_two_folders() {
+    let graph = Graph::read(&src_dir());
+    let mut wrong = Vec::new();
+    for circle in graph.circles() {
+        let folders: BTreeSet<ModPath> = circle.iter().map(|m| graph.folder(m)).collect();
+        if folders.len() > 1 {
+            let files: Vec<String> = circle.iter().map(|m| graph.file(m)).collect();
+            wrong.push(files.join(" "));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "import circles across folders:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
 fn the_reader_sees_through_comments_strings_re_exports_and_inline_modules() {
     let dir = tempfile::tempdir().unwrap();
     let write = |path: &str, text: &str| {

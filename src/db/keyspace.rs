@@ -7,10 +7,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::tree::SuperVersion;
 use super::tree::{Tree, TreeState};
 use super::version::edit::{KeyspaceRecord, VersionEdit};
 use super::version::keyspace_options::{changed_options, describe, restore, BUILT_IN_POLICIES};
-use super::{Db, DbInner, SuperVersion};
+use super::{Db, DbInner};
 use crate::clock::ttl_seconds;
 use crate::error::{Error, Result};
 use crate::filter::PolicyRegistry;

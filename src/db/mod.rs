@@ -1,8 +1,15 @@
-//! `Db`: the store. This file holds its shared state; each operation lives in its own file:
-//! `open.rs` (open, read-only open and recovery), `close.rs` (the handle count, `close`),
-//! `write.rs` (writes and `sync_wal`), `read.rs` (Get), `scan.rs` (`scan`, `iter`), `cursor.rs`,
-//! `flush.rs`, `compaction.rs`, `manual_compaction.rs` (`compact`, `compact_range`), `background.rs` (the two worker threads), `checkpoint.rs`,
-//! `destroy.rs`, `property.rs`, `conveniences.rs`.
+//! `Db`: the store. This file holds the handle and its shared state (`DbInner`, `State`). Beside
+//! it: open and close (`open.rs` with `file_accounting.rs` and `dir_lock.rs`, `close.rs`), what
+//! the rooms share (`tree.rs`: a keyspace's tree and super-version; `keyspace.rs`, `snapshot.rs`,
+//! `ttl.rs`), the two worker threads (`background.rs`, `flush.rs`) and `property.rs`. Each
+//! subsystem has a room of its own: `version/` (the tables, their MANIFEST and readers),
+//! `write/`, `read/`, `scan/`, `compaction/`, `transaction/` and `utilities/` (checkpoints,
+//! destroy, conveniences).
+//!
+//! A room adds the methods of `Db` and `DbInner` for its subsystem, so it names this folder. What
+//! the shared state holds of a room (the MANIFEST, the writer queue, a keyspace's compaction
+//! figures) is in files of the room that name nothing above them: no import circle spans two
+//! folders (`tests/source_layout.rs` checks).
 
 mod background;
 mod close;
@@ -23,8 +30,6 @@ mod utilities;
 pub(crate) mod version;
 pub(crate) mod write;
 
-pub(crate) use write::{check_sizes, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,38 +44,13 @@ use crate::options::Options;
 use crate::stats::{Statistics, Stats};
 use crate::store_id::StoreId;
 use crate::wal::writer::LogWriter;
-use tree::{Tree, TreeState};
+use tree::{SuperVersion, Tree, TreeState};
 use version::manifest::Manifest;
 use version::table_cache::TableCache;
-use version::Version;
 
 pub(crate) use close::Lifecycle;
 pub use keyspace::Keyspace;
-pub use scan::cursor::Cursor;
-pub use scan::Scan;
 pub use snapshot::Snapshot;
-pub use transaction::{Transaction, TransactionScan};
-
-/// The memtables and tables of one keyspace a read sees, swapped as one whenever any of them changes, so a reader
-/// takes one `Arc` under the lock and then reads without it.
-#[derive(Clone)]
-pub(crate) struct SuperVersion {
-    pub(crate) mem: Arc<MemTable>,
-    /// Frozen memtables waiting for flush, newest first.
-    pub(crate) imm: Vec<Arc<MemTable>>,
-    pub(crate) version: Arc<Version>,
-}
-
-impl SuperVersion {
-    /// The super-version of a store just opened: an empty memtable over `version`.
-    pub(crate) fn first(mem: Arc<MemTable>, version: Arc<Version>) -> SuperVersion {
-        SuperVersion {
-            mem,
-            imm: Vec::new(),
-            version,
-        }
-    }
-}
 
 /// A live WAL as the store tracks it.
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +110,7 @@ pub(crate) struct WalState {
     pub(crate) log_number: u64,
     /// The keyspaces the group being committed writes to, kept between groups so that a
     /// commit allocates nothing for them.
-    pub(crate) targets: Vec<write::WriteTarget>,
+    pub(crate) targets: Vec<write::queue::WriteTarget>,
 }
 
 /// Earlier WALs holding records not yet fsynced, not yet removed (oldest first). A synced write
@@ -164,8 +144,8 @@ pub(crate) struct DbInner {
     pub(crate) current_log: AtomicU64,
     pub(crate) wal: Mutex<WalState>,
     pub(crate) closed_wals: Mutex<ClosedWals>,
-    /// Writers waiting to commit; the one at the front commits a group for all (`write.rs`).
-    pub(crate) writers: Mutex<write::WriteQueue>,
+    /// Writers waiting to commit; the one at the front commits a group for all (`write/`).
+    pub(crate) writers: Mutex<write::queue::WriteQueue>,
     /// Signalled when a group commit finishes.
     pub(crate) writers_done: Condvar,
     pub(crate) state: Mutex<State>,

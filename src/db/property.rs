@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::compaction::write_burst::Triggers;
+use super::version::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;

@@ -3,7 +3,7 @@
 //! A value that expires is an entry of its own kind (`ValueKind::ExpiringValue`) whose stored
 //! value is the user's value followed by its expiry time (byte layout: `docs/table_format.md`,
 //! *Values that expire*). The group commit stamps it as it logs the batch
-//! (`batch_settling.rs`): a put with a time to live of its own (`put_with_ttl`) expires that long
+//! (`write/batch_settling.rs`): a put with a time to live of its own (`put_with_ttl`) expires that long
 //! after, a plain put in a keyspace with a [`ttl`](Options::ttl) that long after. So the WAL, the
 //! memtable and the tables hold the same time, recovery restores it, and a keyspace's TTL may
 //! change at any time: it applies to the puts that follow.
@@ -14,7 +14,7 @@
 //!
 //! Reads treat an expired value as a tombstone (its key is absent; an older version does not show
 //! through) and return the others without the stamp; compaction removes expired values
-//! (`compaction_filtering.rs`). A Get in a keyspace without write times tests the kind of the
+//! (`compaction/filtering.rs`). A Get in a keyspace without write times tests the kind of the
 //! entry it found, once: a plain value is returned as found, without a look at the clock.
 
 use std::path::Path;

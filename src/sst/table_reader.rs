@@ -831,7 +831,7 @@ impl TableReader {
     }
 
     /// [`filter_in_memory`](Self::filter_in_memory), shared: what a version keeps of the
-    /// filter (see `db/level_filters.rs`).
+    /// filter (see `db/version/level_filters.rs`).
     pub(crate) fn shared_filter_in_memory(&self) -> Option<SharedFullFilter> {
         if !self.properties.filter_whole_keys {
             return None;

@@ -14,10 +14,10 @@
 //! *final*, and is not refreshed again until another compaction changes the tree, so the
 //! refreshes of a tree at rest end (each table is rewritten at most twice).
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::refreshed_tables::Refreshable;
 use super::CompactionJob;
 use crate::db::tree::Tree;
 use crate::db::version::{FileMeta, Version};
@@ -25,42 +25,6 @@ use crate::db::version::{FileMeta, Version};
 /// How far, in bits per key, a table's filter may be from the bits a rewrite would give it before
 /// a refresh rewrites it: a quarter bit changes a bloom's false positive rate by about 11 %.
 pub(crate) const REFRESH_TOLERANCE: f64 = 0.25;
-
-/// Table numbers a refresh wrote since another compaction last changed the tree.
-#[derive(Debug, Default)]
-pub(crate) struct RefreshedTables(parking_lot::Mutex<Refreshed>);
-
-#[derive(Debug, Default)]
-struct Refreshed {
-    /// Written while other tables still overspent: refreshed again once no other table is due.
-    provisional: HashSet<u64>,
-    /// Not refreshed again.
-    done: HashSet<u64>,
-}
-
-/// Whether a refresh may rewrite a table now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refreshable {
-    /// Only a table no refresh wrote.
-    NotWritten,
-    /// A provisional one too.
-    Any,
-}
-
-impl RefreshedTables {
-    /// Forgets them: a compaction changed the tree, and their bits may be due again.
-    pub(crate) fn clear(&self) {
-        let mut r = self.0.lock();
-        r.provisional.clear();
-        r.done.clear();
-    }
-
-    fn skips(&self, number: u64, refreshable: Refreshable) -> bool {
-        let r = self.0.lock();
-        r.done.contains(&number)
-            || refreshable == Refreshable::NotWritten && r.provisional.contains(&number)
-    }
-}
 
 /// A table whose filter a refresh would rewrite.
 struct Stale<'a> {
@@ -168,36 +132,13 @@ impl Tree {
         let others_overspend = self
             .stale_filters(after, false, Refreshable::NotWritten)
             .any(|s| s.excess > 0.0 && !written.contains(&s.file.number));
-        let mut r = self.refreshed.0.lock();
-        for number in written {
-            if others_overspend {
-                r.provisional.insert(number);
-            } else {
-                r.provisional.remove(&number);
-                r.done.insert(number);
-            }
-        }
+        self.refreshed.record(written, others_overspend);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn provisional_tables_wait_for_the_others_and_final_ones_until_the_tree_changes() {
-        let r = RefreshedTables::default();
-        r.0.lock().provisional.insert(1);
-        r.0.lock().done.insert(2);
-        assert!(r.skips(1, Refreshable::NotWritten));
-        assert!(!r.skips(1, Refreshable::Any));
-        assert!(r.skips(2, Refreshable::NotWritten));
-        assert!(r.skips(2, Refreshable::Any));
-        assert!(!r.skips(3, Refreshable::NotWritten));
-        r.clear();
-        assert!(!r.skips(1, Refreshable::NotWritten));
-        assert!(!r.skips(2, Refreshable::Any));
-    }
 
     #[test]
     fn tables_that_overspend_are_refreshed_before_those_that_underspend() {

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::db::SuperVersion;
+use crate::db::tree::SuperVersion;
 use crate::options::Options;
 
 /// What the compaction thread last saw of a keyspace's writes: its live memtable's size, its

@@ -1,14 +1,22 @@
 //! Leveled compaction: merge tables of level n with the overlapping tables of level n + 1 into new
 //! tables of level n + 1, keeping the newest version of each key and dropping tombstones that no
 //! deeper level needs.
+//!
+//! The room holds what decides and shapes compactions: `filtering.rs` (compaction filters and
+//! TTL expiry in the merge), `stats.rs` (figures per level), `write_burst.rs`, `idle.rs` and
+//! `read_triggered.rs` (when L0 is compacted: while writes flow, once they pause, once reads have
+//! paid for it), `manual.rs` (`compact`, `compact_range`), `table_filter.rs` (the filter a new
+//! table gets: Monkey's plan), `filter_refresh.rs` and `refreshed_tables.rs` (filters brought
+//! back to their level's bits).
 
-pub(crate) mod filter_refresh;
+mod filter_refresh;
 mod filtering;
 pub(crate) mod idle;
 mod manual;
 pub(crate) mod read_triggered;
+pub(crate) mod refreshed_tables;
 pub(crate) mod stats;
-pub(crate) mod table_filter;
+mod table_filter;
 pub(crate) mod write_burst;
 
 use std::sync::atomic::Ordering;
@@ -21,7 +29,7 @@ use super::snapshot::VersionRetention;
 use super::tree::Tree;
 use super::version::edit::{NewFile, VersionEdit};
 use super::version::filename::table_path;
-use super::version::{key_range, FileMeta, Version};
+use super::version::{key_range, FileMeta, Triggers, Version};
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
@@ -32,7 +40,6 @@ use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 use crate::sst::table_builder::TableBuilder;
 use crate::stats::Ticker;
 use filtering::{CompactionInput, FilterDecisions};
-use write_burst::Triggers;
 
 /// A table moves down without a rewrite only if it overlaps at most this many tables' worth of
 /// bytes two levels down (LevelDB's rule).
@@ -258,7 +265,7 @@ impl DbInner {
     /// outputs are deleted if the edit naming them was never written. If the keyspace's
     /// compaction filter changed a value that a snapshot taken meanwhile could read, and that
     /// snapshot is still live, the outputs are thrown away and the job runs once more without
-    /// asking the filter (`compaction_filtering.rs`); its bytes count in both runs.
+    /// asking the filter (`filtering.rs`); its bytes count in both runs.
     pub(crate) fn run_compaction(&self, job: CompactionJob) -> Result<()> {
         let started = std::time::Instant::now();
         let out_level = job.level + 1;

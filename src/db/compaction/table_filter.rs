@@ -16,11 +16,10 @@ use std::sync::Arc;
 
 use super::CompactionJob;
 use crate::db::tree::Tree;
-use crate::db::version::{FileMeta, Version};
+use crate::db::version::{FileMeta, FilterSpend, Version};
 use crate::filter::{nats_per_bit, Filter, FilterAllocation, TreeShape, LN2_SQUARED};
 use crate::memtable::MemTable;
 use crate::options::{Options, NUM_LEVELS};
-use crate::sst::properties::TableProperties;
 
 /// How much more than uniform allocation the tree the store settles in may spend, as a share of
 /// uniform's bits (see [`settled_spend`]). The filters' rounding is allowed for on top (see [`Spending::rounding`]), so that the
@@ -31,43 +30,6 @@ pub(crate) const SETTLED_ALLOWANCE: f64 = 0.015;
 /// pause, or by a compaction already due), over every table of the tree: what L0 spends while
 /// writes flow.
 pub(crate) const FLOWING_ALLOWANCE: f64 = 0.045;
-
-/// What a live table's filter spends, read from its properties.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct FilterSpend {
-    /// The keys its filter holds; a table without a filter counts its entries, which uniform
-    /// allocation would have filtered.
-    pub(crate) keys: u64,
-    /// The bits it spends: its bits per key times its keys, leaving out the few bytes of rounding
-    /// and trailer that every table pays whatever its bits (uniform's tables pay them too).
-    pub(crate) bits: f64,
-    /// Those few bytes, in bits: its filter's size less `bits`.
-    pub(crate) overhead: f64,
-}
-
-impl FilterSpend {
-    pub(crate) fn of(p: &TableProperties) -> FilterSpend {
-        if p.filter_layout.is_empty() || p.filter_keys == 0 {
-            return FilterSpend {
-                keys: p.num_entries,
-                bits: 0.0,
-                overhead: 0.0,
-            };
-        }
-        let size = p.filter_bytes as f64 * 8.0;
-        // A policy without a bits-per-key notion records NaN; its bytes say what it spends.
-        let bits = if p.filter_bits_per_key.is_finite() {
-            p.filter_bits_per_key * p.filter_keys as f64
-        } else {
-            size
-        };
-        FilterSpend {
-            keys: p.filter_keys,
-            bits,
-            overhead: (size - bits).max(0.0),
-        }
-    }
-}
 
 /// Reads what a live table's filter spends; `None` if the table cannot be read (it is then left
 /// out of the accounting).

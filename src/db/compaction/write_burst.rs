@@ -12,40 +12,14 @@
 
 use std::time::{Duration, Instant};
 
-use crate::db::SuperVersion;
+use crate::db::tree::SuperVersion;
+use crate::db::version::Triggers;
 use crate::options::Options;
 
 /// How long after the newest L0 table came writes still count as flowing, if a memtable holds
 /// writes. Flushes during a bulk load come tens of milliseconds apart; a second without one means
 /// the writes have slowed to where compacting at the quiet triggers costs them little.
 pub(crate) const QUIET_AFTER: Duration = Duration::from_secs(1);
-
-/// What starts a compaction of a keyspace now: the L0 table count, and the multiple of its byte
-/// budget a deeper level may hold.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Triggers {
-    pub(crate) l0_tables: usize,
-    pub(crate) level_budget: f64,
-}
-
-impl Triggers {
-    /// The triggers once writes pause: L0 at `level0_compaction_trigger`, every deeper level at
-    /// its budget.
-    pub(crate) fn quiet(options: &Options) -> Triggers {
-        Triggers {
-            l0_tables: options.level0_compaction_trigger,
-            level_budget: 1.0,
-        }
-    }
-
-    /// The triggers while writes flow.
-    fn during_writes(options: &Options) -> Triggers {
-        Triggers {
-            l0_tables: options.l0_trigger_during_writes(),
-            level_budget: options.level_budget_during_writes,
-        }
-    }
-}
 
 /// The compaction thread's view of the newest L0 table and when it first saw it.
 #[derive(Debug, Default)]

@@ -3,6 +3,9 @@
 //! The way to a filter's "no" allocates nothing: the lookup key is built inline (a long one in a
 //! per-thread buffer), pinned table readers are borrowed from the version, and the key is hashed
 //! once for all tables.
+//!
+//! The room also holds `multi_get.rs` (batched lookups), `explain.rs` (`explain_get`,
+//! `explain_scan`) and `range_filtering.rs` (the tables a bounded read leaves out).
 
 mod explain;
 mod multi_get;
@@ -11,10 +14,11 @@ pub(crate) mod range_filtering;
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
+use super::tree::SuperVersion;
 use super::tree::Tree;
 use super::ttl::StoredValue;
 use super::version::{FileMeta, Version};
-use super::{Db, Snapshot, SuperVersion};
+use super::{Db, Snapshot};
 use crate::error::Result;
 use crate::filter::{FilterLayout, FilterProbe};
 use crate::key::{

@@ -1,5 +1,5 @@
 //! [`Cursor`]: a cursor over the store's live entries that seeks and moves both ways, and the
-//! merge of memtables and tables under it that [`Scan`](crate::db::Scan) shares.
+//! merge of memtables and tables under it that [`Scan`](super::Scan) shares.
 //!
 //! The logic is LevelDB's `DBIter`. Going forward, the merge is on the entry the cursor shows
 //! (the newest visible version of its user key), and `key`/`value` borrow from it. Going backward,
@@ -14,11 +14,12 @@ use std::sync::Arc;
 use super::level_iter::LevelIter;
 use crate::db::dir_lock::DirLock;
 use crate::db::read::range_filtering::{in_bounds, PendingVerdicts, RangeFiltering};
+use crate::db::tree::SuperVersion;
 use crate::db::tree::Tree;
 use crate::db::ttl::{judge, Expiry};
 use crate::db::version::table_cache::TableCache;
 use crate::db::version::FileMeta;
-use crate::db::{Db, DbInner, Snapshot, SuperVersion};
+use crate::db::{Db, DbInner, Snapshot};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{
@@ -334,7 +335,7 @@ pub struct Cursor {
     wide: Option<Sources>,
     /// Entries newer than this are invisible.
     sequence: u64,
-    /// The range this cursor stops at (a [`Scan`](crate::db::Scan)'s): forward walks end at the
+    /// The range this cursor stops at (a [`Scan`](super::Scan)'s): forward walks end at the
     /// first key past `upper`, backward walks at the first key before `lower`.
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,

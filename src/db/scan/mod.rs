@@ -1,5 +1,8 @@
 //! Range scans: a merge of every memtable and table, read at the sequence of the call, newest
 //! version of each key first, tombstones hiding what they delete; from either end of the range.
+//!
+//! The room also holds `cursor.rs` (`Cursor`, and the merge of memtables and tables under it)
+//! and `level_iter.rs` (the iterator over one level ≥ 1).
 
 pub(crate) mod cursor;
 pub(crate) mod level_iter;
@@ -9,9 +12,10 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::dir_lock::DirLock;
+use super::tree::SuperVersion;
 use super::tree::Tree;
 use super::version::FileMeta;
-use super::{Db, DbInner, Snapshot, SuperVersion};
+use super::{Db, DbInner, Snapshot};
 use crate::error::{Error, Result};
 use crate::key::compare_bytes;
 use crate::key_range::KeyRange;

@@ -1,5 +1,10 @@
 //! A version: the set of live tables, level by level. Versions are immutable; each flush or
 //! compaction makes a new one from an edit, and readers keep the one they started with.
+//!
+//! The room holds the table set and what records and serves it: `edit.rs` (one MANIFEST record),
+//! `manifest.rs` (the MANIFEST and CURRENT), `keyspace_options.rs` (a keyspace's options as the
+//! MANIFEST records them), `level_filters.rs`, `table_cache.rs` (open table readers) and
+//! `filename.rs` (the names of a store's files). It names nothing of the rest of the store.
 
 pub(crate) mod edit;
 pub(crate) mod filename;
@@ -13,11 +18,10 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
-use super::compaction::table_filter::FilterSpend;
-use super::compaction::write_burst::Triggers;
 use crate::key::{compare_bytes, leading_bytes, user_key};
 use crate::key_range::{above_start, below_end};
 use crate::options::{Options, NUM_LEVELS};
+use crate::sst::properties::TableProperties;
 use crate::sst::table_reader::TableReader;
 use edit::{NewFile, VersionEdit};
 use level_filters::{kept_filter, level_filters, KeptFilter, LevelFilters};
@@ -70,10 +74,10 @@ pub(crate) struct FileMeta {
     /// The table's open reader, once the table cache pins it here.
     reader: OnceLock<PinnedReader>,
     /// What its filter spends, once Monkey allocation has read it from the properties: every flush
-    /// and compaction reads every live table's (`table_filter.rs`).
+    /// and compaction reads every live table's (`compaction/table_filter.rs`).
     pub(crate) filter_spend: OnceLock<FilterSpend>,
     /// Set once a compaction starts merging it: Monkey allocation counts it in the level it is
-    /// going to and leaves it out of the memory bound (`table_filter.rs`). A compaction that fails
+    /// going to and leaves it out of the memory bound (`compaction/table_filter.rs`). A compaction that fails
     /// leaves it set, which only loosens that bound until the table is merged.
     pub(crate) merging: std::sync::atomic::AtomicBool,
     retire: OnceLock<Retire>,
@@ -163,6 +167,71 @@ impl FileMeta {
             filter_spend: OnceLock::new(),
             merging: std::sync::atomic::AtomicBool::new(false),
             retire: OnceLock::new(),
+        }
+    }
+}
+
+/// What a live table's filter spends, read from its properties.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct FilterSpend {
+    /// The keys its filter holds; a table without a filter counts its entries, which uniform
+    /// allocation would have filtered.
+    pub(crate) keys: u64,
+    /// The bits it spends: its bits per key times its keys, leaving out the few bytes of rounding
+    /// and trailer that every table pays whatever its bits (uniform's tables pay them too).
+    pub(crate) bits: f64,
+    /// Those few bytes, in bits: its filter's size less `bits`.
+    pub(crate) overhead: f64,
+}
+
+impl FilterSpend {
+    pub(crate) fn of(p: &TableProperties) -> FilterSpend {
+        if p.filter_layout.is_empty() || p.filter_keys == 0 {
+            return FilterSpend {
+                keys: p.num_entries,
+                bits: 0.0,
+                overhead: 0.0,
+            };
+        }
+        let size = p.filter_bytes as f64 * 8.0;
+        // A policy without a bits-per-key notion records NaN; its bytes say what it spends.
+        let bits = if p.filter_bits_per_key.is_finite() {
+            p.filter_bits_per_key * p.filter_keys as f64
+        } else {
+            size
+        };
+        FilterSpend {
+            keys: p.filter_keys,
+            bits,
+            overhead: (size - bits).max(0.0),
+        }
+    }
+}
+
+/// What starts a compaction of a keyspace now: the L0 table count, and the multiple of its byte
+/// budget a deeper level may hold (the quiet ones, or those while writes flow:
+/// `db/compaction/write_burst.rs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Triggers {
+    pub(crate) l0_tables: usize,
+    pub(crate) level_budget: f64,
+}
+
+impl Triggers {
+    /// The triggers once writes pause: L0 at `level0_compaction_trigger`, every deeper level at
+    /// its budget.
+    pub(crate) fn quiet(options: &Options) -> Triggers {
+        Triggers {
+            l0_tables: options.level0_compaction_trigger,
+            level_budget: 1.0,
+        }
+    }
+
+    /// The triggers while writes flow.
+    pub(crate) fn during_writes(options: &Options) -> Triggers {
+        Triggers {
+            l0_tables: options.l0_trigger_during_writes(),
+            level_budget: options.level_budget_during_writes,
         }
     }
 }

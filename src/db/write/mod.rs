@@ -1,10 +1,14 @@
 //! The write path: validate, queue for a group commit, and (as the group's leader) make room,
 //! append the group to the WAL in one write (fsync if any writer asked), apply it to the
 //! memtable, publish the sequences. And `sync_wal`, which fsyncs without writing.
+//!
+//! The room also holds `queue.rs` (the writers waiting for their group commit) and
+//! `batch_settling.rs` (what the commit fills in: expiry times, open range ends).
 
 mod batch_settling;
+pub(crate) mod queue;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,32 +25,9 @@ use crate::options::WriteOptions;
 use crate::stats::Ticker;
 use crate::store_id::DEFAULT_KEYSPACE_ID;
 use crate::wal::writer::LogWriter;
-use crate::write_batch::{BatchEntries, Target, WriteBatch};
+use crate::write_batch::{check_sizes, BatchEntries, Target, WriteBatch};
 use batch_settling::{needs_settling, settle_group};
-
-/// The largest key accepted.
-pub(crate) const MAX_KEY_BYTES: usize = 64 << 10;
-/// The largest value accepted.
-pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
-
-/// `Ok` for a key and a value of these sizes (in bytes) a write accepts.
-///
-/// # Errors
-/// `Error::InvalidArgument` for a key over [`MAX_KEY_BYTES`] or a value over
-/// [`MAX_VALUE_BYTES`].
-pub(crate) fn check_sizes(key: usize, value: usize) -> Result<()> {
-    if key > MAX_KEY_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "key of {key} bytes (at most {MAX_KEY_BYTES})"
-        )));
-    }
-    if value > MAX_VALUE_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "value of {value} bytes (at most {MAX_VALUE_BYTES})"
-        )));
-    }
-    Ok(())
-}
+use queue::{PendingWrite, WriteTarget};
 
 impl Db {
     /// Sets `key` to `value`.
@@ -280,34 +261,6 @@ impl Db {
         }
         result
     }
-}
-
-/// A keyspace a commit group writes to: its memtable, and what the group wrote into it.
-pub(crate) struct WriteTarget {
-    tree: Arc<Tree>,
-    mem: Arc<MemTable>,
-    entries: u64,
-    bytes: u64,
-}
-
-/// A write waiting for its group commit.
-struct PendingWrite {
-    id: u64,
-    batch: WriteBatch,
-    sync: bool,
-    /// A transaction's: what must be unchanged since its snapshot for the batch to commit.
-    check: Option<Box<ConflictCheck>>,
-}
-
-/// Writers waiting to commit, oldest first, and the outcomes of those a leader committed.
-#[derive(Default)]
-pub(crate) struct WriteQueue {
-    next_id: u64,
-    waiting: VecDeque<PendingWrite>,
-    /// A leader is committing a group taken from the front.
-    leader_busy: bool,
-    /// Each committed batch's last sequence, or its error.
-    finished: HashMap<u64, Result<u64>>,
 }
 
 /// How many times a writer waiting for its group yields the processor before it sleeps.
