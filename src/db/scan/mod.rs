@@ -6,6 +6,8 @@
 
 pub(crate) mod cursor;
 pub(crate) mod level_iter;
+mod sources;
+mod tombstone_skipping;
 
 use std::iter::FusedIterator;
 use std::ops::Bound;
@@ -21,7 +23,8 @@ use crate::key::compare_bytes;
 use crate::key_range::KeyRange;
 use crate::prefix::prefix_successor;
 use crate::stats::Ticker;
-use cursor::{Cursor, Sources};
+use cursor::Cursor;
+use sources::Sources;
 
 impl Db {
     /// Every live entry of the store, in key order, as of this call: an [`Iterator`] of
