@@ -206,27 +206,7 @@ impl Manifest {
             .or_insert_with(TreeRecord::default_keyspace);
         let path = dir.join(manifest_name(number));
         let mut writer = LogWriter::create(fs, &path)?;
-        for (&id, tree) in &trees {
-            let mut edit = VersionEdit {
-                keyspace: id,
-                keyspace_log_number: Some(tree.log_number),
-                added: tables_of(&tree.version),
-                ..Default::default()
-            };
-            if id == DEFAULT_KEYSPACE_ID {
-                edit.log_number = Some(counters.log_number);
-                edit.log_start_sequence = Some(counters.log_start_sequence);
-                edit.next_file_number = Some(counters.next_file_number);
-                edit.last_sequence = Some(counters.last_sequence);
-                edit.next_keyspace_id = Some(counters.next_keyspace_id);
-                edit.store_id = Some(store_id);
-            } else {
-                edit.created = Some(KeyspaceRecord {
-                    id,
-                    name: tree.name.clone(),
-                    options: tree.options.clone(),
-                });
-            }
+        for edit in snapshot_edits(&trees, &counters, store_id) {
             writer.add_record(&edit.encode())?;
         }
         writer.sync()?;
@@ -301,6 +281,42 @@ impl Manifest {
         self.trees = trees;
         Ok(self.version(edit.keyspace))
     }
+}
+
+/// The records a new MANIFEST starts with (see [`Manifest::create`]): the default keyspace's
+/// first, with the store's identity and `counters`, then one creating each other keyspace of
+/// `trees` with its tables. `trees` holds the default keyspace.
+pub(crate) fn snapshot_edits(
+    trees: &TreeRecords,
+    counters: &ManifestCounters,
+    store_id: StoreId,
+) -> Vec<VersionEdit> {
+    trees
+        .iter()
+        .map(|(&id, tree)| {
+            let mut edit = VersionEdit {
+                keyspace: id,
+                keyspace_log_number: Some(tree.log_number),
+                added: tables_of(&tree.version),
+                ..Default::default()
+            };
+            if id == DEFAULT_KEYSPACE_ID {
+                edit.log_number = Some(counters.log_number);
+                edit.log_start_sequence = Some(counters.log_start_sequence);
+                edit.next_file_number = Some(counters.next_file_number);
+                edit.last_sequence = Some(counters.last_sequence);
+                edit.next_keyspace_id = Some(counters.next_keyspace_id);
+                edit.store_id = Some(store_id);
+            } else {
+                edit.created = Some(KeyspaceRecord {
+                    id,
+                    name: tree.name.clone(),
+                    options: tree.options.clone(),
+                });
+            }
+            edit
+        })
+        .collect()
 }
 
 /// The tables of `version`, as a MANIFEST records them.
@@ -409,7 +425,7 @@ pub(crate) fn read_edits(path: &Path) -> Result<Vec<VersionEdit>> {
 
 /// Points CURRENT at MANIFEST-`number`: write a temporary file, fsync it, rename it over CURRENT,
 /// fsync the directory so the rename itself is durable.
-fn set_current(fs: &FileSystem, dir: &Path, number: u64) -> Result<()> {
+pub(crate) fn set_current(fs: &FileSystem, dir: &Path, number: u64) -> Result<()> {
     let tmp = current_temp_path(dir);
     // Left by an interrupted switch; the store never creates over an existing file.
     match fs.remove_file(&tmp) {
