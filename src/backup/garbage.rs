@@ -16,7 +16,7 @@ impl BackupEngine {
     ///
     /// # Errors
     /// `Error::Io` naming the directory or the file that cannot be listed or removed.
-    pub(crate) fn collect_garbage(&self) -> Result<usize> {
+    pub(super) fn collect_garbage(&self) -> Result<usize> {
         let named: HashSet<String> = self
             .backups
             .values()

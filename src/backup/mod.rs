@@ -2,13 +2,14 @@
 //! verifies and restores them.
 //!
 //! `create.rs` takes one (a short pause of the writers, then copies outside it), `restore.rs` and
-//! `verify.rs` read one back, `garbage.rs` removes what no backup names, `metadata.rs` is the
-//! file that describes one, `names.rs` the names in the directory, `copy.rs` the checksummed
-//! copy. Formats: `docs/log_format.md`, *Backup directories*.
+//! `verify.rs` read one back (`held.rs`: a file one holds, checked), `garbage.rs` removes what no
+//! backup names, `metadata.rs` is the file that describes one, `names.rs` the names in the
+//! directory, `copy.rs` the checksummed copy. Formats: `docs/log_format.md`, *Backup directories*.
 
 mod copy;
 mod create;
 mod garbage;
+mod held;
 mod metadata;
 mod names;
 mod restore;

@@ -54,7 +54,7 @@ impl StoreFile {
 }
 
 /// Whether `kind` is a file a backup holds: a table, a WAL or a MANIFEST.
-pub(crate) fn is_store_data(kind: &FileKind) -> bool {
+fn is_store_data(kind: &FileKind) -> bool {
     matches!(
         kind,
         FileKind::Table(_) | FileKind::Log(_) | FileKind::Manifest(_)
@@ -79,10 +79,9 @@ pub(crate) fn parse_backup_name(name: &str) -> Option<BackupFileKind> {
         return Some(BackupFileKind::Temp);
     }
     if let Some(id) = name.strip_prefix(META_PREFIX) {
-        if id.len() >= 6 && id.bytes().all(|b| b.is_ascii_digit()) {
-            return id.parse().ok().map(BackupFileKind::Meta);
-        }
-        return None;
+        // Only the name `meta_name` gives: no second spelling of an id.
+        let id: u32 = id.parse().ok()?;
+        return (meta_name(id) == name).then_some(BackupFileKind::Meta(id));
     }
     let (stem, ext) = split_extension(name);
     let (rest, size) = stem.rsplit_once('_')?;
@@ -149,6 +148,8 @@ mod tests {
             "000012_3f8a12b_48211.sst",
             "000012_3f8a12bc_+48211.sst",
             "BACKUP-3",
+            "BACKUP-0000003",
+            "BACKUP-+00003",
             "BACKUP-00000x",
             "CURRENT_00000000_0",
         ] {

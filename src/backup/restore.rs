@@ -1,10 +1,10 @@
 //! Restoring a backup: its files copied into an empty directory under their store names, each
 //! checked against its recorded checksum on the way, then CURRENT, last.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::copy::Source;
+use super::held::check_crc;
 use super::{BackupEngine, BackupId};
 use crate::db::filename::{current_path, current_temp_path};
 use crate::db::manifest::set_current;
@@ -64,41 +64,15 @@ impl BackupEngine {
         let result = (|| {
             let mut buf = Vec::new();
             for f in &meta.files {
-                let from = self.dir.join(f.shared_name());
-                let source = match File::open(&from) {
-                    Ok(file) => file,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        return Err(Error::corruption(
-                            &from,
-                            format!("missing: backup {id} holds it"),
-                        ))
-                    }
-                    Err(e) => return Err(io_at(&from)(e)),
-                };
-                let size = source.metadata().map_err(io_at(&from))?.len();
-                if size != f.size {
-                    return Err(Error::corruption(
-                        &from,
-                        format!("{size} bytes, backup {id} recorded {}", f.size),
-                    ));
-                }
+                let (from, source) = self.open_held(id, f)?;
                 let to = target.join(&f.name);
                 made.push(to.clone());
                 let source = Source::File {
                     file: &source,
                     path: &from,
-                    len: size,
+                    len: f.size,
                 };
-                let crc = source.write_to(fs, &to, &mut buf)?;
-                if crc != f.crc {
-                    return Err(Error::corruption(
-                        &from,
-                        format!(
-                            "checksum mismatch (backup {id} recorded {:08x}, the file has {crc:08x})",
-                            f.crc
-                        ),
-                    ));
-                }
+                check_crc(&from, id, f, source.write_to(fs, &to, &mut buf)?)?;
             }
             // Every file durable under its name before CURRENT makes the directory a store.
             fs.sync_dir(target)?;

@@ -1,15 +1,13 @@
 //! Verifying a backup: its metadata as it is on disk, and every byte of every file it names.
 
-use std::fs::File;
-
 use super::copy::Source;
+use super::held::check_crc;
 use super::metadata::BackupMeta;
 use super::names::meta_path;
 use super::{BackupEngine, BackupId};
 use crate::db::filename::FileKind;
 use crate::db::manifest::read_edits;
 use crate::error::{Error, Result};
-use crate::fs::io_at;
 use crate::inspect::TableInfo;
 
 impl BackupEngine {
@@ -36,39 +34,13 @@ impl BackupEngine {
         }
         let mut buf = Vec::new();
         for f in &meta.files {
-            let path = self.dir.join(f.shared_name());
-            let file = match File::open(&path) {
-                Ok(file) => file,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(Error::corruption(
-                        &path,
-                        format!("missing: backup {id} holds it"),
-                    ))
-                }
-                Err(e) => return Err(io_at(&path)(e)),
-            };
-            let size = file.metadata().map_err(io_at(&path))?.len();
-            if size != f.size {
-                return Err(Error::corruption(
-                    &path,
-                    format!("{size} bytes, backup {id} recorded {}", f.size),
-                ));
-            }
+            let (path, file) = self.open_held(id, f)?;
             let source = Source::File {
                 file: &file,
                 path: &path,
-                len: size,
+                len: f.size,
             };
-            let crc = source.checksum(&mut buf)?;
-            if crc != f.crc {
-                return Err(Error::corruption(
-                    &path,
-                    format!(
-                        "checksum mismatch (backup {id} recorded {:08x}, the file has {crc:08x})",
-                        f.crc
-                    ),
-                ));
-            }
+            check_crc(&path, id, f, source.checksum(&mut buf)?)?;
             match f.kind() {
                 Some(FileKind::Table(_)) => {
                     TableInfo::open(&path)?;
