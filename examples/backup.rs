@@ -30,8 +30,8 @@ struct Args {
     /// Keys written before the first backup (a tenth as many new ones before the second).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(10..=100_000_000))]
     keys: u64,
-    /// Directory for the store (`live`), the backups (`backups`) and the restore (`restored`),
-    /// kept afterwards; a temporary one if not given.
+    /// Directory for the store (`live`), the backups (`backups`) and the restore (`restored`,
+    /// which must not exist yet), kept afterwards; a temporary one if not given.
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Seed of the values.

@@ -78,7 +78,7 @@ pub struct BackupInfo {
 /// db.put(b"k", b"first")?; // unsynced: still a backup holds it
 /// let first = backups.create_backup(&db)?;
 /// db.put(b"k", b"second")?;
-/// let second = backups.create_backup(&db)?; // shares every table of `first`
+/// let second = backups.create_backup(&db)?; // copies only what changed since `first`
 /// assert_eq!(backups.list().len(), 2);
 ///
 /// backups.verify(first)?;
