@@ -56,6 +56,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
+mod backup;
 mod cache;
 mod clock;
 mod coding;
@@ -94,6 +95,7 @@ pub use fs::fault_injection;
 #[doc(hidden)]
 pub mod bench_internals;
 
+pub use backup::{BackupEngine, BackupId, BackupInfo};
 pub use clock::{Clock, SystemClock};
 pub use compaction_filter::{CompactionDecision, CompactionFilter};
 pub use db::keyspace::{DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME_BYTES};

@@ -2,7 +2,8 @@
 //! `open.rs` (open, read-only open and recovery), `close.rs` (the handle count, `close`),
 //! `write.rs` (writes and `sync_wal`), `read.rs` (Get), `scan.rs` (`scan`, `iter`), `cursor.rs`,
 //! `flush.rs`, `compaction.rs`, `manual_compaction.rs` (`compact`, `compact_range`), `background.rs` (the two worker threads), `checkpoint.rs`,
-//! `destroy.rs`, `property.rs`, `conveniences.rs`.
+//! `copy_view.rs` (the pinned view checkpoints and backups copy), `destroy.rs`, `property.rs`,
+//! `conveniences.rs`.
 
 mod background;
 mod batch_settling;
@@ -12,6 +13,7 @@ mod compaction;
 mod compaction_filtering;
 mod compaction_stats;
 mod conveniences;
+pub(crate) mod copy_view;
 mod cursor;
 mod destroy;
 mod dir_lock;
@@ -72,6 +74,7 @@ pub(crate) use close::Lifecycle;
 pub use cursor::Cursor;
 pub use key_range::KeyRange;
 pub use keyspace::Keyspace;
+pub(crate) use open::lock_exclusive;
 pub use scan::Scan;
 pub use snapshot::Snapshot;
 pub use transaction::{Transaction, TransactionScan};
