@@ -2,6 +2,7 @@
 //! off, for tests that take a leader away.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::error::{InstallSnapshotError, RPCError, RaftError};
@@ -13,7 +14,7 @@ use openraft::raft::{
 use openraft::BasicNode;
 
 use super::{remote, unreachable};
-use crate::{NodeId, Raft, TypeConfig};
+use crate::{open, ClusterNode, NodeId, Raft, StoreConfig, TypeConfig};
 
 /// The nodes of an in-process cluster, by id. Cloning shares it.
 #[derive(Clone, Default)]
@@ -40,6 +41,24 @@ impl Router {
             router: self.clone(),
             from: id,
         }
+    }
+
+    /// Opens node `id` in `dir`, starts its Raft with `config` and routes RPCs to it.
+    ///
+    /// # Errors
+    /// [`open`]'s errors, or Raft's if it cannot start.
+    pub async fn start(
+        &self,
+        id: NodeId,
+        dir: &Path,
+        store: StoreConfig,
+        config: Arc<openraft::Config>,
+    ) -> Result<ClusterNode, Box<dyn std::error::Error + Send + Sync>> {
+        let (log_store, state_machine) = open(dir, store)?;
+        let reader = state_machine.reader();
+        let raft = Raft::new(id, config, self.network(id), log_store, state_machine).await?;
+        self.add(id, raft.clone());
+        Ok(ClusterNode { id, raft, reader })
     }
 
     /// Routes RPCs for `id` to `raft`.
