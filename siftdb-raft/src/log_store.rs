@@ -4,13 +4,15 @@
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
     Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, StorageError, Vote,
 };
-use siftdb::{Db, Keyspace, WriteBatch, WriteOptions};
+use siftdb::{Db, Keyspace, WriteBatch};
+use tokio::sync::{oneshot, watch};
 
 use crate::codec::{
     after_index, decode, encode, index_key, key_index, storage_error, PAST_LAST_INDEX,
@@ -20,28 +22,50 @@ use crate::{NodeId, TypeConfig};
 
 /// The log half of a node's storage: entries in `raft.log`, the vote and the last purged log
 /// id in `raft.meta`. Hand it to [`openraft::Raft::new`].
+///
+/// Every write to the log goes through one writer thread, in the order openraft asks for them:
+/// the appends, truncations and purges queued while the writer was busy become one batch, and
+/// one `sync_wal` then acknowledges every append (and vote) in it. openraft's core never waits
+/// for an fsync (siftdb holds its WAL lock while it syncs), so it goes on batching client
+/// writes; readers of the log wait until the writer has written what was queued before they
+/// read (which is what "readable once `append` returns" needs).
 pub struct LogStore {
     db: Db,
     log: Keyspace,
-    meta: Keyspace,
-    sync: bool,
     vote: Option<Vote<NodeId>>,
     last_purged: Option<LogId<NodeId>>,
-    /// Callbacks of appends waiting for the syncer thread's fsync; `None` without sync.
-    syncer: Option<mpsc::Sender<LogFlushed<TypeConfig>>>,
-    syncer_thread: Option<std::thread::JoinHandle<()>>,
+    writer: Option<mpsc::Sender<LogOp>>,
+    writer_thread: Option<std::thread::JoinHandle<()>>,
+    /// How many writes were queued, and (from the writer) how many are in the store.
+    queued: Arc<AtomicU64>,
+    written: watch::Receiver<u64>,
 }
 
 impl Drop for LogStore {
-    /// Stops the syncer thread once it has acknowledged every append, so that the store's
-    /// directory is free to open again when the node's handles are gone.
+    /// Stops the writer once it has written and acknowledged what was queued, so that the
+    /// store's directory is free to open again when the node's handles are gone.
     fn drop(&mut self) {
-        self.syncer = None;
-        if let Some(thread) = self.syncer_thread.take() {
+        self.writer = None;
+        if let Some(thread) = self.writer_thread.take() {
             let _ = thread.join();
         }
     }
 }
+
+/// A write queued for the writer thread.
+enum LogOp {
+    /// Entries to put (index, encoded entry), acknowledged once durable.
+    Append(Vec<(u64, Vec<u8>)>, LogFlushed<TypeConfig>),
+    /// Removes the entries from this index on.
+    Truncate(u64),
+    /// Removes the entries up to this log id, and records it as the last purged.
+    Purge(u64, Vec<u8>),
+    /// The encoded vote, answered once durable.
+    Vote(Vec<u8>, oneshot::Sender<Result<(), siftdb::Error>>),
+}
+
+/// Groups of log writes stop growing at about this many bytes.
+const MAX_GROUP_BYTES: usize = 8 << 20;
 
 impl LogStore {
     pub(crate) fn open(
@@ -59,21 +83,26 @@ impl LogStore {
             .get(LAST_PURGED)?
             .map(|v| decode(&v, &path, "the last purged log id"))
             .transpose()?;
-        let (syncer, syncer_thread) = if sync {
-            let (tx, thread) = spawn_syncer(db.clone())?;
-            (Some(tx), Some(thread))
-        } else {
-            (None, None)
+        let (tx, rx) = mpsc::channel();
+        let (written_tx, written) = watch::channel(0);
+        let writer = Writer {
+            db: db.clone(),
+            log: log.clone(),
+            meta,
+            sync,
         };
+        let writer_thread = std::thread::Builder::new()
+            .name("siftdb-raft-log".into())
+            .spawn(move || writer.run(rx, written_tx))?;
         Ok(LogStore {
             db,
             log,
-            meta,
-            sync,
             vote,
             last_purged,
-            syncer,
-            syncer_thread,
+            writer: Some(tx),
+            writer_thread: Some(writer_thread),
+            queued: Arc::new(AtomicU64::new(0)),
+            written,
         })
     }
 
@@ -81,42 +110,87 @@ impl LogStore {
         LogReader {
             log: self.log.clone(),
             path: self.db.path().to_path_buf(),
+            queued: Arc::clone(&self.queued),
+            written: self.written.clone(),
         }
     }
 
-    fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), siftdb::Error> {
-        self.db
-            .write_opt(batch, &WriteOptions::new().sync(sync && self.sync))
+    /// Queues `op` for the writer thread.
+    fn queue(&self, op: LogOp) -> Result<(), siftdb::Error> {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        let writer = self.writer.as_ref().ok_or_else(writer_gone)?;
+        writer.send(op).map_err(|_| writer_gone())
     }
 }
 
-/// Starts the thread that fsyncs the WAL for appends and then acknowledges them: the appends
-/// that arrive while one fsync runs are acknowledged by the next one together.
-type Syncer = (
-    mpsc::Sender<LogFlushed<TypeConfig>>,
-    std::thread::JoinHandle<()>,
-);
+fn writer_gone() -> siftdb::Error {
+    siftdb::Error::Io(std::io::Error::other("the log's writer thread stopped"))
+}
 
-fn spawn_syncer(db: Db) -> Result<Syncer, siftdb::Error> {
-    let (tx, rx) = mpsc::channel::<LogFlushed<TypeConfig>>();
-    let thread = std::thread::Builder::new()
-        .name("siftdb-raft-sync".into())
-        .spawn(move || {
-            while let Ok(first) = rx.recv() {
-                let mut waiting = vec![first];
-                waiting.extend(rx.try_iter());
-                let result = db.sync_wal();
-                for callback in waiting {
-                    callback.log_io_completed(
-                        result
-                            .as_ref()
-                            .map(|_| ())
-                            .map_err(|e| std::io::Error::other(e.to_string())),
-                    );
+/// The writer thread's handles.
+struct Writer {
+    db: Db,
+    log: Keyspace,
+    meta: Keyspace,
+    sync: bool,
+}
+
+impl Writer {
+    fn run(self, ops: mpsc::Receiver<LogOp>, written: watch::Sender<u64>) {
+        let mut count = 0u64;
+        while let Ok(first) = ops.recv() {
+            let mut batch = WriteBatch::new();
+            let mut appended = Vec::new();
+            let mut votes = Vec::new();
+            let mut next = Some(first);
+            while let Some(op) = next.take() {
+                count += 1;
+                match op {
+                    LogOp::Append(entries, callback) => {
+                        for (index, value) in entries {
+                            batch.put_in(&self.log, index_key(index), value);
+                        }
+                        appended.push(callback);
+                    }
+                    LogOp::Truncate(index) => {
+                        batch.delete_range_in(
+                            &self.log,
+                            index_key(index).to_vec()..PAST_LAST_INDEX.to_vec(),
+                        );
+                    }
+                    LogOp::Purge(index, log_id) => {
+                        batch.put_in(&self.meta, LAST_PURGED, log_id);
+                        batch.delete_range_in(&self.log, Vec::new()..after_index(index));
+                    }
+                    LogOp::Vote(vote, done) => {
+                        batch.put_in(&self.meta, VOTE, vote);
+                        votes.push(done);
+                    }
+                }
+                if batch.approximate_size() < MAX_GROUP_BYTES {
+                    next = ops.try_recv().ok();
                 }
             }
-        })?;
-    Ok((tx, thread))
+            let mut result = self.db.write(batch);
+            // Readable now: readers waiting for these writes may go on.
+            written.send_replace(count);
+            if result.is_ok() && self.sync && !(appended.is_empty() && votes.is_empty()) {
+                result = self.db.sync_wal();
+            }
+            let outcome = || {
+                result
+                    .as_ref()
+                    .map(|_| ())
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            };
+            for callback in appended {
+                callback.log_io_completed(outcome());
+            }
+            for done in votes {
+                let _ = done.send(outcome().map_err(siftdb::Error::Io));
+            }
+        }
+    }
 }
 
 /// Reads the log for openraft's replication tasks: a handle on the `raft.log` keyspace.
@@ -124,9 +198,21 @@ fn spawn_syncer(db: Db) -> Result<Syncer, siftdb::Error> {
 pub struct LogReader {
     log: Keyspace,
     path: PathBuf,
+    queued: Arc<AtomicU64>,
+    written: watch::Receiver<u64>,
 }
 
 impl LogReader {
+    /// Waits until the writer thread has written every write queued before the call.
+    async fn caught_up(&mut self) -> Result<(), siftdb::Error> {
+        let target = self.queued.load(Ordering::SeqCst);
+        self.written
+            .wait_for(|&w| w >= target)
+            .await
+            .map(|_| ())
+            .map_err(|_| writer_gone())
+    }
+
     /// The entries whose indexes fall in `range`, in index order.
     fn entries(
         &self,
@@ -186,6 +272,7 @@ impl RaftLogReader<TypeConfig> for LogReader {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        self.caught_up().await.map_err(read_logs)?;
         self.entries(range).map_err(read_logs)
     }
 }
@@ -195,7 +282,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
-        self.reader().entries(range).map_err(read_logs)
+        self.reader().try_get_log_entries(range).await
     }
 }
 
@@ -203,7 +290,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogReader;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
-        let reader = self.reader();
+        let mut reader = self.reader();
+        reader.caught_up().await.map_err(read_logs)?;
         let last = match self.log.last_key_value().map_err(read_logs)? {
             Some((key, value)) => {
                 Some(reader.decode_entry(&key, &value).map_err(read_logs)?.log_id)
@@ -222,9 +310,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let vote_error = |e| storage_error(ErrorSubject::Vote, ErrorVerb::Write, e);
-        let mut batch = WriteBatch::new();
-        batch.put_in(&self.meta, VOTE, encode(vote).map_err(vote_error)?);
-        self.write(batch, true).map_err(vote_error)?;
+        let (done, durable) = oneshot::channel();
+        self.queue(LogOp::Vote(encode(vote).map_err(vote_error)?, done))
+            .map_err(vote_error)?;
+        durable
+            .await
+            .map_err(|_| vote_error(writer_gone()))?
+            .map_err(vote_error)?;
         self.vote = Some(*vote);
         Ok(())
     }
@@ -242,43 +334,23 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = WriteBatch::new();
+        let mut encoded = Vec::new();
         for entry in entries {
-            let value = encode(&entry).map_err(write_logs)?;
-            batch.put_in(&self.log, index_key(entry.log_id.index), value);
+            encoded.push((entry.log_id.index, encode(&entry).map_err(write_logs)?));
         }
-        // Readable once written; durable once the syncer's fsync covers it.
-        self.write(batch, false).map_err(write_logs)?;
-        match &self.syncer {
-            Some(syncer) => {
-                if let Err(mpsc::SendError(callback)) = syncer.send(callback) {
-                    callback
-                        .log_io_completed(Err(std::io::Error::other("the sync thread stopped")));
-                }
-            }
-            None => callback.log_io_completed(Ok(())),
-        }
-        Ok(())
+        self.queue(LogOp::Append(encoded, callback))
+            .map_err(write_logs)
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut batch = WriteBatch::new();
-        batch.delete_range_in(
-            &self.log,
-            index_key(log_id.index).to_vec()..PAST_LAST_INDEX.to_vec(),
-        );
-        self.write(batch, false).map_err(write_logs)
+        self.queue(LogOp::Truncate(log_id.index))
+            .map_err(write_logs)
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut batch = WriteBatch::new();
-        batch.put_in(
-            &self.meta,
-            LAST_PURGED,
-            encode(&log_id).map_err(write_logs)?,
-        );
-        batch.delete_range_in(&self.log, Vec::new()..after_index(log_id.index));
-        self.write(batch, false).map_err(write_logs)?;
+        let encoded = encode(&log_id).map_err(write_logs)?;
+        self.queue(LogOp::Purge(log_id.index, encoded))
+            .map_err(write_logs)?;
         self.last_purged = Some(log_id);
         Ok(())
     }

@@ -60,8 +60,10 @@ impl Cluster {
             cluster.dirs.insert(id, dir);
             cluster.open(id).await;
         }
-        let members: BTreeMap<NodeId, BasicNode> =
-            ids.iter().map(|&id| (id, BasicNode::new(format!("node{id}")))).collect();
+        let members: BTreeMap<NodeId, BasicNode> = ids
+            .iter()
+            .map(|&id| (id, BasicNode::new(format!("node{id}"))))
+            .collect();
         cluster.nodes[&ids[0]]
             .raft
             .initialize(members)
@@ -75,7 +77,11 @@ impl Cluster {
     async fn open(&mut self, id: NodeId) {
         let dir: &Path = &self.dirs[&id];
         for _ in 0..200 {
-            match self.router.start(id, dir, store_config(), raft_config()).await {
+            match self
+                .router
+                .start(id, dir, store_config(), raft_config())
+                .await
+            {
                 Ok(node) => {
                     self.nodes.insert(id, node);
                     return;
@@ -150,8 +156,17 @@ impl Cluster {
     async fn check_node(&self, id: NodeId, model: &Model) {
         let leader = self.leader().await;
         // The leader's state machine: a linearizable scan.
-        let on_leader: Model = leader.scan(KS, ..).await.expect("a scan").into_iter().collect();
-        assert_eq!(&on_leader, model, "the leader {} lost or invented writes", leader.id);
+        let on_leader: Model = leader
+            .scan(KS, ..)
+            .await
+            .expect("a scan")
+            .into_iter()
+            .collect();
+        assert_eq!(
+            &on_leader, model,
+            "the leader {} lost or invented writes",
+            leader.id
+        );
         let target = leader.raft.metrics().borrow().last_applied.map(|l| l.index);
         let node = &self.nodes[&id];
         node.raft
@@ -159,10 +174,25 @@ impl Cluster {
             .applied_index_at_least(target, "catch up")
             .await
             .expect("the node catches up");
-        let local: Model = node.reader.scan(KS, ..).expect("a scan").into_iter().collect();
-        assert_eq!(&local, model, "node {id}'s state machine differs from the model");
-        let applied = node.reader.applied().expect("the applied id").map(|l| l.index);
-        assert!(applied >= target, "node {id} applied {applied:?}, the leader {target:?}");
+        let local: Model = node
+            .reader
+            .scan(KS, ..)
+            .expect("a scan")
+            .into_iter()
+            .collect();
+        assert_eq!(
+            &local, model,
+            "node {id}'s state machine differs from the model"
+        );
+        let applied = node
+            .reader
+            .applied()
+            .expect("the applied id")
+            .map(|l| l.index);
+        assert!(
+            applied >= target,
+            "node {id} applied {applied:?}, the leader {target:?}"
+        );
     }
 }
 
@@ -194,8 +224,16 @@ async fn three_nodes_lose_a_leader_reopen_a_node_and_install_a_snapshot() {
     // A follower is down while the log moves far past its last entry and is purged: it can
     // only come back through a snapshot.
     let leader = cluster.leader().await.id;
-    let behind = *cluster.nodes.keys().find(|&&id| id != leader).expect("a follower");
-    let behind_last = cluster.nodes[&behind].raft.metrics().borrow().last_log_index;
+    let behind = *cluster
+        .nodes
+        .keys()
+        .find(|&&id| id != leader)
+        .expect("a follower");
+    let behind_last = cluster.nodes[&behind]
+        .raft
+        .metrics()
+        .borrow()
+        .last_log_index;
     cluster.stop(behind).await;
     cluster.write(&mut model, 200, 400).await;
     // The leader purges once no replication to the stopped node holds the range (it retries

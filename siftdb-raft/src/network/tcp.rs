@@ -295,6 +295,97 @@ pub async fn start(
     Ok(node)
 }
 
+/// A node process's settings, from its command line:
+/// `--id N --listen HOST:PORT --dir DIR [--keyspace NAME]... [--no-sync]` (the keyspace `kv`
+/// when none is named).
+#[derive(Debug, Clone)]
+pub struct NodeArgs {
+    /// The node's id.
+    pub id: NodeId,
+    /// The address it listens at, which is also its address in the cluster.
+    pub listen: String,
+    /// Its directory.
+    pub dir: std::path::PathBuf,
+    /// The state machine's keyspaces.
+    pub keyspaces: Vec<String>,
+    /// Whether appends and votes are fsynced.
+    pub sync: bool,
+}
+
+impl NodeArgs {
+    /// Reads the flags in `args` (without the program name).
+    ///
+    /// # Errors
+    /// A message naming the flag that is unknown, lacks its value or has a bad one.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<NodeArgs, String> {
+        let (mut id, mut listen, mut dir) = (None, None, None);
+        let (mut keyspaces, mut sync) = (Vec::new(), true);
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--id" => id = Some(value()?.parse().map_err(|e| format!("--id: {e}"))?),
+                "--listen" => listen = Some(value()?),
+                "--dir" => dir = Some(std::path::PathBuf::from(value()?)),
+                "--keyspace" => keyspaces.push(value()?),
+                "--no-sync" => sync = false,
+                other => return Err(format!("unknown flag {other}")),
+            }
+        }
+        if keyspaces.is_empty() {
+            keyspaces.push("kv".to_string());
+        }
+        Ok(NodeArgs {
+            id: id.ok_or("--id is required")?,
+            listen: listen.ok_or("--listen is required")?,
+            dir: dir.ok_or("--dir is required")?,
+            keyspaces,
+            sync,
+        })
+    }
+
+    /// The Raft settings of a node process: heartbeats every 100 ms, elections after 500 to
+    /// 1000 ms without one, a snapshot every 1000 entries with the 200 before it kept.
+    pub fn raft_config() -> openraft::Config {
+        openraft::Config {
+            heartbeat_interval: 100,
+            election_timeout_min: 500,
+            election_timeout_max: 1000,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
+            max_in_snapshot_log_to_keep: 200,
+            ..Default::default()
+        }
+    }
+
+    /// Opens the node and serves it until the process ends.
+    ///
+    /// # Errors
+    /// The listener's bind error, [`start`]'s errors, or the server's accept error.
+    pub async fn run(self) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let mut store = StoreConfig::new().sync(self.sync);
+        for name in &self.keyspaces {
+            store = store.keyspace(name, siftdb::Options::default());
+        }
+        let listener = TcpListener::bind(&self.listen).await?;
+        let node = start_with(self.id, &self.dir, store, Self::raft_config()).await?;
+        serve(listener, node).await?;
+        Ok(())
+    }
+}
+
+/// Opens node `id` in `dir` with a [`TcpNetwork`], without serving it.
+async fn start_with(
+    id: NodeId,
+    dir: &Path,
+    store: StoreConfig,
+    raft: openraft::Config,
+) -> Result<ClusterNode, Box<dyn std::error::Error + Send + Sync>> {
+    let (log_store, state_machine) = open(dir, store)?;
+    let reader = state_machine.reader();
+    let raft = Raft::new(id, Arc::new(raft.validate()?), TcpNetwork, log_store, state_machine).await?;
+    Ok(ClusterNode { id, raft, reader })
+}
+
 /// The network of a node whose peers are reached over TCP at their [`BasicNode`] address.
 pub struct TcpNetwork;
 
