@@ -55,7 +55,11 @@ fn free_port() -> u16 {
     listener.local_addr().expect("its address").port()
 }
 
-async fn scan(client: &TcpClient, id: NodeId, linearizable: bool) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {
+async fn scan(
+    client: &TcpClient,
+    id: NodeId,
+    linearizable: bool,
+) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {
     let request = Request::Scan {
         keyspace: KS.into(),
         start: Vec::new(),
@@ -103,7 +107,10 @@ async fn a_node_killed_and_restarted_catches_up_and_nothing_acknowledged_is_lost
     let ids = [1, 2, 3];
     let mut nodes = Nodes {
         children: BTreeMap::new(),
-        addrs: ids.iter().map(|&id| (id, format!("127.0.0.1:{}", free_port()))).collect(),
+        addrs: ids
+            .iter()
+            .map(|&id| (id, format!("127.0.0.1:{}", free_port())))
+            .collect(),
         root: tempfile::tempdir().expect("a temporary directory"),
     };
     for id in ids {
@@ -135,7 +142,10 @@ async fn a_node_killed_and_restarted_catches_up_and_nothing_acknowledged_is_lost
                 let key = format!("key{next:08}").into_bytes();
                 let value = format!("round{round}-{next}").into_bytes();
                 next += 1;
-                match client.write(Command::new().put(KS, key.clone(), value.clone())).await {
+                match client
+                    .write(Command::new().put(KS, key.clone(), value.clone()))
+                    .await
+                {
                     Ok(()) => {
                         acknowledged.insert(key, value);
                     }
@@ -159,9 +169,15 @@ async fn a_node_killed_and_restarted_catches_up_and_nothing_acknowledged_is_lost
 
         // The leader holds every acknowledged write and nothing never written.
         let leader = leader(&client, &ids).await;
-        let on_leader = scan(&client, leader, true).await.expect("the leader's scan");
+        let on_leader = scan(&client, leader, true)
+            .await
+            .expect("the leader's scan");
         for (key, value) in &acknowledged {
-            assert_eq!(on_leader.get(key), Some(value), "round {round}: acknowledged {key:?} lost");
+            assert_eq!(
+                on_leader.get(key),
+                Some(value),
+                "round {round}: acknowledged {key:?} lost"
+            );
         }
         for key in on_leader.keys() {
             assert!(
@@ -171,7 +187,11 @@ async fn a_node_killed_and_restarted_catches_up_and_nothing_acknowledged_is_lost
         }
 
         // The restarted node catches up to the leader: same applied index, same state.
-        let target = client.status(leader).await.expect("the leader's status").last_applied;
+        let target = client
+            .status(leader)
+            .await
+            .expect("the leader's status")
+            .last_applied;
         let mut caught_up = false;
         for _ in 0..800 {
             let status = client.status(victim).await.expect("the victim's status");
@@ -181,10 +201,21 @@ async fn a_node_killed_and_restarted_catches_up_and_nothing_acknowledged_is_lost
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        assert!(caught_up, "round {round}: node {victim} does not catch up to {target:?}");
-        let on_victim = scan(&client, victim, false).await.expect("the victim's scan");
-        assert_eq!(on_victim, on_leader, "round {round}: node {victim} differs from the leader");
+        assert!(
+            caught_up,
+            "round {round}: node {victim} does not catch up to {target:?}"
+        );
+        let on_victim = scan(&client, victim, false)
+            .await
+            .expect("the victim's scan");
+        assert_eq!(
+            on_victim, on_leader,
+            "round {round}: node {victim} differs from the leader"
+        );
     }
-    assert!(acknowledged.len() > rounds * 50, "too few writes went through");
+    assert!(
+        acknowledged.len() > rounds * 50,
+        "too few writes went through"
+    );
     drop(nodes);
 }

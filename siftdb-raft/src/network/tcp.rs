@@ -382,7 +382,14 @@ async fn start_with(
 ) -> Result<ClusterNode, Box<dyn std::error::Error + Send + Sync>> {
     let (log_store, state_machine) = open(dir, store)?;
     let reader = state_machine.reader();
-    let raft = Raft::new(id, Arc::new(raft.validate()?), TcpNetwork, log_store, state_machine).await?;
+    let raft = Raft::new(
+        id,
+        Arc::new(raft.validate()?),
+        TcpNetwork,
+        log_store,
+        state_machine,
+    )
+    .await?;
     Ok(ClusterNode { id, raft, reader })
 }
 
