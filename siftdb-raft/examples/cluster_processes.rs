@@ -92,7 +92,7 @@ async fn main() -> Result<(), Error> {
         client
             .write(Command::new().put("kv", key.clone(), format!("value{writes}")))
             .await?;
-        if writes % 7 == 0 {
+        if writes.is_multiple_of(7) {
             client.write(Command::new().delete("kv", key)).await?;
         }
         writes += 1;

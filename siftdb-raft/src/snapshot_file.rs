@@ -353,3 +353,89 @@ fn read_whole(path: &Path) -> Result<Meta, siftdb::Error> {
 fn log_skip(path: &Path) {
     tracing::warn!(path = %path.display(), "snapshot damaged or incomplete; removed");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_sample(path: &Path) -> Meta {
+        let meta = Meta {
+            snapshot_id: "sample".into(),
+            ..Default::default()
+        };
+        let mut writer = SnapshotWriter::create(path, &meta).expect("create");
+        writer
+            .chunk("kv", &[(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())])
+            .expect("a chunk");
+        writer
+            .chunk("users", &[(b"ada".to_vec(), b"Ada".to_vec())])
+            .expect("a chunk");
+        writer.finish().expect("finish");
+        meta
+    }
+
+    fn read_all(path: &Path) -> Result<(Meta, Vec<Chunk>), siftdb::Error> {
+        let (mut reader, meta) = SnapshotReader::open(File::open(path)?, path)?;
+        let mut chunks = Vec::new();
+        while let Some(chunk) = reader.next_chunk()? {
+            chunks.push(chunk);
+        }
+        Ok((meta, chunks))
+    }
+
+    #[test]
+    fn a_snapshot_reads_back_as_written() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("s.snap");
+        let meta = write_sample(&path);
+        let (read, chunks) = read_all(&path).expect("a whole snapshot");
+        assert_eq!(read, meta);
+        assert_eq!(chunks.len(), 2);
+        assert_eq!(chunks[0].0, "kv");
+        assert_eq!(chunks[1].1, [(b"ada".to_vec(), b"Ada".to_vec())]);
+    }
+
+    #[test]
+    fn a_damaged_or_cut_snapshot_is_corruption_naming_the_file() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("s.snap");
+        write_sample(&path);
+        let bytes = std::fs::read(&path).expect("the file");
+        for damage in 0..3 {
+            let mut bad = bytes.clone();
+            match damage {
+                0 => bad[bytes.len() / 2] ^= 0x40, // a flipped bit
+                1 => bad.truncate(bytes.len() - 3), // cut inside the end record
+                _ => bad.truncate(bytes.len() - 13), // the end record missing
+            }
+            std::fs::write(&path, &bad).expect("write");
+            match read_all(&path) {
+                Err(siftdb::Error::Corruption { file, .. }) => assert_eq!(file, path),
+                other => panic!("damage {damage}: {:?}", other.map(|(m, c)| (m, c.len()))),
+            }
+        }
+    }
+
+    #[test]
+    fn opening_the_directory_keeps_the_newest_whole_snapshot() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let snapshots = SnapshotDir::open(dir.path().to_path_buf()).expect("open");
+        let (tmp, seq) = snapshots.fresh("snapshot", "tmp");
+        let meta = write_sample(&tmp);
+        snapshots.publish(&tmp, seq, &meta).expect("publish");
+        // A newer one cut short, a half-received one and a half-written one.
+        let (newer, _) = snapshots.fresh("snapshot", "snap");
+        std::fs::write(&newer, b"SIFTRSN1").expect("write");
+        let (part, _) = snapshots.fresh("incoming", "part");
+        std::fs::write(&part, b"partial").expect("write");
+        let (half, _) = snapshots.fresh("snapshot", "tmp");
+        std::fs::write(&half, b"half").expect("write");
+        drop(snapshots);
+
+        let snapshots = SnapshotDir::open(dir.path().to_path_buf()).expect("reopen");
+        let (current, _) = snapshots.current().expect("current").expect("a snapshot");
+        assert_eq!(current, meta);
+        let left = std::fs::read_dir(dir.path()).expect("list").count();
+        assert_eq!(left, 1, "only the current snapshot is left");
+    }
+}

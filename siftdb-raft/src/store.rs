@@ -80,3 +80,29 @@ pub fn open(
 pub(crate) fn encode_generation(g: u64) -> Result<Vec<u8>, siftdb::Error> {
     encode(&g)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opening_drops_the_keyspaces_of_a_generation_that_is_not_live() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let config = || StoreConfig::new().keyspace("kv", siftdb::Options::default());
+        drop(open(dir.path(), config()).expect("open"));
+        {
+            // What a crash in the middle of an install leaves: generation 1 half loaded.
+            let db = Db::open(dir.path().join("db"), siftdb::Options::default()).expect("the store");
+            db.keyspace(&data_keyspace(1, "kv"))
+                .expect("a keyspace")
+                .put(b"half", b"loaded")
+                .expect("a put");
+            db.keyspace(&applied_keyspace(1)).expect("a keyspace");
+        }
+        let (_log, sm) = open(dir.path(), config()).expect("reopen");
+        let names = sm.reader().db().keyspace_names();
+        assert!(names.contains(&data_keyspace(0, "kv")), "{names:?}");
+        assert!(!names.iter().any(|n| generation_of(n) == Some(1)), "{names:?}");
+        assert_eq!(sm.reader().get("kv", b"half").expect("a read"), None);
+    }
+}

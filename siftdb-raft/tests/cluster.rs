@@ -131,7 +131,8 @@ impl Cluster {
             let key = format!("key{i:06}").into_bytes();
             let value = format!("value{i}-{}", "x".repeat(i as usize % 50)).into_bytes();
             let mut command = Command::new().put(KS, key.clone(), value.clone());
-            let deleted = (i % 5 == 0 && i > 0).then(|| format!("key{:06}", i - 1).into_bytes());
+            let deleted =
+                (i.is_multiple_of(5) && i > 0).then(|| format!("key{:06}", i - 1).into_bytes());
             if let Some(d) = &deleted {
                 command = command.delete(KS, d.clone());
             }
