@@ -52,6 +52,7 @@
 
 #![warn(missing_docs)]
 
+mod batcher;
 mod codec;
 mod command;
 mod config;

@@ -7,7 +7,8 @@ use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::BasicNode;
 use siftdb::KeyRange;
 
-use crate::{Command, KeyValues, NodeId, Raft, Response, StateReader};
+use crate::batcher::Batcher;
+use crate::{Command, KeyValues, NodeId, Raft, StateReader};
 
 /// Why a client call failed.
 #[derive(Debug)]
@@ -37,6 +38,18 @@ impl fmt::Display for NodeError {
 }
 
 impl std::error::Error for NodeError {}
+
+impl NodeError {
+    /// The same error, for each write of a group (a store error as its message).
+    pub(crate) fn copy(&self) -> NodeError {
+        match self {
+            NodeError::NotLeader(l) => NodeError::NotLeader(l.clone()),
+            NodeError::Refused(why) => NodeError::Refused(why.clone()),
+            NodeError::Raft(why) => NodeError::Raft(why.clone()),
+            NodeError::Store(e) => NodeError::Raft(e.to_string()),
+        }
+    }
+}
 
 impl From<siftdb::Error> for NodeError {
     fn from(e: siftdb::Error) -> Self {
@@ -76,19 +89,34 @@ pub struct ClusterNode {
     pub raft: Raft,
     /// Its state machine.
     pub reader: StateReader,
+    batcher: Batcher,
 }
 
 impl ClusterNode {
+    /// The node `id` of `raft` and `reader`. Starts the task that groups its writes, in the
+    /// current tokio runtime.
+    pub fn new(id: NodeId, raft: Raft, reader: StateReader) -> ClusterNode {
+        let batcher = Batcher::start(raft.clone());
+        ClusterNode {
+            id,
+            raft,
+            reader,
+            batcher,
+        }
+    }
+
     /// Commits `command` through the cluster and applies it; returns once the leader's state
-    /// machine has applied it.
+    /// machine has applied it. Writes that arrive while the previous ones are being committed
+    /// are committed together, as one Raft entry (each still atomic on its own).
     ///
     /// # Errors
-    /// [`NodeError::Refused`] if the state machine refused it, the others as above.
+    /// [`NodeError::Refused`] if the state machine refuses it (checked before it is grouped),
+    /// the others as above.
     pub async fn write(&self, command: Command) -> Result<(), NodeError> {
-        match self.raft.client_write(command).await?.data {
-            Response::Applied => Ok(()),
-            Response::Refused(why) => Err(NodeError::Refused(why)),
+        if let Some(why) = self.reader.refusal(&command) {
+            return Err(NodeError::Refused(why));
         }
+        self.batcher.write(command).await
     }
 
     /// Sets `key` to `value` in `keyspace`, through the cluster.

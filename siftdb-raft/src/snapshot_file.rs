@@ -365,7 +365,13 @@ mod tests {
         };
         let mut writer = SnapshotWriter::create(path, &meta).expect("create");
         writer
-            .chunk("kv", &[(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())])
+            .chunk(
+                "kv",
+                &[
+                    (b"a".to_vec(), b"1".to_vec()),
+                    (b"b".to_vec(), b"2".to_vec()),
+                ],
+            )
             .expect("a chunk");
         writer
             .chunk("users", &[(b"ada".to_vec(), b"Ada".to_vec())])
@@ -404,8 +410,8 @@ mod tests {
         for damage in 0..3 {
             let mut bad = bytes.clone();
             match damage {
-                0 => bad[bytes.len() / 2] ^= 0x40, // a flipped bit
-                1 => bad.truncate(bytes.len() - 3), // cut inside the end record
+                0 => bad[bytes.len() / 2] ^= 0x40,   // a flipped bit
+                1 => bad.truncate(bytes.len() - 3),  // cut inside the end record
                 _ => bad.truncate(bytes.len() - 13), // the end record missing
             }
             std::fs::write(&path, &bad).expect("write");

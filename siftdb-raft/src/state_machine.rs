@@ -223,6 +223,11 @@ impl StateReader {
         Ok(self.shared.applied_state()?.0)
     }
 
+    /// Why the state machine would refuse `command`, if it would.
+    pub(crate) fn refusal(&self, command: &Command) -> Option<String> {
+        self.shared.read_generation().refusal(command)
+    }
+
     /// The node's siftdb store, for its statistics and its size on disk.
     pub fn db(&self) -> &Db {
         &self.shared.db

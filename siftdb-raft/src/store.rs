@@ -92,7 +92,8 @@ mod tests {
         drop(open(dir.path(), config()).expect("open"));
         {
             // What a crash in the middle of an install leaves: generation 1 half loaded.
-            let db = Db::open(dir.path().join("db"), siftdb::Options::default()).expect("the store");
+            let db =
+                Db::open(dir.path().join("db"), siftdb::Options::default()).expect("the store");
             db.keyspace(&data_keyspace(1, "kv"))
                 .expect("a keyspace")
                 .put(b"half", b"loaded")
@@ -102,7 +103,10 @@ mod tests {
         let (_log, sm) = open(dir.path(), config()).expect("reopen");
         let names = sm.reader().db().keyspace_names();
         assert!(names.contains(&data_keyspace(0, "kv")), "{names:?}");
-        assert!(!names.iter().any(|n| generation_of(n) == Some(1)), "{names:?}");
+        assert!(
+            !names.iter().any(|n| generation_of(n) == Some(1)),
+            "{names:?}"
+        );
         assert_eq!(sm.reader().get("kv", b"half").expect("a read"), None);
     }
 }

@@ -155,14 +155,13 @@ impl Cluster {
     /// Waits until node `id` has applied everything the leader has, then checks its state
     /// machine equals `model`.
     async fn check_node(&self, id: NodeId, model: &Model) {
-        let leader = self.leader().await;
-        // The leader's state machine: a linearizable scan.
-        let on_leader: Model = leader
-            .scan(KS, ..)
-            .await
-            .expect("a scan")
-            .into_iter()
-            .collect();
+        // The leader's state machine: a linearizable scan (again if leadership moved meanwhile).
+        let (leader, on_leader) = loop {
+            let leader = self.leader().await;
+            if let Ok(entries) = leader.scan(KS, ..).await {
+                break (leader, entries.into_iter().collect::<Model>());
+            }
+        };
         assert_eq!(
             &on_leader, model,
             "the leader {} lost or invented writes",

@@ -83,13 +83,15 @@ async fn wait_up(client: &TcpClient, id: NodeId) {
     panic!("node {id} does not answer");
 }
 
-/// The leader's id, once a node is leader and answers a linearizable read.
-async fn leader(client: &TcpClient, ids: &[NodeId]) -> NodeId {
+/// The leader's id and its state machine, a linearizable scan.
+async fn leader_state(client: &TcpClient, ids: &[NodeId]) -> (NodeId, BTreeMap<Vec<u8>, Vec<u8>>) {
     for _ in 0..400 {
         for &id in ids {
             if let Ok(s) = client.status(id).await {
-                if s.leader == Some(id) && scan(client, id, true).await.is_ok() {
-                    return id;
+                if s.leader == Some(id) {
+                    if let Ok(state) = scan(client, id, true).await {
+                        return (id, state);
+                    }
                 }
             }
         }
@@ -168,10 +170,7 @@ async fn a_node_killed_and_restarted_catches_up_and_nothing_acknowledged_is_lost
         wait_up(&client, victim).await;
 
         // The leader holds every acknowledged write and nothing never written.
-        let leader = leader(&client, &ids).await;
-        let on_leader = scan(&client, leader, true)
-            .await
-            .expect("the leader's scan");
+        let (leader, on_leader) = leader_state(&client, &ids).await;
         for (key, value) in &acknowledged {
             assert_eq!(
                 on_leader.get(key),

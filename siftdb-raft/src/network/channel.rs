@@ -58,7 +58,7 @@ impl Router {
         let reader = state_machine.reader();
         let raft = Raft::new(id, config, self.network(id), log_store, state_machine).await?;
         self.add(id, raft.clone());
-        Ok(ClusterNode { id, raft, reader })
+        Ok(ClusterNode::new(id, raft, reader))
     }
 
     /// Routes RPCs for `id` to `raft`.
