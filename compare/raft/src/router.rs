@@ -40,10 +40,10 @@ impl<C: RaftTypeConfig<NodeId = u64, Node = BasicNode>> Router<C> {
         self.nodes.lock().expect("router lock").insert(id, raft);
     }
 
-    fn get<E: std::error::Error>(&self, id: u64) -> Result<Raft<C>, RPCError<u64, BasicNode, RaftError<u64, E>>> {
-        self.nodes.lock().expect("router lock").get(&id).cloned().ok_or_else(|| {
-            let e = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no node {id}"));
-            RPCError::Unreachable(Unreachable::new(&e))
+    fn get(&self, id: u64) -> Result<Raft<C>, std::io::Error> {
+        let nodes = self.nodes.lock().expect("router lock");
+        nodes.get(&id).cloned().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, format!("no node {id}"))
         })
     }
 }
@@ -64,7 +64,10 @@ impl<C: RaftTypeConfig<NodeId = u64, Node = BasicNode>> RaftNetworkFactory<C> fo
     }
 }
 
-fn remote<E: std::error::Error>(target: u64, e: RaftError<u64, E>) -> RPCError<u64, BasicNode, RaftError<u64, E>> {
+fn remote<E: std::error::Error>(
+    target: u64,
+    e: RaftError<u64, E>,
+) -> RPCError<u64, BasicNode, RaftError<u64, E>> {
     RPCError::RemoteError(RemoteError::new(target, e))
 }
 
@@ -74,17 +77,30 @@ impl<C: RaftTypeConfig<NodeId = u64, Node = BasicNode>> RaftNetwork<C> for Conne
         rpc: AppendEntriesRequest<C>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        let raft = self.router.get(self.target)?;
-        raft.append_entries(rpc).await.map_err(|e| remote(self.target, e))
+        let raft = self
+            .router
+            .get(self.target)
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        raft.append_entries(rpc)
+            .await
+            .map_err(|e| remote(self.target, e))
     }
 
     async fn install_snapshot(
         &mut self,
         rpc: InstallSnapshotRequest<C>,
         _option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<u64>, RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>> {
-        let raft = self.router.get(self.target)?;
-        raft.install_snapshot(rpc).await.map_err(|e| remote(self.target, e))
+    ) -> Result<
+        InstallSnapshotResponse<u64>,
+        RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
+    > {
+        let raft = self
+            .router
+            .get(self.target)
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        raft.install_snapshot(rpc)
+            .await
+            .map_err(|e| remote(self.target, e))
     }
 
     async fn vote(
@@ -92,7 +108,10 @@ impl<C: RaftTypeConfig<NodeId = u64, Node = BasicNode>> RaftNetwork<C> for Conne
         rpc: VoteRequest<u64>,
         _option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        let raft = self.router.get(self.target)?;
+        let raft = self
+            .router
+            .get(self.target)
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
         raft.vote(rpc).await.map_err(|e| remote(self.target, e))
     }
 }
