@@ -15,7 +15,7 @@ use crate::{Command, KeyValues, NodeId, Raft, StateReader};
 pub enum NodeError {
     /// This node is not the leader; the leader, if it knows one, with its address.
     NotLeader(Option<(NodeId, String)>),
-    /// The cluster refused the command (see [`Response::Refused`]).
+    /// The cluster refused the command (see [`Response::Refused`](crate::Response::Refused)).
     Refused(String),
     /// Raft failed otherwise (no quorum, shutting down, a membership change in progress).
     Raft(String),

@@ -53,7 +53,7 @@ async fn call(
         *stream = Some(s);
     }
     let Some(s) = stream.as_mut() else {
-        unreachable!("connected above")
+        return Err(std::io::Error::other("not connected"));
     };
     let result = async {
         write_frame(s, request).await?;
