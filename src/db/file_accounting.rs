@@ -259,7 +259,7 @@ fn why_unnamed(
         // created after a drop may have again, so either reading explains it.
         None => (
             recovered.trees.values().any(|t| t.name == name),
-            recovered.dropped.values().any(|n| n == name),
+            recovered.dropped.values().any(|k| k.name == name),
         ),
     };
     if dropped || (live && (in_flight || properties.keyspace_id.is_none())) {

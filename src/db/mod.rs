@@ -4,7 +4,7 @@
 //! `ttl.rs`), the two worker threads (`background.rs`, `flush.rs`) and `property.rs`. Each
 //! subsystem has a room of its own: `version/` (the tables, their MANIFEST and readers),
 //! `write/`, `read/`, `scan/`, `compaction/`, `transaction/` and `utilities/` (checkpoints,
-//! destroy, conveniences).
+//! backups, destroy, conveniences).
 //!
 //! A room adds the methods of `Db` and `DbInner` for its subsystem, so it names this folder. What
 //! the shared state holds of a room (the MANIFEST, the writer queue, a keyspace's compaction
@@ -26,7 +26,7 @@ mod snapshot;
 pub(crate) mod transaction;
 pub(crate) mod tree;
 mod ttl;
-mod utilities;
+pub(crate) mod utilities;
 pub(crate) mod version;
 pub(crate) mod write;
 

@@ -272,6 +272,7 @@ impl Db {
         let keyspaces = keyspace_options(&recovered, &options)?;
         let RecoveredManifest {
             trees: records,
+            dropped,
             counters,
             store_id,
             ..
@@ -286,7 +287,7 @@ impl Db {
             keyspaces,
             stats,
             store_id,
-            manifest: Manifest::read_only(records, counters),
+            manifest: Manifest::read_only(records, dropped, counters),
             mems,
             wal: WalState {
                 log: None,

@@ -73,8 +73,14 @@ pub(crate) struct Manifest {
     writer: Option<LogWriter>,
     pub(crate) counters: ManifestCounters,
     trees: TreeRecords,
+    /// The keyspaces dropped since this MANIFEST began (or, read-only, that it records dropped):
+    /// their writes may still sit in the WALs it needs, so a copy's MANIFEST records them too.
+    dropped: DroppedKeyspaces,
     in_flight: Arc<TablesInFlight>,
 }
+
+/// Dropped keyspaces as their creation recorded them, by id.
+pub(crate) type DroppedKeyspaces = BTreeMap<u32, KeyspaceRecord>;
 
 /// The tables flushes and compactions are writing whose edits are not logged yet, by number.
 /// Every edit records the smallest (tag 16), so that recovery can tell a table a crash left
@@ -121,7 +127,7 @@ pub(crate) struct RecoveredManifest {
     pub(crate) store_id: StoreId,
     /// The keyspaces whose drop it records, by id: their tables, and their writes still in WALs,
     /// are no longer wanted.
-    pub(crate) dropped: BTreeMap<u32, String>,
+    pub(crate) dropped: DroppedKeyspaces,
     /// The tables its edits took out of their keyspace's version (replaced by a compaction's
     /// outputs, or rewritten): their data is held elsewhere.
     pub(crate) replaced: BTreeSet<u64>,
@@ -219,9 +225,7 @@ impl Manifest {
             if let Some(n) = edit.next_keyspace_id {
                 counters.next_keyspace_id = counters.next_keyspace_id.max(n);
             }
-            let dropping = edit
-                .dropped
-                .and_then(|id| Some((id, trees.get(&id)?.name.clone())));
+            let dropping = edit.dropped.and_then(|id| dropped_record(&trees, id));
             apply_to_trees(&mut trees, &mut counters, edit)
                 .map_err(|what| Error::corruption(&path, what))?;
             dropped.extend(dropping);
@@ -295,27 +299,8 @@ impl Manifest {
             .or_insert_with(TreeRecord::default_keyspace);
         let path = dir.join(manifest_name(number));
         let mut writer = LogWriter::create(fs, &path)?;
-        for (&id, tree) in &trees {
-            let mut edit = VersionEdit {
-                keyspace: id,
-                keyspace_log_number: Some(tree.log_number),
-                added: tables_of(&tree.version),
-                ..Default::default()
-            };
-            if id == DEFAULT_KEYSPACE_ID {
-                edit.log_number = Some(counters.log_number);
-                edit.log_start_sequence = Some(counters.log_start_sequence);
-                edit.next_file_number = Some(counters.next_file_number);
-                edit.last_sequence = Some(counters.last_sequence);
-                edit.next_keyspace_id = Some(counters.next_keyspace_id);
-                edit.store_id = Some(store_id);
-            } else {
-                edit.created = Some(KeyspaceRecord {
-                    id,
-                    name: tree.name.clone(),
-                    options: tree.options.clone(),
-                });
-            }
+        // The WALs it needs hold no write of a keyspace dropped before: none is recorded.
+        for edit in snapshot_edits(&trees, &DroppedKeyspaces::new(), &counters, store_id) {
             writer.add_record(&edit.encode())?;
         }
         writer.sync()?;
@@ -326,17 +311,23 @@ impl Manifest {
             writer: Some(writer),
             counters,
             trees,
+            dropped: DroppedKeyspaces::new(),
             in_flight: Default::default(),
         })
     }
 
     /// The MANIFEST of a store opened read-only: `trees` and `counters` as recovered, and no
     /// file to append to.
-    pub(crate) fn read_only(trees: TreeRecords, counters: ManifestCounters) -> Manifest {
+    pub(crate) fn read_only(
+        trees: TreeRecords,
+        dropped: DroppedKeyspaces,
+        counters: ManifestCounters,
+    ) -> Manifest {
         Manifest {
             writer: None,
             counters,
             trees,
+            dropped,
             in_flight: Default::default(),
         }
     }
@@ -349,6 +340,11 @@ impl Manifest {
     /// Every keyspace, by id.
     pub(crate) fn trees(&self) -> &TreeRecords {
         &self.trees
+    }
+
+    /// The keyspaces whose writes the WALs this MANIFEST needs may hold, dropped since.
+    pub(crate) fn dropped(&self) -> &DroppedKeyspaces {
+        &self.dropped
     }
 
     /// The current version of keyspace `id` (empty if it was dropped).
@@ -396,6 +392,7 @@ impl Manifest {
             .filter(|&n| n < next_file_number);
         let mut trees = self.trees.clone();
         let mut counters = self.counters;
+        let dropping = edit.dropped.and_then(|id| dropped_record(&trees, id));
         apply_to_trees(&mut trees, &mut counters, &edit).map_err(Error::InvalidArgument)?;
         writer.add_record(&edit.encode())?;
         writer.sync()?;
@@ -403,8 +400,75 @@ impl Manifest {
             self.in_flight.finish(f.number);
         }
         self.trees = trees;
+        self.dropped.extend(dropping);
         Ok(self.version(edit.keyspace))
     }
+}
+
+/// Keyspace `id` of `trees` as its creation records it, for the record of its drop.
+fn dropped_record(trees: &TreeRecords, id: u32) -> Option<(u32, KeyspaceRecord)> {
+    let tree = trees.get(&id)?;
+    let record = KeyspaceRecord {
+        id,
+        name: tree.name.clone(),
+        options: tree.options.clone(),
+    };
+    Some((id, record))
+}
+
+/// The records a new MANIFEST starts with (see [`Manifest::create`]): the default keyspace's
+/// first, with the store's identity and `counters`; then, for each of `dropped`, one creating it
+/// and one dropping it (so that the writes to it in the WALs the MANIFEST needs are known for a
+/// dropped keyspace's); then one creating each other keyspace of `trees` with its tables. `trees`
+/// holds the default keyspace.
+pub(crate) fn snapshot_edits(
+    trees: &TreeRecords,
+    dropped: &DroppedKeyspaces,
+    counters: &ManifestCounters,
+    store_id: StoreId,
+) -> Vec<VersionEdit> {
+    let dropped = dropped.values().flat_map(|k| {
+        let create = VersionEdit {
+            keyspace: k.id,
+            created: Some(k.clone()),
+            ..Default::default()
+        };
+        let drop = VersionEdit {
+            dropped: Some(k.id),
+            ..Default::default()
+        };
+        [create, drop]
+    });
+    let mut edits = trees
+        .iter()
+        .map(|(&id, tree)| {
+            let mut edit = VersionEdit {
+                keyspace: id,
+                keyspace_log_number: Some(tree.log_number),
+                added: tables_of(&tree.version),
+                ..Default::default()
+            };
+            if id == DEFAULT_KEYSPACE_ID {
+                edit.log_number = Some(counters.log_number);
+                edit.log_start_sequence = Some(counters.log_start_sequence);
+                edit.next_file_number = Some(counters.next_file_number);
+                edit.last_sequence = Some(counters.last_sequence);
+                edit.next_keyspace_id = Some(counters.next_keyspace_id);
+                edit.store_id = Some(store_id);
+            } else {
+                edit.created = Some(KeyspaceRecord {
+                    id,
+                    name: tree.name.clone(),
+                    options: tree.options.clone(),
+                });
+            }
+            edit
+        })
+        .collect::<Vec<_>>();
+    // Right after the default keyspace's: a live keyspace may have taken a dropped one's name.
+    let at = edits.len().min(1);
+    edits.splice(at..at, dropped);
+    edits
 }
 
 /// The tables of `version`, as a MANIFEST records them.
@@ -520,7 +584,7 @@ pub(crate) fn read_edits(path: &Path) -> Result<Vec<VersionEdit>> {
 
 /// Points CURRENT at MANIFEST-`number`: write a temporary file, fsync it, rename it over CURRENT,
 /// fsync the directory so the rename itself is durable.
-fn set_current(fs: &FileSystem, dir: &Path, number: u64) -> Result<()> {
+pub(crate) fn set_current(fs: &FileSystem, dir: &Path, number: u64) -> Result<()> {
     let tmp = current_temp_path(dir);
     // Left by an interrupted switch; the store never creates over an existing file.
     match fs.remove_file(&tmp) {
