@@ -1,5 +1,6 @@
 //! The shape of `src/`, as DESIGN.md's map states it: the rooms below the store (every module
-//! outside `src/db/`) name nothing of `crate::db`, and no import circle spans two folders.
+//! outside `src/db/`) name nothing of `crate::db`, no import circle spans two folders, and no file
+//! outgrows one idea.
 //!
 //! The import graph is read from the source: each file's `use` trees and the paths it names
 //! (`crate::…`, `super::…`, `self::…`, a child module's name), each resolved to the file that
@@ -55,6 +56,38 @@ fn no_import_circle_spans_two_folders() {
         wrong.is_empty(),
         "import circles across folders:\n{}",
         wrong.join("\n")
+    );
+}
+
+/// Lines past which a file of `src/` holds more than one idea.
+const MAX_FILE_LINES: usize = 1_000;
+
+/// Files that may pass [`MAX_FILE_LINES`] because they are one byte format, written and read in
+/// one piece: none today.
+const ONE_BYTE_FORMAT: [&str; 0] = [];
+
+#[test]
+fn no_file_of_src_passes_a_thousand_lines() {
+    let mut stack = vec![src_dir()];
+    let mut long = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                let rel = path.strip_prefix(src_dir()).unwrap().to_string_lossy();
+                if lines > MAX_FILE_LINES && !ONE_BYTE_FORMAT.contains(&rel.as_ref()) {
+                    long.push(format!("src/{rel}: {lines} lines"));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files past {MAX_FILE_LINES} lines:\n{}",
+        long.join("\n")
     );
 }
 
