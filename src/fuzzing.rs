@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::db::version_edit::VersionEdit;
+use crate::db::version::edit::VersionEdit;
 use crate::error::{Error, Result};
 use crate::filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterLayout, FilterPolicy, FilterProbe, LevelDbBloom,
@@ -14,12 +14,12 @@ use crate::filter::{
 use crate::iter::InternalIterator;
 use crate::key::{lookup_key, MAX_SEQUENCE};
 use crate::sst::block::{Block, KeyOrder};
-use crate::sst::block_cache::StoreCache;
 use crate::sst::filter_block::block_based::BlockBasedFilterReader;
 use crate::sst::filter_block::full::FullFilterReader;
 use crate::sst::filter_block::partitioned::PartitionedFilterReader;
 use crate::sst::filter_block::{parse_filter_block, BlockSource, FilterBlockReader};
 use crate::sst::format::BlockHandle;
+use crate::sst::table_reader::block_cache::StoreCache;
 use crate::sst::table_reader::{CopyValue, MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 use crate::write_batch::decode_batch;

@@ -14,12 +14,12 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 
-use super::filename::{list_files, log_path, table_path, FileKind, MAX_FILE_NUMBER};
-use super::keyspace::DEFAULT_KEYSPACE;
-use super::manifest::RecoveredManifest;
+use super::version::filename::{list_files, log_path, table_path, FileKind, MAX_FILE_NUMBER};
+use super::version::manifest::RecoveredManifest;
 use crate::error::{Error, Result};
 use crate::fs::io_at;
 use crate::sst::table_reader::read_properties;
+use crate::store_id::DEFAULT_KEYSPACE;
 use crate::wal::reader::read_log;
 use crate::write_batch::BatchEntries;
 
@@ -259,7 +259,7 @@ fn why_unnamed(
         // created after a drop may have again, so either reading explains it.
         None => (
             recovered.trees.values().any(|t| t.name == name),
-            recovered.dropped.values().any(|n| n == name),
+            recovered.dropped.values().any(|k| k.name == name),
         ),
     };
     if dropped || (live && (in_flight || properties.keyspace_id.is_none())) {

@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::version_edit::DEFAULT_KEYSPACE_ID;
-use super::write_burst::Triggers;
+use super::version::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;
 use crate::stats::Ticker;
+use crate::store_id::DEFAULT_KEYSPACE_ID;
 
 /// Filter facts gathered over the tables of one level that share a layout and policy.
 /// One live table, as the allocation report sees it: its level, filter keys and bits per key, and
@@ -92,7 +92,7 @@ impl Db {
                     .compaction_level(options, Triggers::quiet(options))
                     .is_some()
                     || (!self.inner.read_only
-                        && (super::idle_compaction::pending(&sv, options)
+                        && (super::compaction::idle::pending(&sv, options)
                             || self.tree.filter_refresh_due(&version)));
                 Some(u8::from(pending).to_string())
             }
@@ -159,7 +159,7 @@ impl Db {
             "snapshots: {live} live{}",
             oldest.map_or(String::new(), |s| format!(", the oldest at sequence {s}"))
         );
-        super::compaction_stats::write_store_report(&mut out, &self.inner.stats.snapshot());
+        super::compaction::stats::write_store_report(&mut out, &self.inner.stats.snapshot());
         let _ = writeln!(out, "\n{COUNTERS_HEADER}\n{stats}");
         out
     }
@@ -167,8 +167,8 @@ impl Db {
     /// What [`Db::export_metrics`] hands to the `metrics` facade: the counters and gauges this
     /// report prints, as numbers.
     #[cfg(feature = "metrics")]
-    pub(crate) fn metrics_figures(&self) -> crate::metrics::StoreFigures {
-        use crate::metrics::{KeyspaceFigures, LevelFigures, StoreFigures};
+    pub(crate) fn metrics_figures(&self) -> super::utilities::metrics::StoreFigures {
+        use super::utilities::metrics::{KeyspaceFigures, LevelFigures, StoreFigures};
         let keyspaces = self.inner.trees().into_iter().map(|tree| {
             let version = tree.super_version().version.clone();
             let work = tree.compaction_stats.levels();
@@ -330,7 +330,7 @@ impl Db {
         }
         allocation_report(tree, &allocated, &stats, out);
         range_filter_report(tree, &version, &stats, out);
-        super::compaction_stats::write_report(out, &tree.compaction_stats.levels(), &stats);
+        super::compaction::stats::write_report(out, &tree.compaction_stats.levels(), &stats);
     }
 }
 

@@ -9,11 +9,11 @@ use crate::filter::{Filter, FilterLayout, PolicyRegistry};
 use crate::fs::{io_at, read_exact_at};
 use crate::options::Compression;
 use crate::sst::block::{Block, KeyOrder};
-use crate::sst::block_cache::StoreCache;
 use crate::sst::compression::{
     COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,
 };
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
+use crate::sst::table_reader::block_cache::StoreCache;
 use crate::sst::table_reader::{MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 
@@ -257,7 +257,7 @@ impl TableInfo {
             index_bytes: p.index_bytes,
             compression,
             keyspace: match p.keyspace.as_str() {
-                "" => crate::DEFAULT_KEYSPACE.to_string(),
+                "" => crate::store_id::DEFAULT_KEYSPACE.to_string(),
                 name => name.to_string(),
             },
             data_blocks,

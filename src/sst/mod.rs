@@ -3,7 +3,6 @@
 pub(crate) mod block;
 pub(crate) mod block_buffers;
 pub(crate) mod block_builder;
-pub(crate) mod block_cache;
 pub(crate) mod compression;
 pub(crate) mod filter_block;
 pub(crate) mod format;

@@ -13,11 +13,11 @@ use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
     compare_internal, internal_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE,
 };
-use crate::options::Compression;
 use crate::prefix::PrefixExtractor;
 use crate::range_tombstones::{encode_block, Fragment};
 use crate::rate_limiter::{PacedWriter, Pacer};
 use crate::sst::block_builder::BlockBuilder;
+use crate::sst::compression::Compression;
 use crate::sst::compression::{BlockCompressor, COMPRESSION_NONE};
 use crate::sst::filter_block::{new_filter_block_builder, FilterBlockBuilder};
 use crate::sst::format::{block_trailer, BlockHandle, Footer};

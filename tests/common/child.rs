@@ -68,6 +68,15 @@ pub fn kill_loop(
     acked_total
 }
 
+/// The name libtest gives the test `name` of the module `module` (its `module_path!()`): the
+/// path below the test binary's crate, which [`run_child`] runs with `--exact`.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, below)) => format!("{below}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// What the child said before it was killed: the last `ack <i>` line's `i`, and how many lines
 /// started with `synced `.
 pub struct ChildReport {
@@ -78,6 +87,22 @@ pub struct ChildReport {
 /// Runs the test `test` of this binary as a child with `env` until it is killed (SIGKILL) after
 /// `delay`. Panics if the child exits on its own before.
 pub fn run_child(test: &str, env: &[(&str, String)], delay: Duration) -> ChildReport {
+    let mut report = ChildReport {
+        last_ack: None,
+        syncs: 0,
+    };
+    for line in run_child_lines(test, env, delay) {
+        if let Some(n) = line.strip_prefix("ack ") {
+            report.last_ack = Some(n.parse::<u64>().unwrap());
+        } else if line.starts_with("synced ") {
+            report.syncs += 1;
+        }
+    }
+    report
+}
+
+/// [`run_child`], returning every line the child printed before it was killed.
+pub fn run_child_lines(test: &str, env: &[(&str, String)], delay: Duration) -> Vec<String> {
     let guard = spawn_lock();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
@@ -88,21 +113,12 @@ pub fn run_child(test: &str, env: &[(&str, String)], delay: Duration) -> ChildRe
         .unwrap();
     drop(guard);
     let stdout = child.stdout.take().unwrap();
-    // Read acks concurrently so the pipe never fills and blocks the child.
+    // Read concurrently so the pipe never fills and blocks the child.
     let reader = std::thread::spawn(move || {
-        let mut report = ChildReport {
-            last_ack: None,
-            syncs: 0,
-        };
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            if let Some(n) = line.strip_prefix("ack ") {
-                report.last_ack = Some(n.parse::<u64>().unwrap());
-            } else if line.starts_with("synced ") {
-                report.syncs += 1;
-            }
-        }
-        report
+        BufReader::new(stdout)
+            .lines()
+            .map(|l| l.unwrap())
+            .collect::<Vec<String>>()
     });
     let deadline = Instant::now() + delay;
     while Instant::now() < deadline {

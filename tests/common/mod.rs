@@ -5,10 +5,11 @@
 //! checksums, a block's trailer and WAL records (docs/log_format.md) framed again. `child.rs`: running the test binary as a child to
 //! kill. `gate.rs`: a filter policy whose builder holds a flush at a gate. `keyspaces.rs`: a
 //! keyspace's contents and tables, the error a dropped one gives, the bytes of the WALs.
+//! `backups.rs`: a store's contents by keyspace, and a backup restored and opened.
 //! `power_cuts.rs`: the pieces of the power-cut loops. `ManualClock`: a clock moved by hand.
 
-// Every tests/*.rs is its own crate and uses only some of these helpers; in each, the others
-// would warn as dead code.
+// Every test binary uses only some of these helpers; in each, the others would warn as dead
+// code.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use siftdb::{Clock, Db, Options};
 
+pub mod backups;
 pub mod child;
 pub mod gate;
 pub mod keyspaces;
