@@ -14,8 +14,8 @@ use crate::sst::block_buffers;
 /// Whatever the codec, a block is stored compressed only where that saves at least an eighth of
 /// its size, and raw otherwise. Each block records its codec, so tables written with different
 /// codecs live side by side and every store reads them all, whatever its options. Choose the codec
-/// per level with [`Options::compression_per_level`] and
-/// [`Options::bottommost_compression`].
+/// per level with [`Options::compression_per_level`](crate::Options::compression_per_level) and
+/// [`Options::bottommost_compression`](crate::Options::bottommost_compression).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Compression {
