@@ -99,6 +99,10 @@ struct Shard<K, V> {
     capacity: usize,
     /// The most the high-priority entries keep from eviction while low-priority ones remain.
     high_capacity: usize,
+    /// Lookups that found their key, and those that did not: counted under the lock a lookup
+    /// holds anyway, so counting costs no shared cache line of its own.
+    hits: u64,
+    misses: u64,
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> Shard<K, V> {
@@ -113,6 +117,8 @@ impl<K: Hash + Eq + Clone, V: Clone> Shard<K, V> {
             usage: [0; 2],
             capacity,
             high_capacity,
+            hits: 0,
+            misses: 0,
         }
     }
 
@@ -178,7 +184,11 @@ impl<K: Hash + Eq + Clone, V: Clone> Shard<K, V> {
 
     /// Looks `key` up and makes it the most recently used of its list.
     fn get(&mut self, key: &K) -> Option<V> {
-        let i = *self.map.get(key)?;
+        let Some(&i) = self.map.get(key) else {
+            self.misses += 1;
+            return None;
+        };
+        self.hits += 1;
         if self.head[self.nodes[i].priority as usize] != i {
             self.unlink(i);
             self.push_front(i);
@@ -243,6 +253,19 @@ impl<K: Hash + Eq + Clone, V: Clone> Shard<K, V> {
     fn remove(&mut self, key: &K) -> Option<Node<K, V>> {
         let i = self.map.remove(key)?;
         Some(self.remove_slot(i))
+    }
+
+    /// Removes every entry whose key `doomed` picks, returning their nodes.
+    fn remove_where(&mut self, doomed: &impl Fn(&K) -> bool) -> Vec<Node<K, V>> {
+        let mut removed = Vec::new();
+        // From the end: removing slot `i` moves the last slot, already visited, into it.
+        for i in (0..self.nodes.len()).rev() {
+            if doomed(&self.nodes[i].key) {
+                self.map.remove(&self.nodes[i].key);
+                removed.push(self.remove_slot(i));
+            }
+        }
+        removed
     }
 }
 
@@ -341,6 +364,24 @@ impl<K: Hash + Eq + Clone, V: Clone> ShardedLruCache<K, V> {
         self.shards.iter().map(|s| s.lock().total_usage()).sum()
     }
 
+    /// Removes every entry whose key `doomed` picks (the blocks of a store that let go of a
+    /// shared cache). Walks every entry, one shard locked at a time.
+    pub(crate) fn remove_where(&self, doomed: impl Fn(&K) -> bool) {
+        for shard in &self.shards {
+            let removed = shard.lock().remove_where(&doomed);
+            // As in `insert`, the values are dropped after unlocking.
+            drop(removed);
+        }
+    }
+
+    /// Lookups that found their key and lookups that did not, summed over the shards.
+    pub(crate) fn hits_and_misses(&self) -> (u64, u64) {
+        self.shards.iter().fold((0, 0), |(h, m), s| {
+            let s = s.lock();
+            (h + s.hits, m + s.misses)
+        })
+    }
+
     /// Charge held now by high-priority entries, summed over the shards.
     #[cfg(test)]
     pub(crate) fn high_priority_usage(&self) -> usize {
@@ -350,13 +391,13 @@ impl<K: Hash + Eq + Clone, V: Clone> ShardedLruCache<K, V> {
             .sum()
     }
 
-    /// Charge held now, summed by the class `class` gives each value (`0..N`; other classes are
+    /// Charge held now, summed by the class `class` gives each entry (`0..N`; other classes are
     /// left out). Walks every entry: for reports, not for hot paths.
-    pub(crate) fn usage_by<const N: usize>(&self, class: impl Fn(&V) -> usize) -> [usize; N] {
+    pub(crate) fn usage_by<const N: usize>(&self, class: impl Fn(&K, &V) -> usize) -> [usize; N] {
         let mut out = [0; N];
         for shard in &self.shards {
             for node in &shard.lock().nodes {
-                if let Some(slot) = out.get_mut(class(&node.value)) {
+                if let Some(slot) = out.get_mut(class(&node.key, &node.value)) {
                     *slot += node.charge;
                 }
             }
@@ -484,6 +525,35 @@ mod tests {
         }
         assert_eq!((c.get(&0), c.get(&1), c.get(&4)), (None, None, Some(4)));
         assert!(c.usage() <= 6);
+    }
+
+    #[test]
+    fn removing_by_key_keeps_the_lists_whole() {
+        let c = ShardedLruCache::new(40, 1);
+        for i in 0..10u64 {
+            c.insert(i, i, 4);
+        }
+        c.remove_where(|k| k % 3 == 0);
+        assert_eq!(c.usage(), 6 * 4);
+        for i in 0..10u64 {
+            assert_eq!(c.get(&i), (i % 3 != 0).then_some(i), "{i}");
+        }
+        // The survivors were touched in key order: six more entries evict the two oldest
+        // survivors, as the lists say.
+        for i in 10..16u64 {
+            c.insert(i, i, 4);
+        }
+        let kept: Vec<u64> = (0..16).filter(|i| c.get(i).is_some()).collect();
+        assert_eq!(kept, [4, 5, 7, 8, 10, 11, 12, 13, 14, 15]);
+        assert_eq!(c.usage(), 40);
+    }
+
+    #[test]
+    fn hits_and_misses_are_counted() {
+        let c = ShardedLruCache::new(10, 2);
+        c.insert(1u64, 1, 1);
+        assert_eq!((c.get(&1), c.get(&1), c.get(&2)), (Some(1), Some(1), None));
+        assert_eq!(c.hits_and_misses(), (2, 1));
     }
 
     #[test]

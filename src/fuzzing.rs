@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::cache::ShardedLruCache;
 use crate::db::version::edit::VersionEdit;
 use crate::error::{Error, Result};
 use crate::filter::{
@@ -20,6 +19,7 @@ use crate::sst::filter_block::full::FullFilterReader;
 use crate::sst::filter_block::partitioned::PartitionedFilterReader;
 use crate::sst::filter_block::{parse_filter_block, BlockSource, FilterBlockReader};
 use crate::sst::format::BlockHandle;
+use crate::sst::table_reader::block_cache::StoreCache;
 use crate::sst::table_reader::{CopyValue, MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 use crate::write_batch::decode_batch;
@@ -64,7 +64,7 @@ pub fn table(path: &Path, data: &[u8], key: &[u8]) {
     if std::fs::write(path, data).is_err() {
         return;
     }
-    let cache = Arc::new(ShardedLruCache::new(1 << 20, 4));
+    let cache = StoreCache::private(1 << 20, 1.0);
     let stats = Arc::new(Stats::new());
     let registry = PolicyRegistry::new(&Filter::full(10.0), None);
     let Ok(table) = TableReader::open(

@@ -8,47 +8,11 @@ use crate::compaction_filter::CompactionFilter;
 use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterAllocation, RangeFilter};
 use crate::fs::FileSystem;
+pub use crate::levels::NUM_LEVELS;
 use crate::prefix::PrefixExtractor;
-
-/// How a table's data blocks and index block are compressed on disk.
-///
-/// Whatever the codec, a block is stored compressed only where that saves at least an eighth of
-/// its size, and raw otherwise. Each block records its codec, so tables written with different
-/// codecs live side by side and every store reads them all, whatever its options. Choose the codec
-/// per level with [`Options::compression_per_level`] and
-/// [`Options::bottommost_compression`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Compression {
-    /// Blocks are stored as they are.
-    None,
-    /// Snappy: fast, and a moderate ratio (the default).
-    Snappy,
-    /// LZ4 (block format): about snappy's ratio, faster to decompress.
-    Lz4,
-    /// Zstandard at the given level: the best ratio of the four, slower to compress and to
-    /// decompress. Levels run from zstd's fast negative levels up to 22; 1 to 3 suit an LSM
-    /// store (RocksDB's usual choice is 3), and 0 means zstd's default, 3.
-    /// [`Db::open`](crate::Db::open) refuses a level zstd does not know.
-    Zstd(i32),
-}
-
-/// The codec's name, as `sst_dump`, the workload runner and a table's properties write it:
-/// `none`, `snappy`, `lz4` or `zstd:<level>`.
-///
-/// ```
-/// assert_eq!(siftdb::Compression::Zstd(3).to_string(), "zstd:3");
-/// ```
-impl std::fmt::Display for Compression {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Compression::None => f.write_str("none"),
-            Compression::Snappy => f.write_str("snappy"),
-            Compression::Lz4 => f.write_str("lz4"),
-            Compression::Zstd(level) => write!(f, "zstd:{level}"),
-        }
-    }
-}
+use crate::rate_limiter::RateLimiter;
+pub use crate::sst::compression::Compression;
+use crate::sst::table_reader::block_cache::Cache;
 
 /// Options for [`Db::open`](crate::Db::open). Start from `Options::default()` and change what you
 /// need with the builder methods.
@@ -70,6 +34,10 @@ pub struct Options {
     pub(crate) block_restart_interval: usize,
     pub(crate) block_cache_bytes: usize,
     pub(crate) block_cache_high_priority_share: f64,
+    /// A cache shared with other stores, in place of one of `block_cache_bytes`.
+    pub(crate) block_cache: Option<Cache>,
+    /// Paces flushes' and compactions' table writes.
+    pub(crate) rate_limiter: Option<RateLimiter>,
     pub(crate) cache_index_and_filter_blocks: bool,
     pub(crate) pin_l0_filter_and_index_blocks_in_cache: bool,
     pub(crate) pin_top_level_index_and_filter: bool,
@@ -108,9 +76,6 @@ pub struct Options {
     #[cfg(feature = "__fault-injection")]
     pub(crate) fault_injector: Option<crate::fs::fault_injection::FaultInjector>,
 }
-
-/// The number of levels, L0 to L6.
-pub const NUM_LEVELS: usize = 7;
 
 /// The most threads one compaction splits its key range between
 /// ([`Options::max_subcompactions`]).
@@ -178,6 +143,8 @@ impl Default for Options {
             block_restart_interval: 16,
             block_cache_bytes: 32 << 20,
             block_cache_high_priority_share: 0.5,
+            block_cache: None,
+            rate_limiter: None,
             cache_index_and_filter_blocks: false,
             pin_l0_filter_and_index_blocks_in_cache: false,
             pin_top_level_index_and_filter: true,
@@ -260,9 +227,37 @@ impl Options {
         self
     }
 
-    /// Capacity of the block cache shared by all tables (default 32 MiB; 0 disables it).
+    /// Capacity of the block cache shared by all tables (default 32 MiB; 0 disables it): a cache
+    /// of the store's own, unless [`block_cache`](Self::block_cache) gives one to share.
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Read every table through `cache`, which other stores given clones of it share (default:
+    /// none, a cache of the store's own of [`block_cache_bytes`](Self::block_cache_bytes)). Its
+    /// capacity and high-priority share are the cache's own; this store's blocks are keyed
+    /// apart from every other store's and leave the cache when the store closes. Store-wide;
+    /// options cloned from these share the cache too. As RocksDB's shared `Cache` object.
+    pub fn block_cache(mut self, cache: Cache) -> Self {
+        self.block_cache = Some(cache);
+        self
+    }
+
+    /// Pace the tables flushes and compactions write to `bytes_per_second`, with a
+    /// [`RateLimiter`] of the store's own (0, the default: no limit). Flushes go before
+    /// compactions; the WAL and reads are not paced. A job in flight finishes at the rate, so a
+    /// low one makes [`Db::close`](crate::Db::close) wait longer. Store-wide; options cloned from
+    /// these share the limiter, and so share the rate.
+    pub fn rate_limit(mut self, bytes_per_second: u64) -> Self {
+        self.rate_limiter = (bytes_per_second > 0).then(|| RateLimiter::new(bytes_per_second));
+        self
+    }
+
+    /// Pace flushes' and compactions' table writes with `limiter`, whose rate other stores given
+    /// clones of it share (see [`rate_limit`](Self::rate_limit)). Store-wide.
+    pub fn rate_limiter(mut self, limiter: RateLimiter) -> Self {
+        self.rate_limiter = Some(limiter);
         self
     }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use parking_lot::Mutex;
 
 use crate::filter::FilterLayout;
-use crate::options::NUM_LEVELS;
+use crate::levels::NUM_LEVELS;
 
 macro_rules! tickers {
     ($( $(#[$doc:meta])* $variant:ident => $name:literal, )*) => {

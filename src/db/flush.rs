@@ -16,6 +16,7 @@ use crate::fs::FileSystem;
 use crate::key::parse_internal_key;
 use crate::memtable::MemTable;
 use crate::options::Options;
+use crate::rate_limiter::{IoPriority, Pacer};
 use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
 use crate::store_id::StoreId;
@@ -42,6 +43,10 @@ pub(crate) fn table_options(
         range_filter: options.range_filter,
         prefix: options.prefix_extractor.clone(),
         whole_key_filtering: options.whole_key_filtering,
+        pacer: options.rate_limiter.clone().map(|limiter| Pacer {
+            limiter,
+            priority: IoPriority::of_level(level),
+        }),
     }
 }
 

@@ -34,12 +34,12 @@ use super::version::manifest::{
 use super::version::table_cache::{TableCache, TablePlacement};
 use super::version::Retire;
 use super::{Db, DbInner, Lifecycle, State, WalInfo, WalState};
-use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
 use crate::filter::PolicyRegistry;
 use crate::fs::{io_at, FileSystem};
 use crate::memtable::MemTable;
 use crate::options::Options;
+use crate::sst::table_reader::block_cache::StoreCache;
 use crate::stats::Stats;
 use crate::store_id::{new_store_id, StoreId, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_ID};
 use crate::wal::reader::{read_log, LogTail};
@@ -420,11 +420,13 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         read_only,
     } = parts;
     let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
-    let blocks = Arc::new(ShardedLruCache::with_high_priority_share(
-        options.block_cache_bytes,
-        16,
-        options.block_cache_high_priority_share,
-    ));
+    let blocks = match &options.block_cache {
+        Some(shared) => shared.for_store(true),
+        None => StoreCache::private(
+            options.block_cache_bytes,
+            options.block_cache_high_priority_share,
+        ),
+    };
     let tables = Arc::new(TableCache::new(
         dir.to_path_buf(),
         store_id,

@@ -7,7 +7,6 @@ use super::version::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;
-use crate::sst::table_reader::CachedBlock;
 use crate::stats::Ticker;
 use crate::store_id::DEFAULT_KEYSPACE_ID;
 
@@ -49,8 +48,10 @@ impl Db {
     ///   current shape at uniform's memory, and the data-block reads a missing Get wastes there,
     ///   expected at uniform's bits, at the tables' and at Monkey's, and measured;
     ///   per level, the filter cache lines a Get touched on average (`filter.lines.touched`);
-    ///   the block cache's use by kind of block (data, filter, index) and the filter memory pinned
-    ///   with tables and charged to the cache; the live snapshots and the oldest one's sequence;
+    ///   the block cache's use by kind of block (data, filter, index: this store's blocks, in a
+    ///   [`Cache`](crate::Cache) stores share); the [`RateLimiter`](crate::RateLimiter)'s counts,
+    ///   if any; the filter memory pinned with tables and charged to the cache; the live snapshots
+    ///   and the oldest one's sequence;
     ///   per level, what the flushes or compactions into it read (from the level above and from
     ///   itself), wrote and took, as RocksDB's compaction stats; the write amplification (table
     ///   bytes written ÷ key and value bytes written); the store's WAL bytes and write stall
@@ -119,14 +120,34 @@ impl Db {
             [one] if one.id != DEFAULT_KEYSPACE_ID => one.stats.snapshot(),
             _ => self.statistics(),
         };
-        let cache = self.inner.tables.block_cache();
-        let [data, filter, index] = cache.usage_by(|b: &CachedBlock| b.kind() as usize);
+        let blocks = self.inner.tables.block_cache();
+        let [data, filter, index] = blocks.usage_by_kind();
+        let cache = blocks.cache();
         let _ = writeln!(
             out,
-            "block cache: {} of {} bytes in use: data {data}, filter {filter}, index {index}",
+            "block cache: {} of {} bytes in use{}: data {data}, filter {filter}, index {index}",
             cache.usage(),
-            cache.capacity()
+            cache.capacity(),
+            if blocks.is_shared() {
+                ", shared with other stores; this store's blocks"
+            } else {
+                ""
+            },
         );
+        if let Some(limiter) = &self.inner.options.rate_limiter {
+            let r = limiter.stats();
+            let _ = writeln!(
+                out,
+                "rate limit: {} bytes/s; paced {} bytes of flushes, {} of compactions; {} of {} \
+                 requests waited, {} ms in all",
+                limiter.bytes_per_second(),
+                r.flush_bytes,
+                r.compaction_bytes,
+                r.waits,
+                r.requests,
+                r.wait_micros / 1000
+            );
+        }
         let _ = writeln!(
             out,
             "filter memory: {} bytes pinned with their tables, {filter} charged to the block cache",
@@ -141,6 +162,36 @@ impl Db {
         super::compaction::stats::write_store_report(&mut out, &self.inner.stats.snapshot());
         let _ = writeln!(out, "\n{COUNTERS_HEADER}\n{stats}");
         out
+    }
+
+    /// What [`Db::export_metrics`] hands to the `metrics` facade: the counters and gauges this
+    /// report prints, as numbers.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn metrics_figures(&self) -> super::utilities::metrics::StoreFigures {
+        use super::utilities::metrics::{KeyspaceFigures, LevelFigures, StoreFigures};
+        let keyspaces = self.inner.trees().into_iter().map(|tree| {
+            let version = tree.super_version().version.clone();
+            let work = tree.compaction_stats.levels();
+            KeyspaceFigures {
+                name: tree.name.clone(),
+                stats: tree.stats.snapshot(),
+                levels: std::array::from_fn(|l| LevelFigures {
+                    tables: version.levels[l].len() as u64,
+                    bytes: version.level_bytes(l),
+                    jobs: work[l].jobs,
+                    read_bytes: work[l].read_upper + work[l].read_this,
+                    written_bytes: work[l].written,
+                    micros: work[l].micros,
+                }),
+            }
+        });
+        StoreFigures {
+            path: self.inner.dir.display().to_string(),
+            store: self.inner.stats.snapshot(),
+            keyspaces: keyspaces.collect(),
+            cache: self.inner.tables.block_cache().cache(),
+            rate_limiter: self.inner.options.rate_limiter.clone(),
+        }
     }
 
     /// One keyspace's levels, filters (measured and theoretical false positive rates) and

@@ -4,7 +4,6 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterLayout, PolicyRegistry};
 use crate::fs::{io_at, read_exact_at};
@@ -14,6 +13,7 @@ use crate::sst::compression::{
     COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,
 };
 use crate::sst::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
+use crate::sst::table_reader::block_cache::StoreCache;
 use crate::sst::table_reader::{MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 
@@ -159,7 +159,7 @@ impl TableInfo {
         let bad = |what: String| Error::corruption(path, what);
         // The store's own reader verifies footer, metaindex, properties, index and filter. Private
         // cache and counters: inspecting a file must not disturb any open store.
-        let cache = Arc::new(ShardedLruCache::new(1 << 20, 1));
+        let cache = StoreCache::private(1 << 20, 1.0);
         let registry = PolicyRegistry::new(&Filter::none(), None);
         let reader = TableReader::open(
             path,

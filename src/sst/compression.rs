@@ -7,8 +7,47 @@ use std::cell::RefCell;
 
 use crate::coding::Decoder;
 use crate::error::Result;
-use crate::options::Compression;
 use crate::sst::block_buffers;
+
+/// How a table's data blocks and index block are compressed on disk.
+///
+/// Whatever the codec, a block is stored compressed only where that saves at least an eighth of
+/// its size, and raw otherwise. Each block records its codec, so tables written with different
+/// codecs live side by side and every store reads them all, whatever its options. Choose the codec
+/// per level with [`Options::compression_per_level`](crate::Options::compression_per_level) and
+/// [`Options::bottommost_compression`](crate::Options::bottommost_compression).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Blocks are stored as they are.
+    None,
+    /// Snappy: fast, and a moderate ratio (the default).
+    Snappy,
+    /// LZ4 (block format): about snappy's ratio, faster to decompress.
+    Lz4,
+    /// Zstandard at the given level: the best ratio of the four, slower to compress and to
+    /// decompress. Levels run from zstd's fast negative levels up to 22; 1 to 3 suit an LSM
+    /// store (RocksDB's usual choice is 3), and 0 means zstd's default, 3.
+    /// [`Db::open`](crate::Db::open) refuses a level zstd does not know.
+    Zstd(i32),
+}
+
+/// The codec's name, as `sst_dump`, the workload runner and a table's properties write it:
+/// `none`, `snappy`, `lz4` or `zstd:<level>`.
+///
+/// ```
+/// assert_eq!(siftdb::Compression::Zstd(3).to_string(), "zstd:3");
+/// ```
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::None => f.write_str("none"),
+            Compression::Snappy => f.write_str("snappy"),
+            Compression::Lz4 => f.write_str("lz4"),
+            Compression::Zstd(level) => write!(f, "zstd:{level}"),
+        }
+    }
+}
 
 /// Trailer byte of a block stored as it is.
 pub(crate) const COMPRESSION_NONE: u8 = 0;

@@ -196,8 +196,8 @@ fn read_stored(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::Compression;
     use crate::sst::compression::BlockCompressor;
+    use crate::sst::compression::Compression;
 
     #[test]
     fn footer_round_trips_and_detects_damage() {

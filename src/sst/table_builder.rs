@@ -13,10 +13,11 @@ use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
     compare_internal, internal_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE,
 };
-use crate::options::Compression;
 use crate::prefix::PrefixExtractor;
 use crate::range_tombstones::{encode_block, Fragment};
+use crate::rate_limiter::{PacedWriter, Pacer};
 use crate::sst::block_builder::BlockBuilder;
+use crate::sst::compression::Compression;
 use crate::sst::compression::{BlockCompressor, COMPRESSION_NONE};
 use crate::sst::filter_block::{new_filter_block_builder, FilterBlockBuilder};
 use crate::sst::format::{block_trailer, BlockHandle, Footer};
@@ -45,6 +46,8 @@ pub(crate) struct TableOptions {
     pub(crate) keyspace_id: u32,
     /// The name of that keyspace, written into its properties.
     pub(crate) keyspace: String,
+    /// The rate limiter its writes wait for, if any, and their priority.
+    pub(crate) pacer: Option<Pacer>,
 }
 
 /// What a finished table is.
@@ -57,6 +60,9 @@ pub(crate) struct TableSummary {
     pub(crate) range_tombstones: bool,
 }
 
+/// The table file, buffered, each buffer's write paced by the store's rate limiter (if any).
+type TableFile = BufWriter<PacedWriter<WritableFile>>;
+
 /// Writes one table file. Keys (internal keys) must arrive in internal-key order. A builder
 /// dropped without [`finish`](TableBuilder::finish) succeeding removes its partial file, on error
 /// and on panic alike.
@@ -65,7 +71,7 @@ pub(crate) struct TableBuilder {
     path: PathBuf,
     /// Set once the table is complete and synced; until then, drop removes the file.
     finished: bool,
-    out: BufWriter<WritableFile>,
+    out: TableFile,
     offset: u64,
     options: TableOptions,
     data_block: BlockBuilder,
@@ -102,7 +108,7 @@ impl TableBuilder {
             fs: fs.clone(),
             path: path.to_path_buf(),
             finished: false,
-            out: BufWriter::with_capacity(256 << 10, file),
+            out: BufWriter::with_capacity(256 << 10, PacedWriter::new(file, options.pacer.clone())),
             offset: 0,
             data_block: BlockBuilder::new(options.restart_interval),
             index_block: BlockBuilder::new(1),
@@ -292,7 +298,7 @@ impl TableBuilder {
         self.out.write_all(&footer)?;
         self.offset += footer.len() as u64;
         self.out.flush()?;
-        self.out.get_mut().sync()?;
+        self.out.get_mut().get_mut().sync()?;
         self.finished = true;
         Ok(TableSummary {
             file_size: self.offset,
@@ -315,7 +321,7 @@ impl Drop for TableBuilder {
 /// Writes `raw` (compressed by `compressor`, if given, where that is worth it) and its trailer;
 /// returns its handle.
 fn write_block(
-    out: &mut BufWriter<WritableFile>,
+    out: &mut TableFile,
     offset: &mut u64,
     raw: &[u8],
     compressor: Option<&mut BlockCompressor>,

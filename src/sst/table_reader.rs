@@ -7,7 +7,6 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
 use crate::filter::range::GRAFITE_BLOCK;
 use crate::filter::{GrafiteFilter, PolicyRegistry};
@@ -21,7 +20,9 @@ use crate::sst::properties::TableProperties;
 use crate::sst::table_builder::RANGE_TOMBSTONE_BLOCK;
 use crate::stats::Stats;
 use crate::store_id::StoreId;
+use block_cache::StoreCache;
 
+pub(crate) mod block_cache;
 mod blocks;
 mod iter;
 mod lookup;
@@ -93,9 +94,6 @@ impl std::ops::Deref for RangeFilterRef<'_> {
     }
 }
 
-/// The block cache shared by every table of a store, keyed by (file number, block offset).
-pub(crate) type BlockCache = ShardedLruCache<(u64, u64), CachedBlock>;
-
 /// An open table.
 pub(crate) struct TableReader {
     file: File,
@@ -117,7 +115,8 @@ pub(crate) struct TableReader {
     properties: TableProperties,
     /// Its range tombstones, read at open; `None` if it has none.
     range_tombstones: Option<Arc<FragmentedRangeTombstones>>,
-    cache: Arc<BlockCache>,
+    /// The block cache, as its store sees it.
+    cache: StoreCache,
     stats: Arc<Stats>,
 }
 
@@ -185,7 +184,7 @@ impl TableReader {
         number: u64,
         expected: Option<&ExpectedTable<'_>>,
         placement: MetaBlockPlacement,
-        cache: Arc<BlockCache>,
+        cache: StoreCache,
         stats: Arc<Stats>,
         policies: &PolicyRegistry,
     ) -> Result<TableReader> {
@@ -381,7 +380,7 @@ mod iter_tests {
     use crate::fs::FileSystem;
     use crate::iter::{check_against_model, InternalIterator};
     use crate::key::{compare_internal, internal_key, lookup_key, ValueKind, MAX_SEQUENCE};
-    use crate::options::Compression;
+    use crate::sst::compression::Compression;
     use crate::sst::table_builder::{TableBuilder, TableOptions};
     use crate::stats::Ticker;
     use crate::store_id::new_store_id;
@@ -432,6 +431,7 @@ mod iter_tests {
             store_id: new_store_id(),
             keyspace_id: 0,
             keyspace: String::new(),
+            pacer: None,
         };
         let mut b = TableBuilder::create(&FileSystem::default(), path, 1, options).unwrap();
         for (k, v) in entries {
@@ -450,7 +450,7 @@ mod iter_tests {
             1,
             None,
             placement,
-            Arc::new(ShardedLruCache::new(1 << 20, 4)),
+            StoreCache::private(1 << 20, 1.0),
             Arc::new(Stats::new()),
             &PolicyRegistry::new(&Filter::full(10.0), None),
         )
@@ -559,7 +559,7 @@ mod iter_tests {
         let table = open(&path, true).unwrap();
         let pinned = table.stats.snapshot().filter_bytes_in_memory();
         let filter_bytes = |t: &TableReader| {
-            let [_, filter, _] = t.cache.usage_by(|b: &CachedBlock| b.kind() as usize);
+            let [_, filter, _] = t.cache.usage_by_kind();
             filter
         };
         let ticks = |t: &TableReader| {
@@ -586,7 +586,9 @@ mod iter_tests {
         assert_eq!(ticks(&table), (miss0 + 1, hit0 + 1));
         // Evicted, it is read from the file again and answers the same.
         let handle = table.range_filter_handle.unwrap();
-        table.cache.remove(&(table.number, handle.offset));
+        table
+            .cache
+            .remove(&table.cache.key(table.number, handle.offset));
         assert_eq!(filter_bytes(&table), before);
         let filter = table.range_filter().unwrap().expect("a range filter");
         assert_eq!(ticks(&table), (miss0 + 2, hit0 + 1));

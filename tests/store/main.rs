@@ -1,6 +1,6 @@
 //! Whole-store behaviour through the public API: operations, handles, iteration, snapshots,
-//! prefixes, batched Gets, times to live, range deletes, transactions, concurrency, backups and
-//! keyspaces.
+//! prefixes, batched Gets, times to live, range deletes, transactions, concurrency, backups,
+//! keyspaces, a block cache shared by stores and the rate limit of table writes.
 //!
 //! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test store <module>::` runs one module.
 
@@ -22,6 +22,8 @@ mod operations;
 mod prefix;
 mod range_deletes;
 mod range_deletes_txn;
+mod rate_limit;
+mod shared_cache;
 mod snapshots;
 mod store;
 mod transactions;

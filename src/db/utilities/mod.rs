@@ -7,3 +7,5 @@ mod checkpoint;
 mod conveniences;
 mod copy_view;
 mod destroy;
+#[cfg(feature = "metrics")]
+pub(crate) mod metrics;

@@ -15,7 +15,8 @@ use super::{FileMeta, PinnedReader};
 use crate::cache::ShardedLruCache;
 use crate::error::Result;
 use crate::filter::PolicyRegistry;
-use crate::sst::table_reader::{BlockCache, ExpectedTable, MetaBlockPlacement, TableReader};
+use crate::sst::table_reader::block_cache::StoreCache;
+use crate::sst::table_reader::{ExpectedTable, MetaBlockPlacement, TableReader};
 use crate::stats::Stats;
 use crate::store_id::StoreId;
 
@@ -45,7 +46,7 @@ pub(crate) struct TableCache {
     readers: Arc<ShardedLruCache<u64, Arc<TableReader>>>,
     pinned: Arc<AtomicUsize>,
     max_pinned: usize,
-    blocks: Arc<BlockCache>,
+    blocks: StoreCache,
     stats: Arc<Stats>,
     policies: PolicyRegistry,
     /// Where tables keep their index and filter blocks, by level.
@@ -76,7 +77,7 @@ impl TableCache {
         dir: PathBuf,
         store_id: StoreId,
         max_open_files: usize,
-        blocks: Arc<BlockCache>,
+        blocks: StoreCache,
         stats: Arc<Stats>,
         policies: PolicyRegistry,
         placement: TablePlacement,
@@ -126,7 +127,7 @@ impl TableCache {
                     largest: &file.largest,
                 }),
                 self.placement.for_level(file.level),
-                Arc::clone(&self.blocks),
+                self.blocks.clone(),
                 Arc::clone(&self.stats),
                 &self.policies,
             )?),
@@ -156,7 +157,7 @@ impl TableCache {
             readers: Arc::clone(&self.readers),
             pinned: Arc::clone(&self.pinned),
             max_pinned: self.max_pinned,
-            blocks: Arc::clone(&self.blocks),
+            blocks: self.blocks.clone(),
             stats,
             policies,
             placement: self.placement,
@@ -164,7 +165,7 @@ impl TableCache {
     }
 
     /// The block cache every table reads through.
-    pub(crate) fn block_cache(&self) -> &BlockCache {
+    pub(crate) fn block_cache(&self) -> &StoreCache {
         &self.blocks
     }
 

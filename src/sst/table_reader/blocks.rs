@@ -64,7 +64,7 @@ impl TableReader {
         kind: BlockKind,
         parse: impl FnOnce(Vec<u8>) -> Option<CachedBlock>,
     ) -> Result<CachedBlock> {
-        let key = (self.number, handle.offset);
+        let key = self.cache.key(self.number, handle.offset);
         let (hit, miss) = match kind {
             BlockKind::Data => (None, None),
             BlockKind::Filter => (
@@ -99,8 +99,7 @@ impl TableReader {
             (_, true) => (charge, Priority::High),
             (_, false) => (charge, Priority::Low),
         };
-        self.cache
-            .insert_with_priority(key, block.clone(), charge, priority);
+        self.cache.insert(key, block.clone(), charge, priority);
         Ok(block)
     }
 
