@@ -158,6 +158,13 @@ impl KeyMapper {
         self.values.push(window(key, self.prefix_len));
     }
 
+    /// The bytes every key added so far starts with (empty before the first).
+    pub(crate) fn prefix(&self) -> &[u8] {
+        self.first
+            .as_ref()
+            .map_or(&[], |first| &first[..self.prefix_len])
+    }
+
     /// Whether `key` starts with every byte the keys added so far share (true before the first).
     pub(crate) fn shares_prefix(&self, key: &[u8]) -> bool {
         self.first

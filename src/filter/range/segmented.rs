@@ -99,9 +99,10 @@ fn head_context(seed: u64, head: &[u8]) -> u64 {
     }
 }
 
-/// The shortest string above `last` and at most `next` (`last < next`).
-fn separator(last: &[u8], next: &[u8]) -> Vec<u8> {
-    next[..(common_prefix_len(last, next) + 1).min(next.len())].to_vec()
+/// The shortest string above `below` and at most `next`, for `below < next` (or `below` a
+/// prefix `next` does not start with); empty when `next` is.
+fn separator(below: &[u8], next: &[u8]) -> Vec<u8> {
+    next[..(common_prefix_len(below, next) + 1).min(next.len())].to_vec()
 }
 
 /// The segment being filled.
@@ -136,9 +137,6 @@ pub struct SegmentedGrafiteBuilder {
     /// The next segment has keys of varying lengths: the one-length segment before it was cut
     /// short by a change of length.
     next_varying: bool,
-    /// The last key, while the open segment has keys of varying lengths (a one-length segment's
-    /// last key is its head and its last value).
-    last: Vec<u8>,
     /// Every distinct key's integer, in order, and the context of each run of them.
     values: Vec<u64>,
     contexts: Vec<(usize, u64)>,
@@ -159,7 +157,6 @@ impl SegmentedGrafiteBuilder {
             start: Vec::new(),
             open: Open::Nothing,
             next_varying: false,
-            last: Vec::new(),
             values: Vec::new(),
             contexts: Vec::new(),
             added: 0,
@@ -202,11 +199,7 @@ impl SegmentedGrafiteBuilder {
             {
                 self.cut_before(key);
             }
-            Open::Varying(mapper) => {
-                mapper.add(key);
-                self.last.clear();
-                self.last.extend_from_slice(key);
-            }
+            Open::Varying(mapper) => mapper.add(key),
         }
     }
 
@@ -221,8 +214,6 @@ impl SegmentedGrafiteBuilder {
         if std::mem::take(&mut self.next_varying) {
             let mut mapper = KeyMapper::default();
             mapper.add(key);
-            self.last.clear();
-            self.last.extend_from_slice(key);
             self.open = Open::Varying(mapper);
         } else {
             self.open = Open::First {
@@ -234,8 +225,7 @@ impl SegmentedGrafiteBuilder {
 
     /// Closes the open segment and opens one at `key`.
     fn cut_before(&mut self, key: &[u8]) {
-        let last = self.close();
-        let start = separator(&last, key);
+        let start = self.close(Some(key));
         self.begin(start, key);
     }
 
@@ -267,9 +257,6 @@ impl SegmentedGrafiteBuilder {
             for key in keys {
                 mapper.add(key);
             }
-            let from = ends.len().checked_sub(2).map_or(0, |i| ends[i]);
-            self.last.clear();
-            self.last.extend_from_slice(&bytes[from..]);
             self.open = Open::Varying(mapper);
         }
     }
@@ -304,23 +291,28 @@ impl SegmentedGrafiteBuilder {
         *keys += 1;
     }
 
-    /// Closes the open segment, if any; returns its last key.
-    fn close(&mut self) -> Vec<u8> {
+    /// Closes the open segment, if any; with the `next` key, which a segment of varying lengths
+    /// closes for only if it does not share the segment's prefix, returns where the next
+    /// segment starts: the shortest string above the last key and at most `next`.
+    fn close(&mut self, next: Option<&[u8]>) -> Vec<u8> {
         if matches!(self.open, Open::First { .. }) {
             self.settle_first_keys();
         }
         let seed = segment_seed(self.segments.len());
-        let (window, last) = match std::mem::take(&mut self.open) {
-            Open::Nothing => return Vec::new(),
+        let next = next.unwrap_or_default();
+        let (window, start) = match std::mem::take(&mut self.open) {
             // Settled above.
-            Open::First { .. } => return Vec::new(),
+            Open::Nothing | Open::First { .. } => return Vec::new(),
             Open::OneLength { len, mut head, .. } => {
                 let tail = len - head.len();
                 let x = self.values.last().copied().unwrap_or(0);
                 head.extend_from_slice(&x.to_be_bytes()[8 - tail..]);
-                (Window::OneLength(len), head)
+                (Window::OneLength(len), separator(&head, next))
             }
             Open::Varying(mut mapper) => {
+                // The last key starts with the prefix `next` does not share: they part where
+                // the prefix and `next` do.
+                let start = separator(mapper.prefix(), next);
                 let (prefix, mut values) = mapper.finish();
                 values.dedup();
                 if self.values.capacity() == 0 {
@@ -329,10 +321,7 @@ impl SegmentedGrafiteBuilder {
                 self.contexts.push((self.values.len(), seed));
                 self.values.extend_from_slice(&values);
                 spare_integers::give(values);
-                (
-                    Window::AfterPrefix(prefix.into_boxed_slice()),
-                    std::mem::take(&mut self.last),
-                )
+                (Window::AfterPrefix(prefix.into_boxed_slice()), start)
             }
         };
         self.segments.push(Segment {
@@ -340,12 +329,12 @@ impl SegmentedGrafiteBuilder {
             window,
             seed,
         });
-        last
+        start
     }
 
     /// The filter's bytes over every key added; the builder starts empty again.
     pub fn finish(&mut self) -> Vec<u8> {
-        self.close();
+        self.close(None);
         let mut values = std::mem::take(&mut self.values);
         let contexts = std::mem::take(&mut self.contexts);
         let segments = std::mem::take(&mut self.segments);
