@@ -1,22 +1,14 @@
-//! The two programs of README's Quickstart, in temporary directories: a handle cloned into
-//! threads that each write, a walk over every entry, scans, `close`; then the filter at work, a
-//! batch, a snapshot and a reverse walk, and the statistics.
-//! (`tests/first_hour.rs` runs the first one as a test.)
+//! README's Quickstart, as it is written there: a store in a temporary directory, a handle
+//! cloned into threads that each write, a batch, a walk over every entry, a scan, `close`, and
+//! the store removed. It runs as often as you like. (`tests/first_hour.rs` runs it as a test.)
 //!
 //! cargo run --example quickstart
 
-use std::path::Path;
-
-use siftdb::{Db, Filter, Options, Ticker, WriteBatch};
+use siftdb::{Db, Options, WriteBatch};
 
 fn main() -> siftdb::Result<()> {
-    let dir = tempfile::tempdir()?;
-    shared_handle(&dir.path().join("my-db"))?;
-    filters(&dir.path().join("my-filtered-db"))
-}
-
-fn shared_handle(path: &Path) -> siftdb::Result<()> {
-    let db = Db::open(path, Options::default())?;
+    let path = std::env::temp_dir().join(format!("siftdb-quickstart-{}", std::process::id()));
+    let db = Db::open(&path, Options::default())?;
 
     // A `Db` is a handle: clone it into each thread; every clone is the same store.
     let writers: Vec<_> = ["apple", "melon", "zucchini"]
@@ -30,6 +22,10 @@ fn shared_handle(path: &Path) -> siftdb::Result<()> {
         w.join().expect("a writer panicked")?;
     }
 
+    let mut batch = WriteBatch::new(); // applied whole or, after a crash, not at all
+    batch.put("banana", "6").delete("melon");
+    db.write(batch)?;
+
     for kv in db.iter() {
         let (key, value) = kv?;
         println!(
@@ -38,40 +34,9 @@ fn shared_handle(path: &Path) -> siftdb::Result<()> {
             String::from_utf8_lossy(&value)
         );
     }
-    assert_eq!(db.scan(..).count(), 3);
     let a_to_m: Vec<_> = db.scan("a".."m").collect::<siftdb::Result<_>>()?;
-    assert_eq!(a_to_m, [(b"apple".to_vec(), b"5".to_vec())]);
+    assert_eq!(a_to_m.len(), 2); // apple and banana
 
     db.close()?; // waits for background work and reports any failure it met
-    Ok(())
-}
-
-fn filters(path: &Path) -> siftdb::Result<()> {
-    let db = Db::open(path, Options::default().filter(Filter::full(10.0)))?;
-
-    db.put(b"apple", b"red")?;
-    db.put(b"banana", b"yellow")?;
-    db.delete(b"apple")?;
-    let mut batch = WriteBatch::new();
-    batch.put(b"cherry", b"dark red").put(b"date", b"brown");
-    db.write(batch)?; // atomic: both or neither
-
-    db.flush()?; // the memtable becomes an SSTable with a filter
-    assert_eq!(db.get(b"cherry")?, Some(b"dark red".to_vec()));
-    assert_eq!(db.get(b"blueberry")?, None); // the filter says "no": no data block is read
-
-    let snapshot = db.snapshot(); // a consistent view: later writes are not seen through it
-    db.put(b"banana", b"green")?;
-    assert_eq!(db.get_at(&snapshot, b"banana")?, Some(b"yellow".to_vec()));
-    let last_two: Vec<_> = db
-        .iter_at(&snapshot)
-        .rev()
-        .take(2)
-        .collect::<siftdb::Result<_>>()?;
-    assert_eq!(last_two[0].0, b"date"); // newest first: a scan runs backward too
-
-    let stats = db.statistics();
-    assert_eq!(stats.ticker(Ticker::BloomFilterUseful), 1);
-    println!("\nstatistics:\n{stats}");
-    Ok(())
+    Db::destroy(&path) // removes the store: the program runs again from nothing
 }

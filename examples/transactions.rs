@@ -103,8 +103,8 @@ fn run(db: &Db, way: Way, args: &Args, round: u64) -> siftdb::Result<f64> {
                             Way::Transaction => {
                                 let mut tx = db.transaction();
                                 std::hint::black_box((tx.get(a)?, tx.get(b)?));
-                                tx.put(a, va);
-                                tx.put(b, vb);
+                                tx.put(a, va)?;
+                                tx.put(b, vb)?;
                                 match tx.commit() {
                                     Err(e) if e.is_conflict() => continue,
                                     other => other?,

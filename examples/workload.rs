@@ -143,6 +143,9 @@ struct Args {
     /// Print one JSON object per phase on stdout.
     #[arg(long)]
     json: bool,
+    /// End with every counter of `Db::statistics`, by its `Ticker` name.
+    #[arg(long)]
+    tickers: bool,
     /// fsync the WAL on every write.
     #[arg(long)]
     sync: bool,
@@ -587,22 +590,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     });
     note(
         args,
-        &format!(
-            "siftdb workload: {} keys of {} B ({:?}), values of {} B (compression ratio {:.2}), {}{}, filter {:?} ({:?}{}), range filter {:?}, {} read thread(s), dir {}",
-            args.keys,
-            args.key_size,
-            args.key_format,
-            args.value_size,
-            args.compression_ratio,
-            kind.compression,
-            kind.bottommost.map_or(String::new(), |c| format!(" ({c} bottommost)")),
-            filter,
-            allocation,
-            if args.no_filter_on_last_level { ", none on the last level" } else { "" },
-            range_filter,
-            args.threads,
-            dir.display()
-        ),
+        &configuration(args, &kind, &filter, range_filter, &dir),
     );
 
     let mut values =
@@ -684,8 +672,75 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let stats = db
         .property("siftdb.stats")
         .unwrap_or_else(|| "(no siftdb.stats)".into());
-    note(args, &format!("\ndb.property(\"siftdb.stats\"):\n{stats}"));
+    // The report ends with every counter, under a line saying so: shown on request only.
+    let report = match stats.split_once("\ncounters since open") {
+        Some((report, _)) if !args.tickers => {
+            format!("{report}\n(every counter by its Ticker name: --tickers)")
+        }
+        _ => stats,
+    };
+    note(args, &format!("\ndb.property(\"siftdb.stats\"):\n{report}"));
     Ok(())
+}
+
+/// The run's configuration in words, for the header.
+fn configuration(
+    args: &Args,
+    kind: &RunKind,
+    filter: &Filter,
+    range_filter: RangeFilter,
+    dir: &std::path::Path,
+) -> String {
+    let keys = match args.key_format {
+        KeyFormat::Decimal => "zero-padded decimals",
+        KeyFormat::Binary => "a fixed head and a scrambled number",
+    };
+    let codecs = match kind.bottommost {
+        Some(c) => format!("{} blocks ({c} in the bottommost level)", kind.compression),
+        None => format!("{} blocks", kind.compression),
+    };
+    let filter = match (filter.layout(), filter.policy()) {
+        (Some(layout), Some(policy)) => {
+            let bits = policy.bits_per_key();
+            let policy = match policy.name() {
+                "leveldb.BuiltinBloomFilter2" => "LevelDB's bloom",
+                "siftdb.CacheLocalBloom" => "the cache-local bloom",
+                "siftdb.BinaryFuse8" => "an 8-bit binary fuse filter",
+                "siftdb.BinaryFuse16" => "a 16-bit binary fuse filter",
+                "siftdb.Ribbon128" => "a Ribbon filter",
+                other => other,
+            };
+            let spread = match args.allocation {
+                AllocationArg::Uniform => "the same on every level",
+                AllocationArg::Monkey => "spread over the levels as Monkey derives",
+            };
+            let last = if args.no_filter_on_last_level {
+                ", none on the last level"
+            } else {
+                ""
+            };
+            format!("{policy} in the {layout} layout at {bits} bits per key, {spread}{last}")
+        }
+        _ => "no filters".to_string(),
+    };
+    let range = match (range_filter.bits_per_key(), range_filter.max_range()) {
+        (Some(bits), Some(max)) => {
+            format!("Grafite range filters of {bits} bits per key for ranges up to {max}")
+        }
+        _ => "no range filters".to_string(),
+    };
+    format!(
+        "siftdb workload: {} keys of {} bytes ({keys}); values of {} bytes that compress to \
+         about {:.0} % of their size; {codecs}; {filter}; {range}; {} read thread{}; the store in \
+         {}",
+        args.keys,
+        args.key_size,
+        args.value_size,
+        100.0 * args.compression_ratio,
+        args.threads,
+        if args.threads == 1 { "" } else { "s" },
+        dir.display()
+    )
 }
 
 /// Waits until no compaction is pending in `db` (a store or one keyspace's handle).

@@ -22,11 +22,17 @@ pub enum CompactionDecision {
 /// **What it sees.** Compaction calls [`filter`](Self::filter) for the values it writes (never
 /// for tombstones), and only for the newest version of each key among the tables it merges, and
 /// only if that version is newer than every live [`Snapshot`](crate::Snapshot): what a snapshot
-/// can read is left as it is, so snapshots keep seeing what they saw (as RocksDB does). Flushes
-/// do not call it, nor tables moved to the next level without a rewrite. So it is not called for
-/// every entry, nor at a given time: it is a way to reclaim space, and reads see its decisions
-/// only once a compaction made them. In a keyspace with a [`ttl`](crate::Options::ttl), it sees
-/// the values as you wrote them, without their write time, and expired entries not at all.
+/// can read is left as it is, so snapshots keep seeing what they saw (as RocksDB does). That
+/// holds for a snapshot, or a [`Transaction`](crate::Transaction), that begins while the
+/// compaction runs too: the compaction asks no more once it sees one, and if it had already
+/// removed or changed a value and such a snapshot is live then or as it finishes, it writes its
+/// output again without your decisions (counted in
+/// [`CompactionFilterReruns`](crate::Ticker::CompactionFilterReruns)). Flushes do not call it,
+/// nor tables moved to the next level without a rewrite. So it is not called for every entry, nor
+/// at a given time: it is a way to reclaim space, and reads see its decisions only once a
+/// compaction made them (a store always read at snapshots or in transactions sees few of them
+/// until its reads pause). In a keyspace with a [`ttl`](crate::Options::ttl), it sees the values
+/// as you wrote them, without their write time, and expired entries not at all.
 ///
 /// **Threads and panics.** It is called from the compaction threads, several at once when a
 /// compaction is split ([`Options::max_subcompactions`](crate::Options::max_subcompactions)). A

@@ -21,9 +21,12 @@ pub enum Error {
     },
     /// The caller passed something siftdb does not accept (an oversized key, a file as a directory …).
     InvalidArgument(String),
-    /// Another `Db` (in this or another process) holds the directory's `LOCK` file: a `Db` open
-    /// for writing excludes every other open, a read-only one excludes writers.
-    Locked(PathBuf),
+    /// Something holds the directory's `LOCK` file: a `Db` open for writing excludes every other
+    /// open, a read-only one excludes writers, and the scans and cursors of a closed `Db` keep
+    /// it until they are dropped (they still read its files). The [`LockedDir`] is the
+    /// directory (it reads as its path) and says, in its message, what holds it as far as this
+    /// process can tell.
+    Locked(LockedDir),
     /// A background flush or compaction (or a WAL write or sync) failed earlier; writes fail with
     /// this until the store is reopened, so that nothing is lost silently. The
     /// [`BackgroundError`] keeps the original error ([`BackgroundError::cause`],
@@ -60,7 +63,7 @@ impl Error {
                 what: what.clone(),
             },
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
-            Error::Locked(p) => Error::Locked(p.clone()),
+            Error::Locked(l) => Error::Locked(l.clone()),
             Error::Background(b) => Error::Background(b.clone()),
             Error::ReadOnly(p) => Error::ReadOnly(p.clone()),
             Error::Closed(p) => Error::Closed(p.clone()),
@@ -91,11 +94,7 @@ impl fmt::Display for Error {
                 write!(f, "corruption in {}: {what}", file.display())
             }
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
-            Error::Locked(path) => write!(
-                f,
-                "database is locked: {} is held by another open Db",
-                path.display()
-            ),
+            Error::Locked(locked) => write!(f, "database is locked: {locked}"),
             Error::Background(what) => write!(f, "background work failed earlier: {what}"),
             Error::ReadOnly(path) => write!(
                 f,
@@ -121,6 +120,113 @@ impl std::error::Error for Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e)
+    }
+}
+
+/// A store directory whose `LOCK` is held, and what holds it as far as this process can tell:
+/// the value inside [`Error::Locked`].
+///
+/// It reads as the directory's path, as the `PathBuf` this variant held before did: it
+/// dereferences to [`Path`] and compares equal to paths. Its `Display` says what holds the lock:
+/// a `Db` open in this process, scans or cursors of a closed one (drop them), or a `Db` of
+/// another process.
+///
+/// ```
+/// use siftdb::{Db, Error, Options};
+///
+/// # fn main() -> siftdb::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let db = Db::open(dir.path(), Options::default())?;
+/// let scan = db.iter(); // reads the store's files until dropped
+/// db.close()?;
+/// match Db::open(dir.path(), Options::default()) {
+///     Err(Error::Locked(locked)) => {
+///         assert_eq!(locked, dir.path());
+///         assert!(locked.to_string().contains("1 scan or cursor of a closed Db"));
+///     }
+///     other => panic!("expected Locked, got {:?}", other.err()),
+/// }
+/// drop(scan);
+/// assert!(Db::open(dir.path(), Options::default()).is_ok());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockedDir {
+    path: PathBuf,
+    holder: LockHolder,
+}
+
+/// What holds a locked directory, as far as this process can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockHolder {
+    /// A `Db` open in this process (for writing or reading).
+    OpenHere,
+    /// This many scans and cursors of a closed `Db` of this process.
+    ClosedReaders(usize),
+    /// Nothing this process knows of: another process.
+    Elsewhere,
+}
+
+impl LockedDir {
+    pub(crate) fn new(path: PathBuf, holder: LockHolder) -> LockedDir {
+        LockedDir { path, holder }
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Deref for LockedDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for LockedDir {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl PartialEq<Path> for LockedDir {
+    fn eq(&self, other: &Path) -> bool {
+        self.path == other
+    }
+}
+
+impl PartialEq<&Path> for LockedDir {
+    fn eq(&self, other: &&Path) -> bool {
+        self.path == *other
+    }
+}
+
+impl PartialEq<PathBuf> for LockedDir {
+    fn eq(&self, other: &PathBuf) -> bool {
+        &self.path == other
+    }
+}
+
+impl fmt::Display for LockedDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = self.path.display();
+        match self.holder {
+            LockHolder::OpenHere => write!(f, "{path} is held by a Db open in this process"),
+            LockHolder::ClosedReaders(n) => {
+                write!(
+                f,
+                "{path} is held by {n} {} of a closed Db in this process, which read{} its files \
+                 until dropped",
+                if n == 1 { "scan or cursor" } else { "scans or cursors" },
+                if n == 1 { "s" } else { "" },
+            )
+            }
+            LockHolder::Elsewhere => write!(f, "{path} is held by a Db open in another process"),
+        }
     }
 }
 

@@ -23,7 +23,14 @@ pub(crate) enum ValueKind {
     /// deleted at this sequence. Only in WAL records and range tombstone blocks, never in data
     /// blocks or the memtable's skiplist.
     RangeDeletion = 2,
+    /// A value that expires: the stored value ends in its expiry time (`db/ttl.rs`). The largest
+    /// kind, so it is the one lookup keys carry ([`SEEK_KIND`]).
+    ExpiringValue = 3,
 }
+
+/// The kind a lookup key carries: the largest, so that `(key, s, SEEK_KIND)` sorts before every
+/// entry of `key` at sequence `s` and a seek lands on the newest entry visible at `s`.
+pub(crate) const SEEK_KIND: ValueKind = ValueKind::ExpiringValue;
 
 impl ValueKind {
     pub(crate) fn from_byte(b: u8) -> Option<ValueKind> {
@@ -31,8 +38,15 @@ impl ValueKind {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::RangeDeletion),
+            3 => Some(ValueKind::ExpiringValue),
             _ => None,
         }
+    }
+
+    /// Whether an entry of this kind holds a value (one that may expire, or not).
+    #[inline]
+    pub(crate) fn is_value(self) -> bool {
+        matches!(self, ValueKind::Value | ValueKind::ExpiringValue)
     }
 }
 
@@ -56,8 +70,7 @@ pub(crate) fn internal_key(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8
 
 /// The key a point lookup seeks to: the newest entry of `user_key` visible at `seq`.
 pub(crate) fn lookup_key(user_key: &[u8], seq: u64) -> Vec<u8> {
-    // Value (1) sorts before Deletion (0) at the same sequence, so it is the smallest key at `seq`.
-    internal_key(user_key, seq, ValueKind::Value)
+    internal_key(user_key, seq, SEEK_KIND)
 }
 
 /// An internal key taken apart.
@@ -274,6 +287,18 @@ mod tests {
         assert_eq!(compare_internal(&a5, &ab), Ordering::Less);
         assert_eq!(compare_internal(&lookup_key(b"a", 6), &a5), Ordering::Less);
         assert_eq!(compare_internal(&lookup_key(b"a", 7), &a7), Ordering::Less);
+        // A lookup at a sequence finds an entry of that sequence, whatever its kind.
+        for kind in [
+            ValueKind::Deletion,
+            ValueKind::Value,
+            ValueKind::ExpiringValue,
+        ] {
+            let e = internal_key(b"a", 7, kind);
+            assert_ne!(
+                compare_internal(&lookup_key(b"a", 7), &e),
+                Ordering::Greater
+            );
+        }
     }
 
     #[test]

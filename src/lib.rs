@@ -56,6 +56,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
+mod backup;
 mod cache;
 mod clock;
 mod coding;
@@ -94,6 +95,7 @@ pub use fs::fault_injection;
 #[doc(hidden)]
 pub mod bench_internals;
 
+pub use backup::{BackupEngine, BackupId, BackupInfo};
 pub use clock::{Clock, SystemClock};
 pub use compaction_filter::{CompactionDecision, CompactionFilter};
 pub use db::keyspace::{DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME_BYTES};
@@ -101,7 +103,7 @@ pub use db::{Cursor, Db, KeyRange, Keyspace, Scan, Snapshot, Transaction, Transa
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
 /// [`Iterator`], it returned this cursor).
 pub type DbIterator = Cursor;
-pub use error::{BackgroundError, Error, Result};
+pub use error::{BackgroundError, Error, LockedDir, Result};
 pub use filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterBitsBuilder, FilterLayout,
     FilterPolicy, LevelDbBloom, RangeFilter, Ribbon,

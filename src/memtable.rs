@@ -13,7 +13,7 @@ use parking_lot::RwLock;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind, MAX_SEQUENCE};
+use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind, MAX_SEQUENCE, SEEK_KIND};
 use crate::range_tombstones::{FragmentedRangeTombstones, RangeTombstone};
 
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
@@ -24,6 +24,8 @@ const ENTRY_OVERHEAD: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NewestEntry<V = Vec<u8>> {
     Value(V),
+    /// A value that expires: the stored value, its expiry time at the end (`db/ttl.rs`).
+    Expiring(V),
     Deleted,
     /// Deleted by a range tombstone (which may lie in a newer memtable or table than the key's
     /// own entries, or have none beneath it).
@@ -153,6 +155,7 @@ impl MemTable {
         Some((
             match parsed.kind {
                 ValueKind::Value => NewestEntry::Value(entry.value().clone()),
+                ValueKind::ExpiringValue => NewestEntry::Expiring(entry.value().clone()),
                 ValueKind::Deletion | ValueKind::RangeDeletion => NewestEntry::Deleted,
             },
             parsed.seq,
@@ -169,7 +172,7 @@ impl MemTable {
         if self.map.is_empty() {
             return covering;
         }
-        let lookup = InternalKey::new(key, MAX_SEQUENCE, ValueKind::Value);
+        let lookup = InternalKey::new(key, MAX_SEQUENCE, SEEK_KIND);
         let point = self
             .map
             .lower_bound(Bound::Included(&lookup))
@@ -197,7 +200,7 @@ impl MemTable {
         }
         let first = match start {
             Bound::Included(k) | Bound::Excluded(k) => {
-                Bound::Included(InternalKey::new(k, MAX_SEQUENCE, ValueKind::Value))
+                Bound::Included(InternalKey::new(k, MAX_SEQUENCE, SEEK_KIND))
             }
             Bound::Unbounded => Bound::Unbounded,
         };
@@ -226,6 +229,13 @@ impl MemTable {
     /// How many entries it holds: every version of every key, tombstones included.
     pub(crate) fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// The largest user key it holds an entry of (value or tombstone, any version).
+    pub(crate) fn largest_user_key(&self) -> Option<Vec<u8>> {
+        self.map
+            .back()
+            .map(|e| user_key(e.key().as_bytes()).to_vec())
     }
 
     /// Whether it holds nothing: no entry and no range tombstone.

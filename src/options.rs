@@ -100,7 +100,11 @@ pub struct Options {
     pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
     pub(crate) registered_compaction_filters: Vec<Arc<dyn CompactionFilter>>,
     pub(crate) ttl: Option<Duration>,
+    /// Whether the keyspace's plain values carry their write time (one created with a TTL by a
+    /// store older than entries that carry their expiry time); set only from its record.
+    pub(crate) write_times: bool,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) transaction_retries: usize,
     #[cfg(feature = "__fault-injection")]
     pub(crate) fault_injector: Option<crate::fs::fault_injection::FaultInjector>,
 }
@@ -159,7 +163,9 @@ impl Default for Options {
             compaction_filter: None,
             registered_compaction_filters: Vec::new(),
             ttl: None,
+            write_times: false,
             clock: Arc::new(SystemClock),
+            transaction_retries: 10,
             #[cfg(feature = "__fault-injection")]
             fault_injector: None,
         }
@@ -522,24 +528,24 @@ impl Options {
         self
     }
 
-    /// Gives the keyspace's entries a time to live: an entry written at time *t* (by the store's
-    /// [`clock`](Self::clock)) is invisible to every read from *t* + `ttl` on, as if deleted (an
-    /// older version of its key does not show through), and compactions remove it. Counted in
-    /// whole seconds, rounded up. Default: none, entries live until deleted.
+    /// Gives the keyspace's entries a time to live: a value put at time *t* (by the store's
+    /// [`clock`](Self::clock)) without a time to live of its own is invisible to every read from
+    /// *t* + `ttl` on, as if deleted (an older version of its key does not show through), and
+    /// compactions remove it. Counted in whole seconds, rounded up. Default: none, entries live
+    /// until deleted. [`Db::put_with_ttl`](crate::Db::put_with_ttl) gives one entry its own time
+    /// to live instead, in any keyspace.
     ///
-    /// Every value of such a keyspace is stored with its write time (four more bytes, see
+    /// A value that expires is stored with its expiry time (four more bytes, see
     /// `docs/table_format.md`), stamped when its batch is committed; reads return the value as
     /// written, without it. A [`CompactionFilter`] of the keyspace sees values without it too,
-    /// and a value it changes keeps its write time. Expired entries leave the disk when a
+    /// and a value it changes keeps its expiry time. Expired entries leave the disk when a
     /// compaction rewrites the tables that hold them (a flush keeps them);
     /// [`Db::compact`](crate::Db::compact) of the keyspace rewrites every table.
     ///
-    /// A time to live belongs to a keyspace and is fixed when the keyspace is created, as its
-    /// other options are: the store records it, a reopened store restores it, and
-    /// [`Db::keyspace_with`](crate::Db::keyspace_with) refuses to open an existing keyspace with
-    /// another one. The default keyspace's options are not recorded, so it cannot have one:
-    /// [`Db::open`](crate::Db::open) refuses options with a time to live. Create a keyspace with
-    /// it instead.
+    /// Any keyspace may have one, the default keyspace too (given to [`Db::open`](crate::Db::open)).
+    /// The store records a keyspace's with its other options;
+    /// [`Keyspace::set_options`](crate::Keyspace::set_options) changes it, for the puts that
+    /// follow: an entry keeps the expiry time it was written with.
     ///
     /// ```
     /// use std::time::Duration;
@@ -550,7 +556,8 @@ impl Options {
     /// let db = Db::open(dir.path(), Options::default())?;
     /// let sessions =
     ///     db.keyspace_with("sessions", Options::default().ttl(Duration::from_secs(3600)))?;
-    /// sessions.put("token-1", "ada")?;
+    /// sessions.put("token-1", "ada")?; // an hour
+    /// sessions.put_with_ttl("token-2", "bob", Duration::from_secs(30 * 86_400))?; // thirty days
     /// assert_eq!(sessions.get("token-1")?, Some(b"ada".to_vec())); // an hour from now: None
     /// # Ok(())
     /// # }
@@ -561,10 +568,19 @@ impl Options {
     }
 
     /// The store's time source (default: [`SystemClock`](crate::SystemClock), the operating
-    /// system's), which stamps the write times of keyspaces with a [`ttl`](Self::ttl) and judges
-    /// their expiry. Store-wide. Tests give a clock they move by hand.
+    /// system's), which stamps the expiry times of entries with a time to live ([`ttl`](Self::ttl),
+    /// [`Db::put_with_ttl`](crate::Db::put_with_ttl)) and judges them. Store-wide. Tests give a
+    /// clock they move by hand.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// How many times [`Db::transaction_with`](crate::Db::transaction_with) runs a transaction
+    /// again after its commit met a conflict, before it returns the last `Error::Conflict`
+    /// (default 10). Store-wide.
+    pub fn transaction_retries(mut self, retries: usize) -> Self {
+        self.transaction_retries = retries;
         self
     }
 

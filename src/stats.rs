@@ -134,6 +134,10 @@ tickers! {
     /// Values compaction rewrote as the keyspace's [`CompactionFilter`](crate::CompactionFilter)
     /// changed them.
     CompactionFilterChanged => "compaction.filter.changed",
+    /// Compactions that threw their output away and wrote it again without asking the keyspace's
+    /// [`CompactionFilter`](crate::CompactionFilter): it had changed a value that a snapshot (or a
+    /// transaction) taken while the compaction ran could read, and that snapshot was still live.
+    CompactionFilterReruns => "compaction.filter.reruns",
     /// Tables whose range filter a bounded scan asked (ranges no wider than the filter answers).
     RangeFilterChecked => "range.filter.checked",
     /// Range filter checks that answered "no": the scan skipped the table without reading its

@@ -2,25 +2,44 @@
 //!
 //! Format: `docs/log_format.md`, *WAL records: write batches*.
 
+use std::time::Duration;
+
 use crate::coding::{fixed32_at, fixed64_at, put_length_prefixed, put_varint64, Decoder};
-use crate::db::Keyspace;
+use crate::db::{KeyRange, Keyspace};
 use crate::key::ValueKind;
 use crate::store_id::StoreId;
 
 const HEADER_LEN: usize = 12;
 
-/// Set in an entry's kind byte when a keyspace id (a varint) follows it; entries without it are
-/// the default keyspace's, as in every batch written before keyspaces existed.
+/// Set in an entry's kind byte when a keyspace id (a varint) follows it. An entry without it is
+/// un-targeted: it goes to the keyspace of the handle that writes the batch, which is the
+/// default keyspace by the time the batch is logged (as in every batch written before keyspaces
+/// existed).
 const IN_KEYSPACE: u8 = 0x80;
 
 /// A group of puts and deletes that [`Db::write`](crate::Db::write) applies atomically: after a
 /// crash either all of them are there or none.
 ///
+/// [`put`](Self::put), [`delete`](Self::delete), [`delete_range`](Self::delete_range) and
+/// [`put_with_ttl`](Self::put_with_ttl) name no keyspace: they go to the keyspace of the handle
+/// that writes the batch (`users.write(batch)` writes them to `users`, `db.write(batch)` to the
+/// default keyspace). Their `_in` forms go to the keyspace they name, whichever handle writes
+/// the batch.
+///
 /// ```
+/// # fn main() -> siftdb::Result<()> {
+/// # let dir = tempfile::tempdir()?;
+/// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+/// let (users, log) = (db.keyspace("users")?, db.keyspace("log")?);
 /// let mut batch = siftdb::WriteBatch::new();
-/// batch.put(b"a", b"1");
-/// batch.delete(b"b");
-/// assert_eq!(batch.len(), 2);
+/// batch.put(b"u1", b"Ada").delete(b"u0"); // to the keyspace that writes the batch
+/// batch.put_in(&log, b"0001", b"u1 joined"); // to `log`, whoever writes the batch
+/// assert_eq!(batch.len(), 3);
+/// users.write(batch)?;
+/// assert_eq!(users.get(b"u1")?, Some(b"Ada".to_vec()));
+/// assert_eq!(db.get(b"u1")?, None); // not in the default keyspace
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteBatch {
@@ -28,8 +47,13 @@ pub struct WriteBatch {
     count: u32,
     max_key: usize,
     max_value: usize,
-    /// Whether it writes to the default keyspace.
+    /// Whether it writes to the default keyspace (un-targeted entries, or entries naming it).
     default: bool,
+    /// Whether it holds un-targeted entries.
+    untargeted: bool,
+    /// Whether it holds what the group commit fills in before logging it: times to live still
+    /// relative to the commit, range deletes without an end (`db/batch_settling.rs`).
+    unsettled: bool,
     /// What `put_in` and `delete_in` named; out of line, so that a batch of the default keyspace
     /// alone (the usual one) stays as small to move around as before keyspaces existed.
     named: Option<Box<NamedKeyspaces>>,
@@ -51,6 +75,45 @@ impl Default for WriteBatch {
     }
 }
 
+/// Where an entry goes: the keyspace of the handle that writes the batch, or keyspace `id` of
+/// store `store`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target {
+    Untargeted,
+    In(u32, StoreId),
+}
+
+/// Where the entries of `keyspace`'s `_in` methods go.
+fn target(keyspace: &Keyspace) -> Target {
+    Target::In(keyspace.id(), keyspace.store_id())
+}
+
+/// The start and end of the range deletion of `range`: every key from `start` up to `end` (not
+/// included; `None`: no end). `None` for a range that holds no key.
+pub(crate) fn range_deletion_bounds<R: KeyRange>(range: R) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    use std::ops::Bound;
+    // `key + 0x00` is the first key after `key`: nothing sorts between them.
+    let after = |mut k: Vec<u8>| {
+        k.push(0);
+        k
+    };
+    let (start, end) = range.into_bounds();
+    let start = match start {
+        Bound::Included(k) => k,
+        Bound::Excluded(k) => after(k),
+        Bound::Unbounded => Vec::new(),
+    };
+    let end = match end {
+        Bound::Included(k) => Some(after(k)),
+        Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    };
+    match &end {
+        Some(e) if start >= *e => None,
+        _ => Some((start, end)),
+    }
+}
+
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> WriteBatch {
@@ -67,34 +130,40 @@ impl WriteBatch {
             max_key: 0,
             max_value: 0,
             default: false,
+            untargeted: false,
+            unsettled: false,
             named: None,
         }
     }
 
-    /// Sets `key` to `value` in the default keyspace.
+    /// Sets `key` to `value` in the keyspace of the handle that writes the batch (the default
+    /// keyspace through a `Db`).
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        self.rep.push(ValueKind::Value as u8);
-        put_length_prefixed(&mut self.rep, key);
-        put_length_prefixed(&mut self.rep, value);
-        self.default = true;
-        self.note(key.len(), value.len());
-        self
+        self.put_to(Target::Untargeted, key.as_ref(), value.as_ref())
     }
 
-    /// Removes `key` from the default keyspace (a tombstone; deleting an absent key is fine).
+    /// Removes `key` from the keyspace of the handle that writes the batch (a tombstone;
+    /// deleting an absent key is fine).
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        let key = key.as_ref();
-        self.rep.push(ValueKind::Deletion as u8);
-        put_length_prefixed(&mut self.rep, key);
-        self.default = true;
-        self.note(key.len(), 0);
-        self
+        self.delete_to(Target::Untargeted, key.as_ref())
     }
 
-    /// Removes every key from `range.start` up to (not including) `range.end` from the default
-    /// keyspace: one entry, however many keys the range holds. Keys written after it, in this
-    /// batch or later, are not removed. An empty range (`start >= end`) adds nothing.
+    /// Sets `key` to `value` in the keyspace of the handle that writes the batch, for `ttl` from
+    /// the commit on: from then, every read sees it absent, whatever the keyspace's own
+    /// [`ttl`](crate::Options::ttl) (see [`Db::put_with_ttl`](crate::Db::put_with_ttl)).
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> &mut Self {
+        self.put_with_ttl_to(Target::Untargeted, key.as_ref(), value.as_ref(), ttl)
+    }
+
+    /// Removes every key of `range` (any range [`Db::scan`](crate::Db::scan) takes: `a..b`,
+    /// `a..=b`, `a..`, `..b`, `..`, a pair of bounds) from the keyspace of the handle that writes
+    /// the batch: one entry, however many keys the range holds. Keys written after it, in this
+    /// batch or later, are not removed. A range that holds no key adds nothing.
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
@@ -110,17 +179,8 @@ impl WriteBatch {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn delete_range<K: AsRef<[u8]>>(&mut self, range: std::ops::Range<K>) -> &mut Self {
-        let (start, end) = (range.start.as_ref(), range.end.as_ref());
-        if start >= end {
-            return self;
-        }
-        self.rep.push(ValueKind::RangeDeletion as u8);
-        put_length_prefixed(&mut self.rep, start);
-        put_length_prefixed(&mut self.rep, end);
-        self.default = true;
-        self.note(start.len().max(end.len()), 0);
-        self
+    pub fn delete_range<R: KeyRange>(&mut self, range: R) -> &mut Self {
+        self.delete_range_to(Target::Untargeted, range)
     }
 
     /// Sets `key` to `value` in `keyspace`. One batch may write to any keyspaces of one store:
@@ -145,102 +205,170 @@ impl WriteBatch {
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> &mut Self {
-        self.put_to(
-            keyspace.id(),
-            keyspace.store_id(),
-            key.as_ref(),
-            value.as_ref(),
-        )
-    }
-
-    /// Sets `key` to `value` in keyspace `id` of store `store`.
-    pub(crate) fn put_to(
-        &mut self,
-        id: u32,
-        store: StoreId,
-        key: &[u8],
-        value: &[u8],
-    ) -> &mut Self {
-        self.entry_in(id, store, ValueKind::Value);
-        put_length_prefixed(&mut self.rep, key);
-        put_length_prefixed(&mut self.rep, value);
-        self.note(key.len(), value.len());
-        self
+        self.put_to(target(keyspace), key.as_ref(), value.as_ref())
     }
 
     /// Removes `key` from `keyspace` (see [`put_in`](Self::put_in)).
     pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
-        self.delete_to(keyspace.id(), keyspace.store_id(), key.as_ref())
+        self.delete_to(target(keyspace), key.as_ref())
     }
 
-    /// Removes `key` from keyspace `id` of store `store`.
-    pub(crate) fn delete_to(&mut self, id: u32, store: StoreId, key: &[u8]) -> &mut Self {
-        self.entry_in(id, store, ValueKind::Deletion);
-        put_length_prefixed(&mut self.rep, key);
+    /// [`put_with_ttl`](Self::put_with_ttl) in `keyspace` (see [`put_in`](Self::put_in)).
+    pub fn put_with_ttl_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> &mut Self {
+        self.put_with_ttl_to(target(keyspace), key.as_ref(), value.as_ref(), ttl)
+    }
+
+    /// [`delete_range`](Self::delete_range) in `keyspace` (see [`put_in`](Self::put_in)).
+    pub fn delete_range_in<R: KeyRange>(&mut self, keyspace: &Keyspace, range: R) -> &mut Self {
+        self.delete_range_to(target(keyspace), range)
+    }
+
+    /// Sets `key` to `value` in `to`.
+    pub(crate) fn put_to(&mut self, to: Target, key: &[u8], value: &[u8]) -> &mut Self {
+        self.entry(to, ValueKind::Value, key, Some(value));
+        self.note(key.len(), value.len());
+        self
+    }
+
+    /// Removes `key` from `to`.
+    pub(crate) fn delete_to(&mut self, to: Target, key: &[u8]) -> &mut Self {
+        self.entry(to, ValueKind::Deletion, key, None);
         self.note(key.len(), 0);
         self
     }
 
-    /// [`delete_range`](Self::delete_range) in `keyspace` (see [`put_in`](Self::put_in)).
-    pub fn delete_range_in<K: AsRef<[u8]>>(
+    /// Sets `key` to `value` in `to` for `ttl` from the commit. Until the commit stamps it, the
+    /// value ends in the TTL in whole seconds (held at the largest four bytes hold).
+    pub(crate) fn put_with_ttl_to(
         &mut self,
-        keyspace: &Keyspace,
-        range: std::ops::Range<K>,
+        to: Target,
+        key: &[u8],
+        value: &[u8],
+        ttl: Duration,
     ) -> &mut Self {
-        self.delete_range_to(
-            keyspace.id(),
-            keyspace.store_id(),
-            range.start.as_ref(),
-            range.end.as_ref(),
-        )
-    }
-
-    /// Removes the keys in `[start, end)` from keyspace `id` of store `store` (nothing if the
-    /// range is empty).
-    pub(crate) fn delete_range_to(
-        &mut self,
-        id: u32,
-        store: StoreId,
-        start: &[u8],
-        end: &[u8],
-    ) -> &mut Self {
-        if start >= end {
-            return self;
-        }
-        self.entry_in(id, store, ValueKind::RangeDeletion);
-        put_length_prefixed(&mut self.rep, start);
-        put_length_prefixed(&mut self.rep, end);
-        self.note(start.len().max(end.len()), 0);
+        let seconds = u32::try_from(crate::db::ttl_seconds(ttl)).unwrap_or(u32::MAX);
+        let mut stored = Vec::with_capacity(value.len() + 4);
+        stored.extend_from_slice(value);
+        stored.extend_from_slice(&seconds.to_le_bytes());
+        self.entry(to, ValueKind::ExpiringValue, key, Some(&stored));
+        self.unsettled = true;
+        self.note(key.len(), value.len());
         self
     }
 
-    /// Starts an entry of `kind` in keyspace `id` of store `store`.
-    fn entry_in(&mut self, id: u32, store: StoreId, kind: ValueKind) {
-        let named = self.named.get_or_insert_with(|| {
-            Box::new(NamedKeyspaces {
-                ids: Vec::new(),
-                store,
-                mixed: false,
-            })
-        });
-        named.mixed |= named.store != store;
-        if id == crate::db::version_edit::DEFAULT_KEYSPACE_ID {
-            self.rep.push(kind as u8);
-            self.default = true;
-            return;
+    /// Removes the keys of `range` from `to` (nothing if it holds none).
+    pub(crate) fn delete_range_to<R: KeyRange>(&mut self, to: Target, range: R) -> &mut Self {
+        if let Some((start, end)) = range_deletion_bounds(range) {
+            self.range_deletion(to, &start, end.as_deref());
         }
-        self.rep.push(kind as u8 | IN_KEYSPACE);
-        put_varint64(&mut self.rep, u64::from(id));
-        if !named.ids.contains(&id) {
-            named.ids.push(id);
-        }
+        self
     }
 
-    fn note(&mut self, key: usize, value: usize) {
+    /// Adds a range deletion of `[start, end)` (`end` `None`: no end, which the commit fills in;
+    /// `start < end`) to `to`.
+    pub(crate) fn range_deletion(&mut self, to: Target, start: &[u8], end: Option<&[u8]>) {
+        // Until the commit fills it in, a missing end is an empty one: no written range ends
+        // there, since an empty range is never written.
+        self.entry(
+            to,
+            ValueKind::RangeDeletion,
+            start,
+            Some(end.unwrap_or_default()),
+        );
+        self.unsettled |= end.is_none();
+        let end_len = end.map_or(0, <[u8]>::len);
+        self.note(start.len().max(end_len), 0);
+    }
+
+    /// Appends an entry of `kind` to `to`: its kind byte, keyspace, key and value.
+    pub(crate) fn entry(&mut self, to: Target, kind: ValueKind, key: &[u8], value: Option<&[u8]>) {
+        match to {
+            Target::Untargeted => {
+                self.rep.push(kind as u8);
+                self.untargeted = true;
+                self.default = true;
+            }
+            Target::In(id, store) => {
+                let named = self.named.get_or_insert_with(|| {
+                    Box::new(NamedKeyspaces {
+                        ids: Vec::new(),
+                        store,
+                        mixed: false,
+                    })
+                });
+                named.mixed |= named.store != store;
+                self.rep.push(kind as u8 | IN_KEYSPACE);
+                put_varint64(&mut self.rep, u64::from(id));
+                if id == crate::db::version_edit::DEFAULT_KEYSPACE_ID {
+                    self.default = true;
+                } else if !named.ids.contains(&id) {
+                    named.ids.push(id);
+                }
+            }
+        }
+        put_length_prefixed(&mut self.rep, key);
+        if let Some(value) = value {
+            put_length_prefixed(&mut self.rep, value);
+        }
         self.count += 1;
+        self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
+    }
+
+    /// Takes `other`'s largest key and value (the user's, before the commit filled anything in),
+    /// for a batch rebuilt from it.
+    pub(crate) fn adopt_largest(&mut self, other: &WriteBatch) {
+        (self.max_key, self.max_value) = (other.max_key, other.max_value);
+    }
+
+    /// Whether it holds entries that name no keyspace.
+    pub(crate) fn has_untargeted(&self) -> bool {
+        self.untargeted
+    }
+
+    /// Whether the group commit has times to live or range ends to fill in.
+    pub(crate) fn is_unsettled(&self) -> bool {
+        self.unsettled
+    }
+
+    /// The same batch with its un-targeted entries sent to keyspace `id` of store `store` (the
+    /// keyspace of the handle writing it); `None` if it does not decode.
+    pub(crate) fn retargeted(&self, id: u32, store: StoreId) -> Option<WriteBatch> {
+        let mut out = WriteBatch::with_capacity(self.rep.len() + self.count as usize);
+        // Entries that name a keyspace keep the store they named (a batch naming another store's
+        // keyspace is refused, as before).
+        let named_store = self.named.as_ref().map_or(store, |n| n.store);
+        for e in BatchEntries::new(&self.rep)? {
+            let e = e?;
+            let to = match e.targeted {
+                true => Target::In(e.keyspace, named_store),
+                false => Target::In(id, store),
+            };
+            out.copy_entry(to, &e);
+        }
+        out.unsettled = self.unsettled;
+        out.adopt_largest(self);
+        if let (Some(n), Some(o)) = (&self.named, out.named.as_mut()) {
+            o.mixed |= n.mixed;
+        }
+        Some(out)
+    }
+
+    /// Appends a copy of entry `e` (of another batch) to `to`.
+    fn copy_entry(&mut self, to: Target, e: &BatchEntry<'_>) {
+        let value = (e.kind != ValueKind::Deletion).then_some(e.value);
+        self.entry(to, e.kind, e.key, value);
+    }
+
+    /// Records the sizes of an entry's key and value, for the limits a write checks.
+    fn note(&mut self, key: usize, value: usize) {
         self.max_key = self.max_key.max(key);
         self.max_value = self.max_value.max(value);
-        self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
     }
 
     /// The number of puts and deletes.
@@ -310,6 +438,8 @@ impl WriteBatch {
 pub(crate) struct BatchEntry<'a> {
     pub(crate) seq: u64,
     pub(crate) keyspace: u32,
+    /// Whether it names its keyspace (else it is un-targeted: `keyspace` is the default one's).
+    pub(crate) targeted: bool,
     pub(crate) kind: ValueKind,
     pub(crate) key: &'a [u8],
     pub(crate) value: &'a [u8],
@@ -349,7 +479,8 @@ impl<'a> BatchEntries<'a> {
 
     fn entry(&mut self) -> Option<BatchEntry<'a>> {
         let byte = self.d.u8()?;
-        let keyspace = if byte & IN_KEYSPACE != 0 {
+        let targeted = byte & IN_KEYSPACE != 0;
+        let keyspace = if targeted {
             self.d.varint32()?
         } else {
             crate::db::version_edit::DEFAULT_KEYSPACE_ID
@@ -358,7 +489,9 @@ impl<'a> BatchEntries<'a> {
         let key = self.d.length_prefixed()?;
         // A range deletion's "value" is its end key.
         let value = match kind {
-            ValueKind::Value | ValueKind::RangeDeletion => self.d.length_prefixed()?,
+            ValueKind::Value | ValueKind::ExpiringValue | ValueKind::RangeDeletion => {
+                self.d.length_prefixed()?
+            }
             ValueKind::Deletion => &[],
         };
         let seq = self.first.checked_add(self.next)?;
@@ -369,6 +502,7 @@ impl<'a> BatchEntries<'a> {
         Some(BatchEntry {
             seq,
             keyspace,
+            targeted,
             kind,
             key,
             value,
@@ -428,9 +562,9 @@ mod tests {
         let (ours, theirs) = ([1u8; 16], [2u8; 16]);
         let mut b = WriteBatch::new();
         b.put(b"d", b"0")
-            .put_to(7, ours, b"k", b"v")
-            .delete_to(300, ours, b"gone")
-            .delete_range_to(300, ours, b"x", b"y");
+            .put_to(Target::In(7, ours), b"k", b"v")
+            .delete_to(Target::In(300, ours), b"gone")
+            .delete_range_to(Target::In(300, ours), &b"x"[..]..&b"y"[..]);
         assert_eq!(b.keyspaces().collect::<Vec<_>>(), [0, 7, 300]);
         assert!(b.names_keyspaces());
         assert_eq!(b.store(), Ok(Some(ours)));
@@ -450,12 +584,103 @@ mod tests {
             ]
         );
         assert_eq!(b.last_sequence(), 8);
-        b.put_to(7, theirs, b"x", b"y");
+        b.put_to(Target::In(7, theirs), b"x", b"y");
         assert_eq!(b.store(), Err(()));
         // A plain batch names no keyspace and no store.
         let mut plain = WriteBatch::new();
         plain.put(b"a", b"1");
         assert!(!plain.names_keyspaces());
         assert_eq!(plain.store(), Ok(None));
+    }
+
+    /// Written through a keyspace's handle, a batch's un-targeted entries go to that keyspace;
+    /// those naming a keyspace, the default one included, stay where they name, with their store.
+    #[test]
+    fn retargeting_sends_untargeted_entries_to_the_writing_keyspace() {
+        let (ours, theirs) = ([1u8; 16], [2u8; 16]);
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1")
+            .put_to(Target::In(0, ours), b"d", b"named default")
+            .delete(b"b")
+            .put_to(Target::In(9, ours), b"n", b"named")
+            .delete_range(&b"m"[..]..);
+        assert!(b.has_untargeted() && b.is_unsettled());
+        let r = b.retargeted(5, ours).unwrap();
+        assert!(!r.has_untargeted() && r.is_unsettled());
+        assert_eq!(r.len(), b.len());
+        assert_eq!(r.largest_key_and_value(), b.largest_key_and_value());
+        assert_eq!(r.keyspaces().collect::<Vec<_>>(), [0, 5, 9]);
+        assert_eq!(r.store(), Ok(Some(ours)));
+        let got: Vec<_> = decode_batch(r.encoded())
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e.keyspace,
+                    e.targeted,
+                    e.kind,
+                    e.key.to_vec(),
+                    e.value.to_vec(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (5, true, ValueKind::Value, b"a".to_vec(), b"1".to_vec()),
+                (
+                    0,
+                    true,
+                    ValueKind::Value,
+                    b"d".to_vec(),
+                    b"named default".to_vec()
+                ),
+                (5, true, ValueKind::Deletion, b"b".to_vec(), vec![]),
+                (9, true, ValueKind::Value, b"n".to_vec(), b"named".to_vec()),
+                (5, true, ValueKind::RangeDeletion, b"m".to_vec(), vec![]),
+            ]
+        );
+        // A keyspace of another store stays another store's: the write is refused.
+        let mut other = WriteBatch::new();
+        other
+            .put(b"a", b"1")
+            .put_to(Target::In(3, theirs), b"k", b"v");
+        assert_eq!(other.retargeted(5, ours).unwrap().store(), Err(()));
+    }
+
+    /// Every shape of range a scan takes becomes the `[start, end)` a range deletion writes:
+    /// `key + 0x00` for an excluded start or an included end, nothing for an empty range.
+    #[test]
+    fn every_range_shape_becomes_a_start_and_an_end() {
+        use std::ops::Bound;
+        let v = |s: &str| s.as_bytes().to_vec();
+        let z = |s: &str| [s.as_bytes(), &[0]].concat();
+        assert_eq!(
+            range_deletion_bounds("a".."m"),
+            Some((v("a"), Some(v("m"))))
+        );
+        assert_eq!(
+            range_deletion_bounds("a"..="m"),
+            Some((v("a"), Some(z("m"))))
+        );
+        assert_eq!(range_deletion_bounds("a"..), Some((v("a"), None)));
+        assert_eq!(range_deletion_bounds(.."m"), Some((vec![], Some(v("m")))));
+        assert_eq!(range_deletion_bounds(..="m"), Some((vec![], Some(z("m")))));
+        assert_eq!(range_deletion_bounds(..), Some((vec![], None)));
+        assert_eq!(
+            range_deletion_bounds((Bound::Excluded("a"), Bound::Included("a"))),
+            None
+        );
+        assert_eq!(
+            range_deletion_bounds((Bound::Excluded("a"), Bound::Unbounded)),
+            Some((z("a"), None))
+        );
+        assert_eq!(range_deletion_bounds("m".."a"), None);
+        assert_eq!(range_deletion_bounds("a".."a"), None);
+        assert_eq!(
+            range_deletion_bounds("a"..="a"),
+            Some((v("a"), Some(z("a"))))
+        );
+        assert_eq!(range_deletion_bounds(..""), None);
     }
 }

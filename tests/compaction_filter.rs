@@ -1,15 +1,20 @@
 //! Compaction filters (`Options::compaction_filter`): what compaction keeps, removes and changes
-//! as a filter decides; what snapshots keep seeing; that a removed value does not bring back an
-//! older version from a deeper level; a panicking filter; a keyspace's filter found again on
-//! reopen.
+//! as a filter decides; what snapshots keep seeing, those taken and the transactions begun while a
+//! compaction is filtering too (a filter held on one key opens that window), and what expiry by a
+//! TTL there does; that a removed value does not bring back an older version from a deeper level;
+//! a panicking filter; a keyspace's filter found again on reopen.
 
 mod common;
 use common::{settle, tables_per_level};
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use siftdb::{CompactionDecision, CompactionFilter, Db, Error, GetSource, Options, Ticker};
+use siftdb::{
+    Clock, CompactionDecision, CompactionFilter, Db, Error, GetSource, Options, Snapshot, Ticker,
+};
 
 /// Removes keys starting with `drop` and values `remove-me`, upper-cases the values of keys
 /// starting with `up`, panics on the key `panic`; keeps the rest. Off, it keeps everything.
@@ -293,4 +298,220 @@ fn a_keyspace_finds_its_filter_again_by_name_on_reopen() {
     ks.put("drop3", "x").unwrap();
     ks.compact().unwrap();
     assert_eq!(ks.get("drop3").unwrap(), Some(b"x".to_vec()));
+}
+
+/// [`Rules`] that, the first time compaction asks about a key ending in `hold`, stop the
+/// compaction there until the test releases it: keys before it are then decided, keys after it
+/// not yet.
+struct Held {
+    rules: Arc<Rules>,
+    once: AtomicBool,
+    arrived: Mutex<Sender<()>>,
+    release: Mutex<Receiver<()>>,
+}
+
+/// The test's side of a [`Held`] filter.
+struct Window {
+    arrived: Receiver<()>,
+    release: Sender<()>,
+}
+
+impl Window {
+    fn wait_arrival(&self) {
+        self.arrived
+            .recv_timeout(Duration::from_secs(60))
+            .expect("no compaction asked the filter about the held key");
+    }
+
+    fn release(&self) {
+        self.release.send(()).unwrap();
+    }
+}
+
+fn held() -> (Arc<Held>, Window) {
+    let (arrived_tx, arrived) = channel();
+    let (release, release_rx) = channel();
+    let filter = Arc::new(Held {
+        rules: Rules::new("test.Held"),
+        once: AtomicBool::new(true),
+        arrived: Mutex::new(arrived_tx),
+        release: Mutex::new(release_rx),
+    });
+    (filter, Window { arrived, release })
+}
+
+impl CompactionFilter for Held {
+    fn name(&self) -> &str {
+        "test.Held"
+    }
+
+    fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> CompactionDecision {
+        if key.ends_with(b"hold") && self.once.swap(false, Ordering::SeqCst) {
+            self.arrived.lock().unwrap().send(()).unwrap();
+            self.release.lock().unwrap().recv().unwrap();
+        }
+        self.rules.filter(level, key, value)
+    }
+}
+
+fn get_at(db: &Db, snapshot: &Snapshot, key: &str) -> Option<String> {
+    db.get_at(snapshot, key)
+        .unwrap()
+        .map(|v| String::from_utf8(v).unwrap())
+}
+
+/// A store whose default keyspace has `filter` and holds `keys`, all "original", in L0.
+fn store_holding(dir: &std::path::Path, filter: Arc<Held>, keys: &[&str]) -> Db {
+    let db = Db::open(dir, Options::default().compaction_filter(filter)).unwrap();
+    for k in keys {
+        db.put(k, "original").unwrap();
+    }
+    db
+}
+
+/// A snapshot and a transaction begin while `Db::compact` is held at the key `held`, among
+/// `drop-a` (which the filter removes) and `up-b` (which it changes): both read the same before
+/// and after the compaction installs, and the transaction commits as if the compaction had not
+/// run. The filter was asked `asked` times in all.
+fn snapshot_and_transaction_in_the_window(held: &str, asked: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (filter, window) = self::held();
+    let db = store_holding(dir.path(), filter.clone(), &["drop-a", held, "up-b"]);
+    let compacting = {
+        let db = db.clone();
+        std::thread::spawn(move || db.compact())
+    };
+    window.wait_arrival();
+    let snapshot = db.snapshot();
+    let mut tx = db.transaction();
+    let original = Some("original".to_string());
+    let tx_get = |tx: &mut siftdb::Transaction, k: &str| {
+        tx.get(k).unwrap().map(|v| String::from_utf8(v).unwrap())
+    };
+    for k in ["drop-a", "up-b"] {
+        assert_eq!(
+            get_at(&db, &snapshot, k),
+            original,
+            "{k} before the install"
+        );
+        assert_eq!(tx_get(&mut tx, k), original, "{k} before the install");
+    }
+    window.release();
+    compacting.join().unwrap().unwrap();
+    for k in ["drop-a", "up-b"] {
+        assert_eq!(get_at(&db, &snapshot, k), original, "{k} after the install");
+        assert_eq!(tx_get(&mut tx, k), original, "{k} after the install");
+        assert_eq!(
+            get(&db, k),
+            original,
+            "{k}: the store as the transaction saw it"
+        );
+    }
+    // What it read is what the store holds as it commits: nothing to refuse, and its write lands.
+    tx.put("seen", "drop-a and up-b original").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(get(&db, "seen"), Some("drop-a and up-b original".into()));
+    assert_eq!(get(&db, "drop-a"), original);
+    // The job ran once more without asking the filter; the decisions thrown away are not counted.
+    assert_eq!(filter.rules.calls.load(Ordering::Relaxed), asked);
+    assert_eq!(ticker(&db, Ticker::CompactionFilterReruns), 1);
+    assert_eq!(ticker(&db, Ticker::CompactionFilterRemoved), 0);
+    assert_eq!(ticker(&db, Ticker::CompactionFilterChanged), 0);
+    // With the snapshot gone, the next compaction decides them.
+    drop(snapshot);
+    db.compact().unwrap();
+    assert_eq!(get(&db, "drop-a"), None);
+    assert_eq!(get(&db, "up-b"), Some("ORIGINAL".into()));
+    assert_eq!(ticker(&db, Ticker::CompactionFilterRemoved), 1);
+    assert_eq!(ticker(&db, Ticker::CompactionFilterChanged), 1);
+}
+
+#[test]
+fn a_snapshot_and_a_transaction_begun_while_a_filter_runs_read_the_same_once_it_installs() {
+    // Held before up-b: the job sees the snapshot at its next key, asks no more and gives up
+    // (up-b is never asked).
+    snapshot_and_transaction_in_the_window("hold", 2);
+    // Held at its last key, every decision made: the install finds the snapshot.
+    snapshot_and_transaction_in_the_window("zz-hold", 3);
+}
+
+#[test]
+fn a_snapshot_released_before_the_filtering_job_installs_leaves_its_decisions_standing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (filter, window) = held();
+    let db = store_holding(dir.path(), filter.clone(), &["drop-a", "hold", "up-b"]);
+    let compacting = {
+        let db = db.clone();
+        std::thread::spawn(move || db.compact())
+    };
+    window.wait_arrival();
+    let snapshot = db.snapshot();
+    assert_eq!(get_at(&db, &snapshot, "drop-a"), Some("original".into()));
+    let mut tx = db.transaction();
+    assert_eq!(tx.get("drop-a").unwrap(), Some(b"original".to_vec()));
+    tx.put("other", "o").unwrap();
+    tx.commit().unwrap();
+    drop(snapshot);
+    window.release();
+    compacting.join().unwrap().unwrap();
+    // No reader that saw drop-a and up-b as they were is left: the decisions stand, in one job.
+    assert_eq!(get(&db, "drop-a"), None);
+    assert_eq!(get(&db, "up-b"), Some("ORIGINAL".into()));
+    assert_eq!(get(&db, "other"), Some("o".into()));
+    assert_eq!(ticker(&db, Ticker::CompactionFilterRemoved), 1);
+    assert_eq!(ticker(&db, Ticker::CompactionFilterChanged), 1);
+    assert_eq!(ticker(&db, Ticker::CompactionFilterReruns), 0);
+    assert_eq!(filter.rules.calls.load(Ordering::Relaxed), 3);
+}
+
+/// A clock moved by hand, in seconds since the Unix epoch.
+struct ManualClock(AtomicU64);
+
+impl Clock for ManualClock {
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(self.0.load(Ordering::Relaxed))
+    }
+}
+
+#[test]
+fn expiry_by_a_compaction_that_a_snapshot_watches_changes_none_of_its_reads() {
+    const T0: u64 = 1_700_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
+    let (filter, window) = held();
+    let db = Db::open(dir.path(), Options::default().clock(clock.clone())).unwrap();
+    let ks = db
+        .keyspace_with(
+            "expiring",
+            Options::default()
+                .ttl(Duration::from_secs(10))
+                .compaction_filter(filter),
+        )
+        .unwrap();
+    ks.put("gone", "written at T0").unwrap();
+    clock.0.store(T0 + 5, Ordering::Relaxed);
+    ks.put("hold", "h").unwrap();
+    ks.put("stays", "written at T0 + 5").unwrap();
+    clock.0.store(T0 + 10, Ordering::Relaxed);
+    let compacting = {
+        let ks = ks.clone();
+        std::thread::spawn(move || ks.compact())
+    };
+    // The job has turned `gone` into a tombstone and waits on `hold`.
+    window.wait_arrival();
+    let snapshot = ks.snapshot();
+    let reads =
+        |ks: &siftdb::Keyspace| ["gone", "hold", "stays"].map(|k| ks.get_at(&snapshot, k).unwrap());
+    let before = reads(&ks);
+    assert_eq!(before[0], None, "expired by the clock");
+    assert_eq!(before[2], Some(b"written at T0 + 5".to_vec()));
+    window.release();
+    compacting.join().unwrap().unwrap();
+    assert_eq!(reads(&ks), before);
+    // The expiry was installed while the snapshot lived: the expired value is gone from disk.
+    assert_eq!(ks.statistics().ticker(Ticker::CompactionFilterRemoved), 1);
+    assert_eq!(ks.approximate_len(), 2);
+    // Later, the clock expires the rest for the snapshot too, as for every reader.
+    clock.0.store(T0 + 15, Ordering::Relaxed);
+    assert_eq!(reads(&ks), [None, None, None]);
 }

@@ -194,7 +194,7 @@ fn close_reports_the_background_error_whichever_handle_closes() {
 /// Scans and cursors made before the close keep reading what they hold, both ways, and keep
 /// `LOCK` until dropped.
 #[test]
-fn scans_and_cursors_made_before_close_keep_reading_and_hold_the_lock() {
+fn scans_and_cursors_made_before_close_keep_reading_and_hold_the_lock_which_the_error_names() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     for i in 0..100 {
@@ -204,11 +204,27 @@ fn scans_and_cursors_made_before_close_keep_reading_and_hold_the_lock() {
     db.put("k100", "in the memtable").unwrap();
     let mut scan = db.scan("k050"..);
     let mut cursor = db.cursor();
+    let open_here = Db::open(dir.path(), Options::default()).err().unwrap();
+    assert!(
+        open_here
+            .to_string()
+            .contains("held by a Db open in this process"),
+        "{open_here}"
+    );
     db.close().unwrap();
-    assert!(matches!(
-        Db::open(dir.path(), Options::default()),
-        Err(Error::Locked(_))
-    ));
+    // The error names what holds the lock: the scan and the cursor of the closed store.
+    match Db::open(dir.path(), Options::default()) {
+        Err(Error::Locked(locked)) => {
+            assert_eq!(locked, dir.path());
+            assert!(
+                locked
+                    .to_string()
+                    .contains("held by 2 scans or cursors of a closed Db in this process"),
+                "{locked}"
+            );
+        }
+        other => panic!("expected Locked, got {:?}", other.err()),
+    }
     assert_eq!(scan.next_back().unwrap().unwrap().0, b"k100");
     assert_eq!(scan.next().unwrap().unwrap().0, b"k050");
     cursor.seek_for_prev("k0995").unwrap();
@@ -216,10 +232,11 @@ fn scans_and_cursors_made_before_close_keep_reading_and_hold_the_lock() {
     cursor.next().unwrap();
     assert_eq!(cursor.key(), b"k100");
     drop(cursor);
-    assert!(matches!(
-        Db::open(dir.path(), Options::default()),
-        Err(Error::Locked(_))
-    ));
+    let e = Db::open(dir.path(), Options::default()).err().unwrap();
+    assert!(
+        matches!(&e, Error::Locked(_)) && e.to_string().contains("1 scan or cursor"),
+        "{e}"
+    );
     assert_eq!(scan.count(), 49, "k051..=k099, the rest of the range");
     // The scan is gone: `LOCK` is free although the closed handle lives.
     let reopened = Db::open(dir.path(), Options::default()).unwrap();

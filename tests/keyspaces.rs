@@ -868,6 +868,69 @@ fn the_stats_property_has_a_section_per_keyspace() {
     assert_eq!(db.property("siftdb.num-files-at-level0").unwrap(), "0");
 }
 
+/// The WAL and the write stalls are the store's: the report shows the store's figures, not the
+/// default keyspace's (which holds none of them).
+#[test]
+fn the_stats_property_shows_the_stores_wal_bytes_and_stalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let ks = db.keyspace("events").unwrap();
+    for i in 0..2000 {
+        ks.put(key(i), vec![b'v'; 500]).unwrap();
+    }
+    let wal = db.statistics().ticker(Ticker::WalBytes);
+    assert!(wal > 1 << 20, "{wal} WAL bytes");
+    let report = db.property("siftdb.stats").unwrap();
+    let line = format!("WAL: {:.1} MiB written", wal as f64 / (1 << 20) as f64);
+    assert!(report.contains(&line), "no {line:?} in:\n{report}");
+    assert!(report.contains("write stalls: "), "{report}");
+    // A keyspace's own report shows them too: they are the store's.
+    assert!(ks.property("siftdb.stats").unwrap().contains(&line));
+    // And the counters come under a line saying what they are.
+    assert!(report.contains("counters since open"), "{report}");
+}
+
+/// A batch written through a keyspace's handle puts its entries that name no keyspace in that
+/// keyspace, and those that name one where they name, the default keyspace included.
+#[test]
+fn a_batch_written_through_a_keyspace_handle_lands_in_that_keyspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (users, log) = (db.keyspace("users").unwrap(), db.keyspace("log").unwrap());
+    db.put("u0", "in default").unwrap();
+    users.put("u0", "old").unwrap();
+    users.put("u9", "deleted by range").unwrap();
+    let mut batch = WriteBatch::new();
+    batch
+        .put("u5", "Ada")
+        .delete("u0")
+        .delete_range("u9"..)
+        .put_in(&log, "0001", "u5 joined")
+        .put_in(&db.default_keyspace(), "d", "named default");
+    users.write(batch).unwrap();
+    assert_eq!(users.get("u5").unwrap(), Some(b"Ada".to_vec()));
+    assert_eq!(users.get("u0").unwrap(), None);
+    assert_eq!(users.get("u9").unwrap(), None);
+    assert_eq!(log.get("0001").unwrap(), Some(b"u5 joined".to_vec()));
+    assert_eq!(db.get("d").unwrap(), Some(b"named default".to_vec()));
+    // Nothing un-targeted reached the default keyspace.
+    assert_eq!(db.get("u5").unwrap(), None);
+    assert_eq!(db.get("u0").unwrap(), Some(b"in default".to_vec()));
+    // Written through `Db`, the same batch goes to the default keyspace; synced, too.
+    let mut batch = WriteBatch::new();
+    batch.put("u6", "Bob");
+    db.write_opt(batch, &siftdb::WriteOptions::new().sync(true))
+        .unwrap();
+    assert_eq!(db.get("u6").unwrap(), Some(b"Bob".to_vec()));
+    assert_eq!(users.get("u6").unwrap(), None);
+    // It survives a reopen where it landed.
+    drop((users, log, db));
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let users = db.keyspace("users").unwrap();
+    assert_eq!(users.get("u5").unwrap(), Some(b"Ada".to_vec()));
+    assert_eq!(db.get("u5").unwrap(), None);
+}
+
 /// `max_total_wal_size` of `a_hundred_keyspaces_keep_the_wals_under_max_total_wal_size`.
 const MAX_TOTAL_WAL: u64 = 256 << 10;
 /// Its memtables: a quarter of that (as the default bound is four memtables).

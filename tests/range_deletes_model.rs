@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use siftdb::{Db, Filter, Options, Snapshot, Ticker, WriteBatch};
+use siftdb::{Db, Filter, KeyRange, Keyspace, Options, Snapshot, Ticker, WriteBatch};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -273,4 +273,150 @@ fn a_store_that_deletes_ranges_matches_a_btreemap_model() {
          {} lookups covered by a range tombstone",
         stats.ticker(Ticker::RangeDeleteCovered)
     );
+}
+
+/// Where a range delete of `range_deletes_of_every_bound_shape_match_a_model` is written.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Keyspace,
+    Batch,
+    BatchIn,
+    Transaction,
+    TransactionIn,
+}
+
+/// Deletes `range` from `ks` the way `via` says, and from `model`.
+fn delete_range_via<R: KeyRange + Clone>(
+    db: &Db,
+    ks: &Keyspace,
+    via: Via,
+    range: R,
+    model: &mut Model,
+) {
+    let (start, end) = range.clone().into_bounds();
+    model.retain(|k, _| {
+        let after_start = match &start {
+            Bound::Included(s) => k >= s,
+            Bound::Excluded(s) => k > s,
+            Bound::Unbounded => true,
+        };
+        let before_end = match &end {
+            Bound::Included(e) => k <= e,
+            Bound::Excluded(e) => k < e,
+            Bound::Unbounded => true,
+        };
+        !(after_start && before_end)
+    });
+    match via {
+        Via::Keyspace => ks.delete_range(range).unwrap(),
+        Via::Batch => {
+            let mut b = WriteBatch::new();
+            b.delete_range(range);
+            ks.write(b).unwrap();
+        }
+        Via::BatchIn => {
+            let mut b = WriteBatch::new();
+            b.delete_range_in(ks, range);
+            db.write(b).unwrap();
+        }
+        Via::Transaction => {
+            let mut tx = ks.transaction();
+            tx.delete_range(range).unwrap();
+            tx.commit().unwrap();
+        }
+        Via::TransactionIn => {
+            let mut tx = db.transaction();
+            tx.delete_range_in(ks, range).unwrap();
+            tx.commit().unwrap();
+        }
+    }
+}
+
+/// Every shape of range `scan` takes (`a..b`, `a..=b`, `a..`, `..b`, `..=b`, `..`, and pairs of
+/// bounds with an excluded start), deleted through a keyspace, a batch (plain and `_in`) and a
+/// transaction (plain and `_in`), against a model, read back by scans both ways and Gets
+/// through flushes, compactions and a reopen.
+#[test]
+fn range_deletes_of_every_bound_shape_match_a_model() {
+    let seed = env_u64("SIFTDB_MODEL_SEED", 0x5_4a9e);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Db::open(dir.path(), options(0)).unwrap();
+    let mut model = Model::new();
+    let vias = [
+        Via::Keyspace,
+        Via::Batch,
+        Via::BatchIn,
+        Via::Transaction,
+        Via::TransactionIn,
+    ];
+    let ops = env_u64("SIFTDB_MODEL_OPS", 40_000) / 80;
+    for op in 0..ops {
+        let ks = db.keyspace("shapes").unwrap();
+        // The default keyspace, written alongside, keeps every key.
+        let (k, v) = (random_key(&mut rng), random_value(&mut rng));
+        db.put(&k, &v).unwrap();
+        for _ in 0..rng.gen_range(1..30) {
+            let (k, v) = (random_key(&mut rng), random_value(&mut rng));
+            ks.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        let via = vias[rng.gen_range(0..vias.len())];
+        let (mut a, mut b) = random_range(&mut rng);
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let shape = rng.gen_range(0..9);
+        match shape {
+            0 => delete_range_via(&db, &ks, via, a..b, &mut model),
+            1 => delete_range_via(&db, &ks, via, a..=b, &mut model),
+            // An open end or start is rare: it empties much of the keyspace.
+            2 if rng.gen_bool(0.3) => delete_range_via(&db, &ks, via, a.., &mut model),
+            3 if rng.gen_bool(0.3) => delete_range_via(&db, &ks, via, ..b, &mut model),
+            4 if rng.gen_bool(0.3) => delete_range_via(&db, &ks, via, ..=b, &mut model),
+            5 if rng.gen_bool(0.1) => delete_range_via(&db, &ks, via, .., &mut model),
+            6 => delete_range_via(
+                &db,
+                &ks,
+                via,
+                (Bound::Excluded(a), Bound::Included(b)),
+                &mut model,
+            ),
+            7 if rng.gen_bool(0.3) => delete_range_via(
+                &db,
+                &ks,
+                via,
+                (Bound::Excluded(a), Bound::Unbounded),
+                &mut model,
+            ),
+            _ => delete_range_via(
+                &db,
+                &ks,
+                via,
+                (Bound::Excluded(a), Bound::Excluded(b)),
+                &mut model,
+            ),
+        }
+        let ctx = format!("seed {seed:#x}, op {op}, shape {shape}, {via:?}");
+        match rng.gen_range(0..20) {
+            0 => ks.flush().unwrap(),
+            1 => ks.compact().unwrap(),
+            2 => {
+                drop(ks);
+                drop(db);
+                db = Db::open(dir.path(), options(0)).unwrap();
+                continue;
+            }
+            _ => {}
+        }
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let got: Vec<_> = ks.iter().map(Result::unwrap).collect();
+        assert_eq!(got, want, "{ctx}: forward");
+        let back: Vec<_> = ks.scan(..).rev().map(Result::unwrap).collect();
+        assert_eq!(back.len(), want.len(), "{ctx}: backward");
+        let k = random_key(&mut rng);
+        assert_eq!(ks.get(&k).unwrap(), model.get(&k).cloned(), "{ctx}: get");
+    }
+    assert!(db.iter().count() > 0, "the default keyspace kept its keys");
 }

@@ -56,6 +56,11 @@ const PLACES: [Place; 4] = [
 /// Writes `delete_range(start..end)` and moves it to `place`.
 fn competing_delete_range(db: &Db, start: &str, end: &str, place: Place) {
     db.delete_range(start..end).unwrap();
+    move_to(db, place);
+}
+
+/// Moves the store's newest write to `place`.
+fn move_to(db: &Db, place: Place) {
     match place {
         Place::Memtable => {}
         Place::FlushedWithWrites => {
@@ -84,7 +89,7 @@ fn a_delete_range_over_a_key_read_is_a_conflict_wherever_its_tombstone_is() {
         // A key read (present), then deleted by a range around it.
         let mut tx = db.transaction();
         assert!(tx.get(item(100)).unwrap().is_some());
-        tx.put("mine", "1");
+        tx.put("mine", "1").unwrap();
         competing_delete_range(&db, &item(90), &item(110), place);
         assert_eq!(db.get(item(100)).unwrap(), None);
         assert_conflict(tx.commit(), &format!("{place:?}: a read key"));
@@ -97,7 +102,7 @@ fn a_delete_range_over_a_key_read_is_a_conflict_wherever_its_tombstone_is() {
         // A key read at a range's first key, which the range deletes.
         let mut tx = db.transaction();
         assert!(tx.get(item(200)).unwrap().is_some());
-        tx.put("mine", "2");
+        tx.put("mine", "2").unwrap();
         competing_delete_range(&db, &item(200), &item(201), place);
         assert_conflict(tx.commit(), &format!("{place:?}: the range's first key"));
 
@@ -105,7 +110,7 @@ fn a_delete_range_over_a_key_read_is_a_conflict_wherever_its_tombstone_is() {
         // (its deletion), as a point delete would be.
         let mut tx = db.transaction();
         assert_eq!(tx.get("item0150x").unwrap(), None);
-        tx.put("mine", "3");
+        tx.put("mine", "3").unwrap();
         competing_delete_range(&db, &item(150), &item(151), place);
         assert_conflict(tx.commit(), &format!("{place:?}: an absent key"));
 
@@ -119,7 +124,7 @@ fn a_delete_range_over_a_key_read_is_a_conflict_wherever_its_tombstone_is() {
         let mut tx = db.transaction();
         assert!(tx.get(item(260)).unwrap().is_some());
         assert!(tx.get(item(249)).unwrap().is_some());
-        tx.put("mine", "4");
+        tx.put("mine", "4").unwrap();
         competing_delete_range(&db, &item(250), &item(260), place);
         tx.commit()
             .unwrap_or_else(|e| panic!("{place:?}: a range beside the keys read: {e}"));
@@ -130,7 +135,7 @@ fn a_delete_range_over_a_key_read_is_a_conflict_wherever_its_tombstone_is() {
             .unwrap();
         let mut tx = db.transaction();
         assert_eq!(tx.get(item(285)).unwrap(), None);
-        tx.put("mine", "5");
+        tx.put("mine", "5").unwrap();
         competing_delete_range(&db, &item(0), &item(1), place);
         tx.commit()
             .unwrap_or_else(|e| panic!("{place:?}: a range older than the snapshot: {e}"));
@@ -156,7 +161,7 @@ fn a_delete_range_overlapping_a_scanned_range_is_a_conflict_wherever_its_tombsto
             let mut tx = db.transaction();
             let n = tx.scan(item(100)..item(200)).count();
             assert!(n > 0);
-            tx.put("count", (n as u64).to_be_bytes());
+            tx.put("count", (n as u64).to_be_bytes()).unwrap();
             competing_delete_range(&db, start, end, place);
             assert_conflict(
                 tx.commit(),
@@ -171,7 +176,7 @@ fn a_delete_range_overlapping_a_scanned_range_is_a_conflict_wherever_its_tombsto
         let mut tx = db.transaction();
         let n = tx.scan(item(100)..item(200)).count();
         assert_eq!(n, 100);
-        tx.put("count", (n as u64).to_be_bytes());
+        tx.put("count", (n as u64).to_be_bytes()).unwrap();
         competing_delete_range(&db, &item(250), &item(270), place);
         tx.commit()
             .unwrap_or_else(|e| panic!("{place:?}: a range beside the scanned one: {e}"));
@@ -179,7 +184,7 @@ fn a_delete_range_overlapping_a_scanned_range_is_a_conflict_wherever_its_tombsto
         let mut tx = db.transaction();
         let n = tx.scan(item(240)..item(280)).count();
         assert_eq!(n, 20, "{place:?}: the scan inside the transaction");
-        tx.put("count", (n as u64).to_be_bytes());
+        tx.put("count", (n as u64).to_be_bytes()).unwrap();
         tx.commit()
             .unwrap_or_else(|e| panic!("{place:?}: a range older than the snapshot: {e}"));
     }
@@ -200,15 +205,15 @@ fn a_delete_range_in_a_keyspace_conflicts_with_reads_and_scans_of_that_keyspace_
     for flush in [false, true] {
         let mut read = db.transaction();
         assert!(read.get_in(&ks, item(40)).unwrap().is_some());
-        read.put("mine", "1");
+        read.put("mine", "1").unwrap();
         let mut scanned = db.transaction();
         let _ = scanned.scan_in(&ks, item(100)..item(110)).count();
-        scanned.put("mine", "2");
+        scanned.put("mine", "2").unwrap();
         // The same keys of the default keyspace, read and scanned: no conflict there.
         let mut elsewhere = db.transaction();
         assert!(elsewhere.get(item(40)).unwrap().is_some());
         let _ = elsewhere.scan(item(100)..item(110)).count();
-        elsewhere.put("mine", "3");
+        elsewhere.put("mine", "3").unwrap();
 
         let mut b = siftdb::WriteBatch::new();
         b.delete_range_in(&ks, item(30)..item(50))
@@ -226,4 +231,60 @@ fn a_delete_range_in_a_keyspace_conflicts_with_reads_and_scans_of_that_keyspace_
             ks.put(item(i), [1u8; 40]).unwrap();
         }
     }
+}
+
+/// Writes a put of `key` and moves it to `place`.
+fn competing_put(db: &Db, key: &str, place: Place) {
+    db.put(key, "concurrent").unwrap();
+    move_to(db, place);
+}
+
+/// A transaction's own `delete_range` is checked at its commit as a scanned range is: a put
+/// inside it by someone else after the snapshot fails the commit, wherever the put lies by
+/// then, and applies nothing; one outside it, or before the snapshot, does not. Its own reads
+/// see the range gone at once, but for the keys it writes afterwards.
+#[test]
+fn a_transactions_delete_range_conflicts_with_a_concurrent_put_inside_it() {
+    for place in PLACES {
+        let dir = scratch();
+        let db = store(dir.path());
+        let mut tx = db.transaction();
+        tx.delete_range(item(100)..=item(199)).unwrap();
+        tx.put(item(150), "mine").unwrap();
+        assert_eq!(tx.get(item(120)).unwrap(), None, "{place:?}: its own read");
+        assert_eq!(tx.get(item(150)).unwrap(), Some(b"mine".to_vec()));
+        assert_eq!(tx.get(item(200)).unwrap(), Some(vec![5u8; 40]));
+        let seen: Vec<_> = tx.scan(item(90)..item(210)).map(Result::unwrap).collect();
+        assert_eq!(seen.len(), 10 + 1 + 10, "{place:?}: its own scan");
+        competing_put(&db, &item(199), place);
+        assert_conflict(tx.commit(), &format!("{place:?}: a put inside the range"));
+        assert_eq!(
+            db.get(item(120)).unwrap(),
+            Some(vec![5u8; 40]),
+            "{place:?}: nothing applied"
+        );
+        assert_eq!(db.get(item(150)).unwrap(), Some(vec![5u8; 40]));
+
+        // Outside the range, or before the snapshot: the commit goes through.
+        let mut tx = db.transaction();
+        tx.delete_range(item(100)..=item(199)).unwrap();
+        competing_put(&db, &item(200), place);
+        tx.commit().unwrap();
+        assert_eq!(db.get(item(199)).unwrap(), None, "{place:?}: applied");
+        assert_eq!(db.scan(item(100)..item(200)).count(), 0);
+        assert_eq!(db.get(item(200)).unwrap(), Some(b"concurrent".to_vec()));
+    }
+    // An open range (`item0250..`) conflicts with a put anywhere past its start, and deletes
+    // every key there once committed.
+    let dir = scratch();
+    let db = store(dir.path());
+    let mut tx = db.transaction();
+    tx.delete_range(item(250)..).unwrap();
+    db.put("zzz", "past every key").unwrap();
+    assert_conflict(tx.commit(), "a put past the start of an open range");
+    let mut tx = db.transaction();
+    tx.delete_range(item(250)..).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(db.scan(item(250)..).count(), 0);
+    assert_eq!(db.scan(..item(250)).count(), 250);
 }

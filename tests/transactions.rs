@@ -49,9 +49,9 @@ fn reads_see_the_snapshot_and_the_transactions_own_writes() {
     let mut tx = db.transaction();
     db.put("b", "after the snapshot").unwrap();
     assert_eq!(tx.get("b").unwrap(), None, "a later write is not seen");
-    tx.put("d", "mine");
-    tx.delete("c");
-    tx.put("a", "mine too");
+    tx.put("d", "mine").unwrap();
+    tx.delete("c").unwrap();
+    tx.put("a", "mine too").unwrap();
     tx.put_in(&ks, "z", "in other").unwrap();
     assert_eq!(tx.get("d").unwrap(), Some(b"mine".to_vec()));
     assert_eq!(tx.get("c").unwrap(), None);
@@ -83,8 +83,8 @@ fn reads_see_the_snapshot_and_the_transactions_own_writes() {
 
     // The same without the scan over "b": it commits, all of it, in both keyspaces.
     let mut tx = db.transaction();
-    tx.put("d", "mine");
-    tx.delete("c");
+    tx.put("d", "mine").unwrap();
+    tx.delete("c").unwrap();
     tx.put_in(&ks, "z", "in other").unwrap();
     let _ = tx.scan_in(&ks, "x"..).count();
     tx.commit().unwrap();
@@ -98,10 +98,10 @@ fn rollback_and_drop_discard_the_writes() {
     let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let mut tx = db.transaction();
-    tx.put("k", "v");
+    tx.put("k", "v").unwrap();
     tx.rollback();
     let mut tx = db.transaction();
-    tx.put("k", "v");
+    tx.put("k", "v").unwrap();
     drop(tx);
     assert_eq!(db.get("k").unwrap(), None);
     assert_eq!(db.statistics().ticker(Ticker::TransactionCommits), 0);
@@ -146,7 +146,7 @@ fn a_keyspace_dropped_under_a_transaction_fails_its_commit() {
         if writes {
             tx.put_in(&ks, "k", "w").unwrap();
         }
-        tx.put("elsewhere", "x");
+        tx.put("elsewhere", "x").unwrap();
         db.drop_keyspace("doomed").unwrap();
         let e = tx.commit().unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
@@ -228,7 +228,7 @@ fn an_insert_into_a_scanned_range_is_a_conflict() {
         let mut tx = db.transaction();
         let n = tx.scan("item0050".."item0180").count();
         assert!(n >= 130);
-        tx.put("count", (n as i64).to_be_bytes());
+        tx.put("count", (n as i64).to_be_bytes()).unwrap();
         db.put(place, "phantom").unwrap();
         if flush {
             db.compact().unwrap();
@@ -248,14 +248,14 @@ fn an_insert_into_a_scanned_range_is_a_conflict() {
             std::ops::Bound::Included("item0020"),
         ))
         .count();
-    tx.put("count", "x");
+    tx.put("count", "x").unwrap();
     db.put("item0010", "rewritten at the excluded start")
         .unwrap();
     db.put("item0021", "just past the end").unwrap();
     tx.commit().unwrap();
     let mut tx = db.transaction();
     let _ = tx.scan("item0010"..="item0020").count();
-    tx.put("count", "y");
+    tx.put("count", "y").unwrap();
     db.put("item0020", "at the included end").unwrap();
     db.compact().unwrap();
     assert!(tx.commit().unwrap_err().is_conflict());
@@ -640,4 +640,216 @@ fn committed_random_transactions_replay_serially_in_commit_order() {
         assert_eq!(stored, model[ks], "the store ends as the replay");
     }
     assert!(conflicts(&db) > 0, "the threads contended");
+}
+
+/// An app's own error, which only takes siftdb's in: what `try_update` and `transaction_with`
+/// hand back unchanged.
+#[derive(Debug)]
+enum AppError {
+    NotANumber(String),
+    Overdrawn { balance: i64 },
+    Store(Error),
+}
+
+impl From<Error> for AppError {
+    fn from(e: Error) -> Self {
+        AppError::Store(e)
+    }
+}
+
+#[test]
+fn an_update_whose_closure_fails_writes_nothing_and_returns_its_error() {
+    let dir = scratch();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let ks = db.keyspace("counters").unwrap();
+    ks.put("hits", "forty-one").unwrap();
+    let parse = |old: Option<&[u8]>| -> Result<Option<String>, AppError> {
+        let text = String::from_utf8_lossy(old.unwrap_or(b"0")).into_owned();
+        let n: u64 = text.parse().map_err(|_| AppError::NotANumber(text))?;
+        Ok(Some((n + 1).to_string()))
+    };
+    match ks.try_update("hits", parse) {
+        Err(AppError::NotANumber(text)) => assert_eq!(text, "forty-one"),
+        other => panic!("expected the closure's error, got {other:?}"),
+    }
+    assert_eq!(
+        ks.get("hits").unwrap(),
+        Some(b"forty-one".to_vec()),
+        "untouched"
+    );
+    assert_eq!(db.statistics().ticker(Ticker::TransactionCommits), 0);
+    // Where `update` would have deleted the key on `None`, `try_update` wrote nothing.
+    ks.put("hits", "41").unwrap();
+    assert_eq!(ks.try_update("hits", parse).unwrap(), Some(b"42".to_vec()));
+    assert_eq!(ks.try_update("absent", parse).unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get("hits").unwrap(), None, "its keyspace only");
+    let delete = |_: Option<&[u8]>| Ok::<Option<Vec<u8>>, Error>(None);
+    assert_eq!(ks.try_update("hits", delete).unwrap(), None);
+    assert_eq!(ks.get("hits").unwrap(), None);
+}
+
+#[test]
+fn a_transaction_closure_returning_an_app_error_rolls_back() {
+    let dir = scratch();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let accounts = db.keyspace("accounts").unwrap();
+    accounts.put("alice", 50i64.to_be_bytes()).unwrap();
+    let transfer = |amount: i64| {
+        db.transaction_with(|tx| {
+            let from = num(tx.get_in(&accounts, "alice")?);
+            let to = num(tx.get_in(&accounts, "bob")?);
+            // Written before the check fails: rolled back with the rest.
+            tx.put_in(&accounts, "bob", (to + amount).to_be_bytes())?;
+            tx.put("audit", "transfer attempted")?;
+            if from < amount {
+                return Err(AppError::Overdrawn { balance: from });
+            }
+            tx.put_in(&accounts, "alice", (from - amount).to_be_bytes())?;
+            Ok(to + amount)
+        })
+    };
+    assert_eq!(transfer(30).unwrap(), 30);
+    match transfer(30) {
+        Err(AppError::Overdrawn { balance }) => assert_eq!(balance, 20),
+        other => panic!("expected the closure's error, got {other:?}"),
+    }
+    assert_eq!(
+        num(accounts.get("bob").unwrap()),
+        30,
+        "the failed transfer wrote nothing"
+    );
+    assert_eq!(num(accounts.get("alice").unwrap()), 20);
+    db.delete("audit").unwrap();
+    // A siftdb error inside the closure comes back as the app's own variant.
+    let closed = Db::open(scratch().path(), Options::default()).unwrap();
+    let other = closed.keyspace("x").unwrap();
+    let refused: Result<(), AppError> = db.transaction_with(|tx| {
+        tx.put_in(&other, "k", "v")?;
+        Ok(())
+    });
+    assert!(matches!(
+        refused,
+        Err(AppError::Store(Error::InvalidArgument(_)))
+    ));
+}
+
+#[test]
+fn transaction_with_retries_a_conflict_as_often_as_configured_then_returns_it() {
+    let dir = scratch();
+    let db = Db::open(dir.path(), Options::default().transaction_retries(3)).unwrap();
+    db.put("n", 0i64.to_be_bytes()).unwrap();
+    // Each run reads `n`, then a write from outside lands before its commit: a conflict every
+    // time, until the fourth run (the first plus three retries) gives up.
+    let mut runs = 0;
+    let outcome: Result<(), Error> = db.transaction_with(|tx| {
+        runs += 1;
+        let n = num(tx.get("n")?);
+        db.put("n", (n + 100).to_be_bytes())?;
+        tx.put("n", (n + 1).to_be_bytes())?;
+        Ok(())
+    });
+    assert!(matches!(outcome, Err(Error::Conflict(_))), "{outcome:?}");
+    assert_eq!(runs, 4);
+    assert_eq!(num(db.get("n").unwrap()), 400);
+    // A run that meets no conflict commits, after as many as it took.
+    let mut runs = 0;
+    let n = db
+        .transaction_with(|tx| {
+            runs += 1;
+            let n = num(tx.get("n")?);
+            if runs == 1 {
+                db.put("n", (n + 100).to_be_bytes())?;
+            }
+            tx.put("n", (n + 1).to_be_bytes())?;
+            Ok::<_, Error>(n + 1)
+        })
+        .unwrap();
+    assert_eq!((runs, n), (2, 501));
+    assert_eq!(num(db.get("n").unwrap()), 501);
+}
+
+/// A transaction's scan, forward, backward and from both ends at once, against a model of its
+/// snapshot with its own puts, deletes and range deletes applied, over random stores.
+#[test]
+fn a_reverse_transaction_scan_merges_the_transactions_own_writes() {
+    use std::ops::Bound;
+    let mut rng = StdRng::seed_from_u64(0x5ca9);
+    let rounds = if long() { 400 } else { 60 };
+    for round in 0..rounds {
+        let dir = scratch();
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        let key = |i: u32| format!("k{i:03}").into_bytes();
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for _ in 0..rng.gen_range(0..120) {
+            let k = key(rng.gen_range(0..100));
+            if rng.gen_bool(0.8) {
+                let v = format!("db{}", rng.gen::<u16>()).into_bytes();
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            } else {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+        }
+        if rng.gen_bool(0.5) {
+            db.flush().unwrap();
+        }
+        let mut tx = db.transaction();
+        for _ in 0..rng.gen_range(0..30) {
+            let k = key(rng.gen_range(0..100));
+            match rng.gen_range(0..10) {
+                0..=5 => {
+                    let v = format!("tx{}", rng.gen::<u16>()).into_bytes();
+                    tx.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+                6..=8 => {
+                    tx.delete(&k).unwrap();
+                    model.remove(&k);
+                }
+                _ => {
+                    let end = key(rng.gen_range(0..100));
+                    tx.delete_range(k.clone()..end.clone()).unwrap();
+                    model.retain(|m, _| !(*m >= k && *m < end));
+                }
+            }
+        }
+        // Writes after the snapshot are not seen.
+        db.put(key(rng.gen_range(0..100)), "later").unwrap();
+        let (a, b) = (rng.gen_range(0..100), rng.gen_range(0..100));
+        let (lo, hi) = (key(a.min(b)), key(a.max(b)));
+        let bounds = (Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
+        let want: Vec<(Vec<u8>, Vec<u8>)> = model
+            .range(bounds.clone())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let forward: Vec<_> = tx.scan(bounds.clone()).map(Result::unwrap).collect();
+        assert_eq!(forward, want, "round {round}: forward");
+        let backward: Vec<_> = tx.scan(bounds.clone()).rev().map(Result::unwrap).collect();
+        let mut reversed = want.clone();
+        reversed.reverse();
+        assert_eq!(backward, reversed, "round {round}: backward");
+        // From both ends at random, meeting once.
+        let mut scan = tx.scan(bounds.clone());
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        loop {
+            let item = if rng.gen_bool(0.5) {
+                scan.next().map(|kv| front.push(kv.unwrap()))
+            } else {
+                scan.next_back().map(|kv| back.push(kv.unwrap()))
+            };
+            if item.is_none() {
+                break;
+            }
+        }
+        assert!(
+            scan.next().is_none() && scan.next_back().is_none(),
+            "round {round}: fused"
+        );
+        back.reverse();
+        front.extend(back);
+        assert_eq!(front, want, "round {round}: both ends");
+        let all: Vec<_> = tx.scan(..).rev().map(Result::unwrap).collect();
+        assert_eq!(all.len(), model.len(), "round {round}: everything");
+    }
 }

@@ -91,7 +91,7 @@ fn transfer(
     tx.put_in(&ks[to % 2], format!("pad{}", rng.gen::<u16>()), [7u8; 100])?;
     if count {
         let n = num(tx.get("transfers")?);
-        tx.put("transfers", (n + 1).to_be_bytes());
+        tx.put("transfers", (n + 1).to_be_bytes()).unwrap();
     }
     match tx.commit_opt(&WriteOptions { sync }) {
         Ok(_) => Ok(true),

@@ -153,7 +153,7 @@ fn tree_to_compact(
     let mut best: Option<(f64, &Arc<Tree>, Triggers)> = None;
     for (id, t) in &st.trees {
         let w = watches.entry(*id).or_default();
-        let options = &t.tree.options;
+        let options = &*t.tree.options();
         let (triggers, writes_pause_in) = w.burst.triggers(&t.sv, options, now);
         let version = &t.sv.version;
         if let Some((_, score)) = version.compaction_level(options, triggers) {

@@ -104,21 +104,16 @@ impl Db {
                 inner.flush_tree(&tree)?;
             }
         }
-        // Every keyspace's version and the sequence their tables hold, taken together under the
-        // MANIFEST lock: holding the versions keeps their tables from being deleted while they
-        // are linked.
-        let (mut trees, counters) = {
-            let manifest = inner.manifest.lock();
-            (manifest.trees().clone(), manifest.counters)
-        };
+        // Every keyspace's version and the sequence their tables hold, taken together: the view
+        // holds the versions, which keeps their tables from being deleted while they are linked.
+        let view = self.copy_view(false)?;
         let mut linking = true;
-        for tree in trees.values() {
-            for f in tree.version.levels.iter().flatten() {
-                let from = table_path(&inner.dir, f.number);
-                let to = table_path(dir, f.number);
-                link_or_copy(&inner.fs, &from, &to, &mut linking, made)?;
-            }
+        for f in view.tables() {
+            let from = table_path(&inner.dir, f.number);
+            let to = table_path(dir, f.number);
+            link_or_copy(&inner.fs, &from, &to, &mut linking, made)?;
         }
+        let (mut trees, counters) = (view.trees.clone(), view.counters);
         let mut last_sequence = counters.last_sequence;
         if inner.read_only {
             // The replayed WALs, which a reader keeps in memory, become one table per keyspace
@@ -132,9 +127,9 @@ impl Db {
                     continue;
                 }
                 let number = inner.new_file_number()?;
-                let o = &live.options;
-                let table =
-                    table_options(o, &live.name, 0, false, o.filter.clone(), inner.store_id);
+                let o = &*live.options();
+                let keyspace = (live.id, live.name.as_str());
+                let table = table_options(o, keyspace, 0, false, o.filter.clone(), inner.store_id);
                 made.push(table_path(dir, number));
                 let added =
                     write_level0_table(&inner.fs, dir, number, table, &live.stats, &[], &sv.mem)?;

@@ -8,20 +8,16 @@
 //! reading its files: it is released when the last of them lets go.
 
 use std::fs::File;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
+use super::dir_lock::DirLock;
 use super::{Db, DbInner};
 use crate::error::{BackgroundError, Error, Result};
-
-/// The directory's `LOCK` file, locked exclusively (a writer) or shared (readers) until the last
-/// holder drops it. `None` only for a reader on a read-only file system.
-pub(crate) struct DirLock {
-    _file: Option<File>,
-}
 
 /// Whether the store is closed, and what closing it takes.
 pub(crate) struct Lifecycle {
@@ -38,14 +34,14 @@ pub(crate) struct Lifecycle {
 }
 
 impl Lifecycle {
-    /// The state of a store being opened, holding `lock`. Closing it does nothing until
-    /// [`Db::start`] gives it its threads and first handle.
-    pub(crate) fn new(lock: Option<File>) -> Lifecycle {
+    /// The state of a store being opened in `dir`, holding its `LOCK` (`lock`). Closing it does
+    /// nothing until [`Db::start`] gives it its threads and first handle.
+    pub(crate) fn new(lock: Option<File>, dir: &Path) -> Lifecycle {
         Lifecycle {
             closed: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
             threads: Mutex::new(None),
-            lock: Mutex::new(Some(Arc::new(DirLock { _file: lock }))),
+            lock: Mutex::new(Some(DirLock::new(lock, dir))),
         }
     }
 }
@@ -123,7 +119,9 @@ impl DbInner {
             flushed
         };
         // The store lets go of `LOCK`; scans and cursors made before keep it while they live.
-        drop(self.lifecycle.lock.lock().take());
+        if let Some(lock) = self.lifecycle.lock.lock().take() {
+            lock.store_closed();
+        }
         if let Some(e) = self.state.lock().bg_error.clone() {
             return Err(Error::Background(e));
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::background::catch_panic;
-use super::compaction_filtering::CompactionInput;
+use super::compaction_filtering::{CompactionInput, FilterDecisions};
 use super::filename::table_path;
 use super::flush::table_options;
 use super::level_iter::LevelIter;
@@ -28,6 +28,16 @@ use crate::stats::Ticker;
 /// A table moves down without a rewrite only if it overlaps at most this many tables' worth of
 /// bytes two levels down (LevelDB's rule).
 const MAX_MOVE_OVERLAP_TABLES: u64 = 10;
+
+/// What became of a job's edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Installed {
+    Yes,
+    /// The keyspace was dropped meanwhile: nothing was written.
+    KeyspaceDropped,
+    /// A live snapshot is newer than the one the caller named: nothing was written.
+    SnapshotNewer,
+}
 
 /// One compaction: its keyspace, its inputs and the version they were chosen from.
 pub(crate) struct CompactionJob {
@@ -53,6 +63,21 @@ impl CompactionJob {
             inputs: Vec::new(),
             next_level_inputs: vec![Arc::clone(file)],
             version: Arc::clone(version),
+        }
+    }
+
+    /// The edit that replaces the job's inputs with `outputs`.
+    fn edit(&self, outputs: Vec<NewFile>) -> VersionEdit {
+        let out_level = self.level + 1;
+        VersionEdit {
+            deleted: self
+                .inputs
+                .iter()
+                .map(|f| (self.level, f.number))
+                .chain(self.next_level_inputs.iter().map(|f| (out_level, f.number)))
+                .collect(),
+            added: outputs,
+            ..Default::default()
         }
     }
 
@@ -111,7 +136,7 @@ impl DbInner {
         triggers: Triggers,
     ) -> Option<CompactionJob> {
         let version = self.manifest.lock().version(tree.id);
-        let (level, _) = version.compaction_level(&tree.options, triggers)?;
+        let (level, _) = version.compaction_level(&tree.options(), triggers)?;
         let inputs = if level == 0 || version.grows_into_next(level) {
             // L0 tables overlap each other: take them all. A level growing into the empty
             // level below moves there whole.
@@ -167,7 +192,7 @@ impl DbInner {
             _ => 0,
         };
         let tree = &job.tree;
-        if below > MAX_MOVE_OVERLAP_TABLES * tree.options.target_file_size {
+        if below > MAX_MOVE_OVERLAP_TABLES * tree.options().target_file_size {
             return self.run_compaction(job);
         }
         // A tombstone is dropped only by a rewrite; a table holding one is rewritten, so that
@@ -221,44 +246,60 @@ impl DbInner {
     }
 
     /// Runs `job` and installs its result. On failure the inputs stay and the error is returned;
-    /// outputs are deleted if the edit naming them was never written.
+    /// outputs are deleted if the edit naming them was never written. If the keyspace's
+    /// compaction filter changed a value that a snapshot taken meanwhile could read, and that
+    /// snapshot is still live, the outputs are thrown away and the job runs once more without
+    /// asking the filter (`compaction_filtering.rs`); its bytes count in both runs.
     pub(crate) fn run_compaction(&self, job: CompactionJob) -> Result<()> {
         let started = std::time::Instant::now();
         let out_level = job.level + 1;
-        let mut outputs: Vec<NewFile> = Vec::new();
-        // A panic in user code (a filter policy, a prefix extractor) fails the job like an error.
-        let written = catch_panic("compaction", || {
-            self.write_compaction_outputs(&job, &mut outputs)
-        })
-        .and_then(|()| self.fs.sync_dir(&self.dir));
-        if let Err(e) = written {
-            for f in &outputs {
-                let _ = self.fs.remove_file(&table_path(&self.dir, f.number));
+        let outlived = &job.tree.snapshot_outlived_last_compaction;
+        let mut asking_filter = !outlived.load(Ordering::Relaxed);
+        let mut written = 0;
+        loop {
+            // Read after the inputs were chosen: a snapshot taken later is newer than they are.
+            let snapshots = self.snapshots.sequences();
+            let decisions = FilterDecisions::new(&self.snapshots, &snapshots, asking_filter);
+            let mut outputs: Vec<NewFile> = Vec::new();
+            // A panic in user code (a filter policy, a prefix extractor, a compaction filter)
+            // fails the job like an error.
+            let done = catch_panic("compaction", || {
+                self.write_compaction_outputs(&job, &snapshots, &decisions, &mut outputs)
+            })
+            .and_then(|()| self.fs.sync_dir(&self.dir));
+            let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
+            if let Err(e) = done {
+                self.remove_tables(numbers);
+                return Err(e);
             }
-            return Err(e);
-        }
-        let written: u64 = outputs.iter().map(|f| f.size).sum();
-        {
-            let edit = VersionEdit {
-                deleted: job
-                    .inputs
-                    .iter()
-                    .map(|f| (job.level, f.number))
-                    .chain(job.next_level_inputs.iter().map(|f| (out_level, f.number)))
-                    .collect(),
-                added: outputs,
-                ..Default::default()
-            };
+            written += outputs.iter().map(|f| f.size).sum::<u64>();
             // An edit whose write or sync failed may still reach the disk (or be read back from
             // the page cache by the next open), so the outputs it names stay; if it did not, the
             // next open removes them as garbage.
-            let numbers: Vec<u64> = edit.added.iter().map(|f| f.number).collect();
-            if !self.install(&job.tree, edit)? {
-                // The keyspace was dropped meanwhile: the outputs are garbage.
-                for n in numbers {
-                    let _ = self.fs.remove_file(&table_path(&self.dir, n));
+            let installed = if decisions.abandoned() {
+                Installed::SnapshotNewer
+            } else {
+                let unless_newer = decisions.changed_any().then(|| decisions.newest_listed());
+                self.install_unless_snapshot_newer(&job.tree, job.edit(outputs), unless_newer)?
+            };
+            outlived.store(
+                installed == Installed::SnapshotNewer || decisions.outlived(),
+                Ordering::Relaxed,
+            );
+            match installed {
+                Installed::Yes => {
+                    decisions.count(&job.tree.stats);
+                    break;
                 }
-                return Ok(());
+                Installed::KeyspaceDropped => {
+                    self.remove_tables(numbers);
+                    return Ok(());
+                }
+                Installed::SnapshotNewer => {
+                    self.remove_tables(numbers);
+                    job.tree.stats.inc(Ticker::CompactionFilterReruns);
+                    asking_filter = false;
+                }
             }
         }
         // The edit is durable: the inputs' files go once no reader holds them.
@@ -278,30 +319,62 @@ impl DbInner {
 
     /// Applies `edit` (of `tree`'s tables) to the MANIFEST and publishes the version it makes;
     /// `false` if the keyspace was dropped (nothing is written).
-    fn install(&self, tree: &Tree, mut edit: VersionEdit) -> Result<bool> {
-        let mut manifest = self.manifest.lock();
-        if tree.is_dropped() {
-            return Ok(false);
-        }
-        edit.keyspace = tree.id;
-        let version = manifest.log_and_apply(edit, self.next_file.load(Ordering::SeqCst))?;
-        let mut st = self.state.lock();
-        self.install_super_version(&mut st, tree, |sv| sv.version = version);
-        drop(st);
-        drop(manifest);
-        self.changed.notify_all();
-        Ok(true)
+    fn install(&self, tree: &Tree, edit: VersionEdit) -> Result<bool> {
+        Ok(self.install_unless_snapshot_newer(tree, edit, None)? == Installed::Yes)
     }
 
-    /// Writes the job's output tables into `outputs`, splitting its key range between up to
-    /// `max_subcompactions` threads. On failure, `outputs` still lists every finished table.
+    /// Removes the table files `numbers`, which no version names (errors are ignored: the next
+    /// open removes what is left).
+    fn remove_tables(&self, numbers: Vec<u64>) {
+        for n in numbers {
+            let _ = self.fs.remove_file(&table_path(&self.dir, n));
+        }
+    }
+
+    /// [`install`](Self::install), unless (with `unless_newer` given) a live snapshot is newer
+    /// than the sequence it holds (than none, for `Some(None)`): then nothing is written. The
+    /// snapshot list's lock is held from that check until the version is published, so no
+    /// snapshot is taken in between: one that is reads only the new version.
+    fn install_unless_snapshot_newer(
+        &self,
+        tree: &Tree,
+        mut edit: VersionEdit,
+        unless_newer: Option<Option<u64>>,
+    ) -> Result<Installed> {
+        let mut manifest = self.manifest.lock();
+        if tree.is_dropped() {
+            return Ok(Installed::KeyspaceDropped);
+        }
+        edit.keyspace = tree.id;
+        let publish = || -> Result<()> {
+            let version = manifest.log_and_apply(edit, self.next_file.load(Ordering::SeqCst))?;
+            let mut st = self.state.lock();
+            self.install_super_version(&mut st, tree, |sv| sv.version = version);
+            Ok(())
+        };
+        match unless_newer {
+            None => publish()?,
+            Some(sequence) => match self.snapshots.unless_any_newer_than(sequence, publish) {
+                Some(published) => published?,
+                None => return Ok(Installed::SnapshotNewer),
+            },
+        }
+        drop(manifest);
+        self.changed.notify_all();
+        Ok(Installed::Yes)
+    }
+
+    /// Writes the job's output tables into `outputs`, keeping what `snapshots` (ascending) read
+    /// and asking the compaction filter as `decisions` allow, splitting its key range between up
+    /// to `max_subcompactions` threads. On failure, `outputs` still lists every finished table.
     fn write_compaction_outputs(
         &self,
         job: &CompactionJob,
+        snapshots: &[u64],
+        decisions: &FilterDecisions<'_>,
         outputs: &mut Vec<NewFile>,
     ) -> Result<()> {
         let filter = job.tree.filter_for_compaction(job);
-        let snapshots = self.snapshots.sequences();
         let range_tombstones = job_range_tombstones(job)?;
         // Range tombstones are cut between outputs just past a key both sides know; between
         // subcompactions no such key is known, so a job with range tombstones runs as one.
@@ -309,8 +382,8 @@ impl DbInner {
             Some(_) => Vec::new(),
             None => split_points(
                 job,
-                job.tree.options.max_subcompactions,
-                job.tree.options.target_file_size,
+                job.tree.options().max_subcompactions,
+                job.tree.options().target_file_size,
             ),
         };
         let ranges = key_ranges(&splits);
@@ -319,7 +392,7 @@ impl DbInner {
                 job,
                 (None, None),
                 &filter,
-                &snapshots,
+                (snapshots, decisions),
                 range_tombstones.as_ref(),
                 outputs,
             );
@@ -327,12 +400,19 @@ impl DbInner {
         job.tree
             .stats
             .add(Ticker::Subcompactions, ranges.len() as u64);
-        let (filter, snapshots) = (&filter, &snapshots);
+        let filter = &filter;
         let results: Vec<(Result<()>, Vec<NewFile>)> = std::thread::scope(|scope| {
             let run = move |range: KeyRange<'_>| {
                 let mut out = Vec::new();
                 let r = catch_panic("compaction", || {
-                    self.write_compaction_range(job, range, filter, snapshots, None, &mut out)
+                    self.write_compaction_range(
+                        job,
+                        range,
+                        filter,
+                        (snapshots, decisions),
+                        None,
+                        &mut out,
+                    )
                 });
                 (r, out)
             };
@@ -376,7 +456,7 @@ impl DbInner {
         job: &CompactionJob,
         (lo, hi): KeyRange<'_>,
         filter: &Filter,
-        snapshots: &[u64],
+        (snapshots, decisions): (&[u64], &FilterDecisions<'_>),
         range_tombstones: Option<&FragmentedRangeTombstones>,
         outputs: &mut Vec<NewFile>,
     ) -> Result<()> {
@@ -395,7 +475,7 @@ impl DbInner {
             children.push(Box::new(level_iter(&job.tree, &job.next_level_inputs)));
         }
         let merged = MergingIterator::new(children);
-        let mut it = CompactionInput::new(&job.tree, out_level, snapshots, &self.dir, merged);
+        let mut it = CompactionInput::new(&job.tree, out_level, decisions, &self.dir, merged);
         match lo {
             Some(lo) => it.seek(&lookup_key(lo, MAX_SEQUENCE))?,
             None => it.seek_to_first()?,
@@ -428,14 +508,14 @@ impl DbInner {
         // below the tombstone, so the version stays deleted at sequence 0.)
         let bottommost = out_level >= job.version.deepest_nonempty_level();
         let create = || -> Result<(u64, TableBuilder)> {
-            let number = self.new_file_number()?;
+            let number = self.new_table_number()?;
             let b = TableBuilder::create(
                 &self.fs,
                 &table_path(&self.dir, number),
                 number,
                 table_options(
-                    &job.tree.options,
-                    &job.tree.name,
+                    &job.tree.options(),
+                    (job.tree.id, &job.tree.name),
                     out_level,
                     bottommost,
                     filter.clone(),
@@ -455,6 +535,7 @@ impl DbInner {
         // An output table is cut only between user keys: versions of one key (kept for snapshots)
         // never straddle two tables of a level, whose key ranges must not overlap.
         let mut cut_pending = false;
+        let target_file_size = job.tree.options().target_file_size;
         let mut grandparents =
             GrandparentBoundaries::new(job.version.levels.get(out_level + 1), lo);
         let outcome = (|| {
@@ -471,9 +552,9 @@ impl DbInner {
                     if passed && !cut_pending {
                         // Past half its size, a table ends where a table of the level below the
                         // output's does, so that it later compacts into whole tables there.
-                        cut_pending = builder.as_ref().is_some_and(|(_, b)| {
-                            b.estimated_file_size() >= job.tree.options.target_file_size / 2
-                        });
+                        cut_pending = builder
+                            .as_ref()
+                            .is_some_and(|(_, b)| b.estimated_file_size() >= target_file_size / 2);
                     }
                     if cut_pending {
                         cut_pending = false;
@@ -520,7 +601,7 @@ impl DbInner {
                     };
                     if let Some((_, b)) = builder.as_mut() {
                         b.add(key, it.value())?;
-                        cut_pending = b.estimated_file_size() >= job.tree.options.target_file_size;
+                        cut_pending = b.estimated_file_size() >= target_file_size;
                     }
                 }
                 it.next()?;

@@ -3,35 +3,55 @@
 //! way, so the compaction loop keeps its own rules (which versions to keep, which tombstones to
 //! drop) and applies them to the rewritten entries.
 //!
-//! - **Time to live.** A value whose write time is a TTL past becomes a tombstone at its own
-//!   sequence, whichever version of its key it is, snapshots or not. Every read already treats an
-//!   expired value as a tombstone at that sequence (at any snapshot, since expiry only ever comes
-//!   closer), so the rewrite changes nothing any reader sees; it lets the loop drop the value and,
-//!   where nothing below holds the key, the tombstone too.
+//! - **Time to live.** An expired value (`ttl.rs`) becomes a tombstone at its own sequence,
+//!   whichever version of its key it is, snapshots or not. Every read already treats an expired
+//!   value as a tombstone at that sequence (at any snapshot, since expiry only ever comes closer),
+//!   so the rewrite changes nothing any reader sees; it lets the loop drop the value and, where
+//!   nothing below holds the key, the tombstone too. In a keyspace without a filter, a TTL or write
+//!   times, only values with an expiry time of their own are looked at: the kind byte of each
+//!   key.
 //! - **Compaction filter.** It is asked about the newest version of each key in the merge, if that
 //!   version is a value newer than every live snapshot, so no snapshot can read it: snapshots keep
 //!   seeing what they saw. `Remove` turns the value into a tombstone at its sequence, so that an
 //!   older version in a deeper level does not show through; `ChangeValue` replaces the value (with
-//!   a TTL, the new value keeps the old write time). A value that expired is not shown to it.
+//!   a stamp, the new value keeps it). A value that expired is not shown to it.
 //!
-//! Both count in `compaction.filter.removed` and `compaction.filter.changed`.
+//! **Snapshots taken while a job runs.** The job reads the list of live snapshots once, after
+//! choosing its inputs; a snapshot taken later is newer than every entry the job reads, so it sees
+//! each key's newest version, the very one the filter rewrites: in the old tables until the job
+//! installs, in the new ones after. So the filter's decisions ([`FilterDecisions`]) stand only if
+//! no such snapshot is live as the job installs, checked under the snapshot list's lock, held
+//! until the new version is published so that none is taken in between. Otherwise the outputs are
+//! thrown away and the job runs once more without asking the filter (`compaction.filter.reruns`),
+//! which no snapshot can object to. So that this stays rare under a stream of transactions (each
+//! holds a snapshot), a job that sees such a snapshot live (one atomic load per key it would ask
+//! about) asks no more, and if it had changed a value already, gives up at once rather than write
+//! the rest of its outputs for nothing; and the next compaction of a keyspace whose last one such
+//! a snapshot outlived does not ask at all (`Tree::snapshot_outlived_last_compaction`), since its
+//! decisions would most likely be thrown away too. A snapshot released before the install costs
+//! nothing, nor does expiry by the TTL, which changes no read.
+//!
+//! Both count in `compaction.filter.removed` and `compaction.filter.changed`, once the job's
+//! outputs are installed.
 //!
 //! `Db::compact` of such a keyspace also rewrites the tables of its last level that none of its
 //! jobs rewrote ([`DbInner::last_level_rewrites`]), so that the filter and the TTL reach every
 //! entry (RocksDB's `kIfHaveCompactionFilter`).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::compaction::CompactionJob;
+use super::snapshot::SnapshotList;
 use super::tree::Tree;
-use super::ttl::{append_write_time, missing_write_time, split_write_time, Expiry};
+use super::ttl::{append_stamp, missing_stamp, split_stamp, Expiry};
 use super::version::Version;
 use super::DbInner;
 use crate::compaction_filter::{CompactionDecision, CompactionFilter};
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{append_internal_key, parse_internal_key, ValueKind};
+use crate::key::{append_internal_key, parse_internal_key, ValueKind, TAG_LEN};
 use crate::stats::{Stats, Ticker};
 
 /// What the rules make of the entry the merge is on.
@@ -45,16 +65,102 @@ enum Rewrite {
     Value,
 }
 
-/// The rules of one compaction of a keyspace with a compaction filter or a TTL.
+/// What one run of a compaction job may ask its filter, and what the filter and the TTL made of
+/// its entries; shared by the job's subcompactions. See the module docs.
+pub(crate) struct FilterDecisions<'a> {
+    snapshots: &'a SnapshotList,
+    /// The newest snapshot of the list the job read: the filter sees only versions newer than it.
+    newest_listed: Option<u64>,
+    /// Whether the filter is asked at all: not in a run again, nor in the first run of a job after
+    /// a compaction of the keyspace that a snapshot outlived.
+    asking: bool,
+    /// Set once a snapshot newer than the job's list was seen live: the filter is asked no more.
+    paused: AtomicBool,
+    expired: AtomicU64,
+    removed: AtomicU64,
+    changed: AtomicU64,
+}
+
+impl<'a> FilterDecisions<'a> {
+    /// For a run of a job that read `listed` (ascending) from `snapshots`; `asking` the filter, or
+    /// not.
+    pub(crate) fn new(snapshots: &'a SnapshotList, listed: &[u64], asking: bool) -> Self {
+        FilterDecisions {
+            snapshots,
+            newest_listed: listed.last().copied(),
+            asking,
+            paused: AtomicBool::new(false),
+            expired: AtomicU64::new(0),
+            removed: AtomicU64::new(0),
+            changed: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the filter may be asked about the newest version of a key, at `sequence`: no
+    /// snapshot of the job's list can read it, and no snapshot taken since is live. Once the
+    /// filter changed a value, every key looks for such a snapshot, so that the run is given up
+    /// ([`abandoned`](Self::abandoned)) as soon as one appears.
+    fn may_ask(&self, sequence: u64) -> bool {
+        if !self.asking || self.paused.load(Ordering::Relaxed) {
+            return false;
+        }
+        let newer_than_list = self.newest_listed.is_none_or(|s| sequence > s);
+        if (newer_than_list || self.changed_any())
+            && self.snapshots.any_newer_than(self.newest_listed)
+        {
+            self.paused.store(true, Ordering::Relaxed);
+            return false;
+        }
+        newer_than_list
+    }
+
+    /// Whether the filter removed or changed a value: the run's outputs then stand only if no
+    /// snapshot newer than [`newest_listed`](Self::newest_listed) is live as they are installed.
+    pub(crate) fn changed_any(&self) -> bool {
+        self.removed.load(Ordering::Relaxed) + self.changed.load(Ordering::Relaxed) > 0
+    }
+
+    /// Whether the run was given up: the filter changed a value, then a snapshot newer than the
+    /// job's list was seen live, which would most likely still be live at the install. The job
+    /// runs again at once rather than write the rest of its outputs for nothing.
+    pub(crate) fn abandoned(&self) -> bool {
+        self.paused.load(Ordering::Relaxed) && self.changed_any()
+    }
+
+    /// The newest snapshot of the list the job read.
+    pub(crate) fn newest_listed(&self) -> Option<u64> {
+        self.newest_listed
+    }
+
+    /// Whether a snapshot newer than the job's list is live now, as the job ends: a keyspace
+    /// whose snapshots outlive its compactions does not ask the filter in its next one, whose
+    /// decisions would most likely be thrown away.
+    pub(crate) fn outlived(&self) -> bool {
+        self.snapshots.any_newer_than(self.newest_listed)
+    }
+
+    /// Counts the run's decisions in `stats`, once its outputs are installed.
+    pub(crate) fn count(&self, stats: &Stats) {
+        let removed = self.expired.load(Ordering::Relaxed) + self.removed.load(Ordering::Relaxed);
+        stats.add(Ticker::CompactionFilterRemoved, removed);
+        stats.add(
+            Ticker::CompactionFilterChanged,
+            self.changed.load(Ordering::Relaxed),
+        );
+    }
+}
+
+/// The rules of one compaction of a keyspace.
 struct Rules<'a> {
+    /// Whether every value is looked at (a compaction filter, or stamped plain values); else
+    /// only values with an expiry time of their own.
+    all: bool,
     filter: Option<Arc<dyn CompactionFilter>>,
     expiry: Expiry,
     /// The level the compaction writes, which the filter is told.
     level: usize,
-    /// The newest live snapshot: the filter sees only versions newer than it.
-    newest_snapshot: Option<u64>,
+    decisions: &'a FilterDecisions<'a>,
     keyspace: &'a str,
-    stats: &'a Stats,
     dir: &'a Path,
 }
 
@@ -63,8 +169,7 @@ struct Rules<'a> {
 /// `seek`, then `next`.
 pub(crate) struct CompactionInput<'a, I> {
     input: I,
-    /// `None` for a keyspace with neither: the input passes through.
-    rules: Option<Rules<'a>>,
+    rules: Rules<'a>,
     rewrite: Rewrite,
     key: Vec<u8>,
     value: Vec<u8>,
@@ -75,25 +180,25 @@ pub(crate) struct CompactionInput<'a, I> {
 
 impl<'a, I: InternalIterator> CompactionInput<'a, I> {
     /// `input` (the merge of a compaction of `tree` into `level`) under `tree`'s compaction filter
-    /// and TTL, with `snapshots` (ascending) live. Expiry is judged as of now. `dir` is the
-    /// store's directory, which errors name.
+    /// and TTL, as `decisions` allow and count. Expiry is judged as of now. `dir` is the store's
+    /// directory, which errors name.
     pub(crate) fn new(
         tree: &'a Tree,
         level: usize,
-        snapshots: &[u64],
+        decisions: &'a FilterDecisions<'a>,
         dir: &'a Path,
         input: I,
     ) -> Self {
-        let o = &tree.options;
-        let rules = (o.compaction_filter.is_some() || o.ttl.is_some()).then(|| Rules {
-            filter: o.compaction_filter.clone(),
-            expiry: Expiry::now(o),
+        let filter = tree.options().compaction_filter.clone();
+        let rules = Rules {
+            all: filter.is_some() || tree.stamps_plain_values(),
+            filter,
+            expiry: Expiry::of(tree),
             level,
-            newest_snapshot: snapshots.last().copied(),
+            decisions,
             keyspace: &tree.name,
-            stats: &tree.stats,
             dir,
-        });
+        };
         CompactionInput {
             input,
             rules,
@@ -121,9 +226,11 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
         self.apply_rules()
     }
 
+    /// Whether the input is on an entry: not at its end, nor in a run given up
+    /// ([`FilterDecisions::abandoned`]).
     #[inline]
     pub(crate) fn valid(&self) -> bool {
-        self.input.valid()
+        self.input.valid() && !self.rules.decisions.abandoned()
     }
 
     /// The current internal key (a tombstone's, for a value the rules removed).
@@ -147,10 +254,8 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
     /// Decides what the entry the input is on becomes.
     fn apply_rules(&mut self) -> Result<()> {
         self.rewrite = Rewrite::AsIs;
-        let Some(rules) = &self.rules else {
-            return Ok(());
-        };
-        if !self.input.valid() {
+        let rules = &self.rules;
+        if !self.input.valid() || !(rules.all || expiring(self.input.key())) {
             return Ok(());
         }
         // A malformed key is the compaction loop's to report.
@@ -163,20 +268,20 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
             last.clear();
             last.extend_from_slice(parsed.user_key);
         }
-        if parsed.kind != ValueKind::Value {
+        if !parsed.kind.is_value() {
             return Ok(());
         }
         let stored = self.input.value();
-        let (value, written) = match rules.expiry {
-            Expiry::Never => (stored, None),
-            Expiry::Stamped { .. } => {
-                let (value, written) = split_write_time(stored)
-                    .ok_or_else(|| missing_write_time(rules.dir, rules.keyspace))?;
-                (value, Some(written))
+        let (value, stamp) = match rules.expiry.stamped(parsed.kind) {
+            false => (stored, None),
+            true => {
+                let (value, stamp) =
+                    split_stamp(stored).ok_or_else(|| missing_stamp(rules.dir, rules.keyspace))?;
+                (value, Some(stamp))
             }
         };
-        if written.is_some_and(|w| rules.expiry.expired(w)) {
-            rules.stats.inc(Ticker::CompactionFilterRemoved);
+        if stamp.is_some_and(|t| rules.expiry.expired(parsed.kind, t)) {
+            rules.decisions.expired.fetch_add(1, Ordering::Relaxed);
             tombstone(&mut self.key, &mut self.value, parsed.user_key, parsed.seq);
             self.rewrite = Rewrite::Tombstone;
             return Ok(());
@@ -184,28 +289,36 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
         let Some(filter) = &rules.filter else {
             return Ok(());
         };
-        let visible_to_snapshot = rules.newest_snapshot.is_some_and(|s| parsed.seq <= s);
-        if !newest || visible_to_snapshot {
+        if !newest || !rules.decisions.may_ask(parsed.seq) {
             return Ok(());
         }
         match filter.filter(rules.level, parsed.user_key, value) {
             CompactionDecision::Keep => {}
             CompactionDecision::Remove => {
-                rules.stats.inc(Ticker::CompactionFilterRemoved);
+                rules.decisions.removed.fetch_add(1, Ordering::Relaxed);
                 tombstone(&mut self.key, &mut self.value, parsed.user_key, parsed.seq);
                 self.rewrite = Rewrite::Tombstone;
             }
             CompactionDecision::ChangeValue(new) => {
-                rules.stats.inc(Ticker::CompactionFilterChanged);
+                rules.decisions.changed.fetch_add(1, Ordering::Relaxed);
                 self.value = new;
-                if let Some(written) = written {
-                    append_write_time(&mut self.value, written);
+                if let Some(stamp) = stamp {
+                    append_stamp(&mut self.value, stamp);
                 }
                 self.rewrite = Rewrite::Value;
             }
         }
         Ok(())
     }
+}
+
+/// Whether internal key `ikey` is a value's with an expiry time of its own: its tag's low byte,
+/// the first of the eight, says.
+#[inline]
+fn expiring(ikey: &[u8]) -> bool {
+    ikey.len()
+        .checked_sub(TAG_LEN)
+        .is_some_and(|at| ikey[at] == ValueKind::ExpiringValue as u8)
 }
 
 /// Makes `key` and `value` a tombstone of `user_key` at sequence `seq`.
@@ -221,7 +334,8 @@ impl DbInner {
     /// tombstones (kept for a snapshot since released: otherwise they, and the keys they cover,
     /// would stay until the level is next compacted) and, if the keyspace has a compaction filter
     /// or a TTL, those that were there before (`before`, the version it started from) and that no
-    /// job rewrote since, so that the filter and the TTL see their entries too. One table per
+    /// job rewrote since, so that the filter and the TTL see their entries too; without either,
+    /// those holding values with an expiry time of their own. One table per
     /// job: a job's outputs span its inputs' key range, which for two tables of a level apart
     /// would take in the tables between them.
     pub(crate) fn last_level_rewrites(
@@ -229,8 +343,7 @@ impl DbInner {
         tree: &Arc<Tree>,
         before: &Version,
     ) -> Vec<CompactionJob> {
-        let o = &tree.options;
-        let filtering = o.compaction_filter.is_some() || o.ttl.is_some();
+        let filtering = tree.options().compaction_filter.is_some() || tree.stamps_plain_values();
         let version = self.manifest.lock().version(tree.id);
         let last = version.deepest_nonempty_level();
         if last == 0 {
@@ -239,8 +352,13 @@ impl DbInner {
         version.levels[last]
             .iter()
             .filter(|f| {
+                let expiring = || {
+                    let table = tree.tables.get(f);
+                    table.is_ok_and(|t| t.properties().num_expiring > 0)
+                };
                 f.range_tombstones
-                    || (filtering && before.levels[last].iter().any(|g| g.number == f.number))
+                    || (before.levels[last].iter().any(|g| g.number == f.number)
+                        && (filtering || expiring()))
             })
             .map(|f| CompactionJob::rewrite_in_place(tree, &version, last, f))
             .collect()

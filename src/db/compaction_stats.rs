@@ -66,8 +66,8 @@ fn seconds(micros: u64) -> f64 {
 }
 
 /// Appends the table of `levels` (jobs, MiB read from above and from the level, MiB written, the
-/// level's write amplification `written ÷ read from above`, seconds), the store's write
-/// amplification (table bytes written ÷ the keys and values written) and the write stalls by cause.
+/// level's write amplification `written ÷ read from above`, seconds) and the keyspace's write
+/// amplification (table bytes written ÷ the keys and values written), from its counters `stats`.
 pub(crate) fn write_report(out: &mut String, levels: &[LevelWork; NUM_LEVELS], stats: &Statistics) {
     let _ = writeln!(
         out,
@@ -121,21 +121,32 @@ pub(crate) fn write_report(out: &mut String, levels: &[LevelWork; NUM_LEVELS], s
         let _ = writeln!(
             out,
             "write amplification: {:.2} ({:.1} MiB of tables written for {:.1} MiB of keys and \
-             values; the WAL adds {:.1} MiB)",
+             values)",
             tables as f64 / user as f64,
             mib(tables),
             mib(user),
-            mib(stats.ticker(Ticker::WalBytes))
         );
     }
+}
+
+/// Appends what the store's writes cost it as a whole, from its counters `store` (the WAL and
+/// the stalls are the store's, not a keyspace's): the WAL bytes and syncs, the write stalls by
+/// cause.
+pub(crate) fn write_store_report(out: &mut String, store: &Statistics) {
+    let _ = writeln!(
+        out,
+        "WAL: {:.1} MiB written, {} syncs",
+        mib(store.ticker(Ticker::WalBytes)),
+        store.ticker(Ticker::WalSyncs)
+    );
     let _ = writeln!(
         out,
         "write stalls: {:.1} s in all; {:.1} s slowed by L0 tables, {:.1} s stopped by L0 tables, \
          {:.1} s stopped by frozen memtables",
-        seconds(stats.ticker(Ticker::WriteStallMicros)),
-        seconds(stats.ticker(Ticker::WriteStallL0SlowdownMicros)),
-        seconds(stats.ticker(Ticker::WriteStallL0StopMicros)),
-        seconds(stats.ticker(Ticker::WriteStallMemtablesMicros)),
+        seconds(store.ticker(Ticker::WriteStallMicros)),
+        seconds(store.ticker(Ticker::WriteStallL0SlowdownMicros)),
+        seconds(store.ticker(Ticker::WriteStallL0StopMicros)),
+        seconds(store.ticker(Ticker::WriteStallMemtablesMicros)),
     );
 }
 
@@ -171,6 +182,12 @@ mod tests {
             .find(|l| l.starts_with("L1 "))
             .unwrap_or_default();
         assert!(l1.contains(" 2.2 "), "{out}");
-        assert!(out.contains("write stalls: 0.0 s"), "{out}");
+        let stats = crate::stats::Stats::new();
+        stats.add(Ticker::WalBytes, 3 << 20);
+        stats.add(Ticker::WriteStallMicros, 750_000);
+        let mut out = String::new();
+        write_store_report(&mut out, &stats.snapshot());
+        assert!(out.contains("WAL: 3.0 MiB written"), "{out}");
+        assert!(out.contains("write stalls: 0.8 s in all"), "{out}");
     }
 }

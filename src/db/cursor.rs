@@ -11,20 +11,20 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::close::DirLock;
+use super::dir_lock::DirLock;
 use super::key_range::KeyRange;
 use super::level_iter::LevelIter;
 use super::range_filtering::{in_bounds, PendingVerdicts, RangeFiltering};
 use super::table_cache::TableCache;
 use super::tree::Tree;
-use super::ttl::{visible_kind, Expiry};
+use super::ttl::{judge, Expiry};
 use super::version::FileMeta;
 use super::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{
     append_internal_key, compare_bytes, internal_key, lookup_key, parse_internal_key, user_key,
-    ParsedKey, ValueKind, MAX_SEQUENCE,
+    ParsedKey, ValueKind, MAX_SEQUENCE, SEEK_KIND,
 };
 use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 
@@ -40,7 +40,7 @@ pub(crate) struct Sources {
     levels: Vec<(usize, Vec<Arc<FileMeta>>)>,
     /// The readers of the keyspace's tables.
     tables: Arc<TableCache>,
-    /// Which values have expired (a keyspace with a TTL), as of the cursor's creation.
+    /// Which values have expired, as of the cursor's creation.
     expiry: Expiry,
     /// The range filter answers of a bounded read whose truth the first positioning settles.
     range_verdicts: Option<Arc<PendingVerdicts>>,
@@ -63,7 +63,7 @@ impl Sources {
         mut keep: impl FnMut(&FileMeta) -> Result<bool>,
     ) -> Result<Sources> {
         let bounded = !matches!(lower, Bound::Unbounded) && !matches!(upper, Bound::Unbounded);
-        let ask = bounded && tree.options.range_filter.is_some();
+        let ask = bounded && tree.options().range_filter.is_some();
         let (from, to) = (
             lower.as_ref().map(Vec::as_slice),
             upper.as_ref().map(Vec::as_slice),
@@ -106,7 +106,7 @@ impl Sources {
             l0,
             levels,
             tables: Arc::clone(&tree.tables),
-            expiry: Expiry::now(&tree.options),
+            expiry: Expiry::of(tree),
             range_verdicts: ranged.into_pending(),
         })
     }
@@ -353,6 +353,8 @@ pub struct Cursor {
     saved_key: Vec<u8>,
     /// Reverse: the current value.
     saved_value: Vec<u8>,
+    /// Bytes of stamp (expiry or write time) at the end of the current value, cut from it.
+    stamp: usize,
     /// The error the last move met, until the next seek.
     error: Option<Error>,
 }
@@ -458,7 +460,7 @@ impl Db {
         };
         let narrowing = (matches!(lower, Bound::Unbounded)
             && !matches!(upper, Bound::Unbounded)
-            && self.tree.options.range_filter.is_some())
+            && self.tree.options().range_filter.is_some())
         .then(|| Arc::clone(&self.tree));
         let mut cursor = Cursor::new(&self.inner, sources, sequence)
             .bounded(lower, upper)
@@ -498,7 +500,7 @@ impl Sources {
             l0,
             levels,
             tables: Arc::clone(&tree.tables),
-            expiry: Expiry::now(&tree.options),
+            expiry: Expiry::of(tree),
             range_verdicts: None,
         }
     }
@@ -525,6 +527,7 @@ impl Cursor {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            stamp: 0,
             error: None,
         }
     }
@@ -613,7 +616,7 @@ impl Cursor {
             (Direction::Forward, Some(it)) => it.value(),
             _ => &self.saved_value,
         };
-        self.sources.expiry.user_value(stored)
+        &stored[..stored.len().saturating_sub(self.stamp)]
     }
 
     /// Positions on the first key of the store (invalid if there is none).
@@ -902,7 +905,7 @@ impl Cursor {
             match &self.lower {
                 Bound::Included(k) | Bound::Excluded(k) => {
                     self.saved_key.clear();
-                    append_internal_key(&mut self.saved_key, k, self.sequence, ValueKind::Value);
+                    append_internal_key(&mut self.saved_key, k, self.sequence, SEEK_KIND);
                     it.seek(&self.saved_key)?;
                 }
                 Bound::Unbounded => it.seek_to_first()?,
@@ -935,7 +938,7 @@ impl Cursor {
         self.saved_value.clear();
         self.saved_key.clear();
         // The newest version of `key` visible at the cursor's sequence sorts first.
-        append_internal_key(&mut self.saved_key, key, self.sequence, ValueKind::Value);
+        append_internal_key(&mut self.saved_key, key, self.sequence, SEEK_KIND);
         if let Some(it) = self.merged.as_mut() {
             it.seek(&self.saved_key)?;
             self.sources.settle_range_verdicts(it);
@@ -1043,12 +1046,16 @@ impl Cursor {
                 break;
             }
             if p.seq <= self.sequence {
-                let kind = visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
+                let (kind, stamp) =
+                    judge(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
                 let age = || it.current_child().map_or(0, |c| self.child_ages[c]);
                 let (kind, piece) =
                     under_range_tombstones(&self.range_tombstones, &p, kind, self.sequence, age);
                 match kind {
-                    ValueKind::RangeDeletion => return Err(malformed(&self.inner.dir)),
+                    // `judge` makes an expiring value a value or a tombstone.
+                    ValueKind::RangeDeletion | ValueKind::ExpiringValue => {
+                        return Err(malformed(&self.inner.dir))
+                    }
                     ValueKind::Deletion => {
                         // Every older version of this key is hidden. (A key at or before the one
                         // hidden already leaves it: after a backward walk jumped a source back
@@ -1069,6 +1076,7 @@ impl Cursor {
                         let hidden = skipping && compare_bytes(p.user_key, &self.saved_key).is_le();
                         if !hidden {
                             self.valid = true;
+                            self.stamp = stamp;
                             return Ok(());
                         }
                     }
@@ -1105,8 +1113,8 @@ impl Cursor {
                         // A visible entry of an older key: the key after it is the answer.
                         break;
                     }
-                    let kind =
-                        visible_kind(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
+                    let (kind, stamp) =
+                        judge(self.sources.expiry, p.kind, it.value(), &self.inner.dir)?;
                     let age = || it.current_child().map_or(0, |c| self.child_ages[c]);
                     let (kind, piece) = under_range_tombstones(
                         &self.range_tombstones,
@@ -1116,7 +1124,10 @@ impl Cursor {
                         age,
                     );
                     match kind {
-                        ValueKind::RangeDeletion => return Err(malformed(&self.inner.dir)),
+                        // `judge` makes an expiring value a value or a tombstone.
+                        ValueKind::RangeDeletion | ValueKind::ExpiringValue => {
+                            return Err(malformed(&self.inner.dir))
+                        }
                         ValueKind::Deletion => {
                             found = false;
                             self.saved_key.clear();
@@ -1140,6 +1151,7 @@ impl Cursor {
                             self.saved_key.extend_from_slice(p.user_key);
                             self.saved_value.clear();
                             self.saved_value.extend_from_slice(it.value());
+                            self.stamp = stamp;
                         }
                     }
                 }

@@ -10,7 +10,7 @@ use crate::inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, ScanDecision, ScanExplanation,
     ScanTableStep, TableHeld, TableStep,
 };
-use crate::key::{InternalKey, ValueKind};
+use crate::key::{InternalKey, SEEK_KIND};
 use crate::memtable::NewestEntry;
 use crate::sst::table_reader::CopyValue;
 
@@ -73,7 +73,7 @@ impl Db {
             keyspace: self.tree.name.clone(),
             lower,
             upper,
-            range_filters_asked: bounded && self.tree.options.range_filter.is_some(),
+            range_filters_asked: bounded && self.tree.options().range_filter.is_some(),
             tables,
         })
     }
@@ -117,7 +117,7 @@ impl Db {
             source: GetSource::Nowhere,
             answer: GetAnswer::NotFound,
         };
-        let lookup = InternalKey::new(key, seq, ValueKind::Value);
+        let lookup = InternalKey::new(key, seq, SEEK_KIND);
         let mem_hit =
             sv.mem
                 .get(&lookup)
@@ -158,7 +158,9 @@ impl Db {
                     step.data_block = search.data_block.map(Into::into);
                     step.held = match &search.found {
                         _ if search.covered() => TableHeld::Tombstone,
-                        Some(NewestEntry::Value(v)) => TableHeld::Value(v.len()),
+                        Some(NewestEntry::Value(v) | NewestEntry::Expiring(v)) => {
+                            TableHeld::Value(v.len())
+                        }
                         Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) => {
                             TableHeld::Tombstone
                         }
@@ -185,7 +187,10 @@ impl Db {
 fn answer_of(hit: Option<NewestEntry>) -> GetAnswer {
     match hit {
         Some(NewestEntry::Value(v)) => GetAnswer::Value(v),
-        Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) => GetAnswer::Deleted,
+        // `expire_found` made an expiring value a value or a tombstone.
+        Some(NewestEntry::Deleted | NewestEntry::RangeDeleted | NewestEntry::Expiring(_)) => {
+            GetAnswer::Deleted
+        }
         None => GetAnswer::NotFound,
     }
 }

@@ -66,6 +66,21 @@ impl FileKind {
     }
 }
 
+/// Every file of `dir` that has a store file's name.
+///
+/// # Errors
+/// `Error::Io` naming `dir` if it cannot be listed.
+pub(crate) fn list_files(dir: &Path) -> Result<Vec<FileKind>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(crate::fs::io_at(dir))? {
+        let entry = entry.map_err(crate::fs::io_at(dir))?;
+        if let Some(kind) = entry.file_name().to_str().and_then(parse_file_name) {
+            out.push(kind);
+        }
+    }
+    Ok(out)
+}
+
 /// The error of an allocation past [`MAX_FILE_NUMBER`].
 pub(crate) fn numbers_used_up(dir: &Path) -> Error {
     Error::InvalidArgument(format!(

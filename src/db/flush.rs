@@ -20,12 +20,12 @@ use crate::sst::table_builder::{TableBuilder, TableOptions};
 use crate::stats::{Stats, Ticker};
 use crate::store_id::StoreId;
 
-/// The settings new tables of keyspace `keyspace` of store `store_id` are built with, with
-/// `filter` as their filter and the codec of `level` (`bottommost` when they go into the deepest
-/// level that holds data).
+/// The settings new tables of keyspace `keyspace` (its id and name) of store `store_id` are built
+/// with, with `filter` as their filter and the codec of `level` (`bottommost` when they go into
+/// the deepest level that holds data).
 pub(crate) fn table_options(
     options: &Options,
-    keyspace: &str,
+    keyspace: (u32, &str),
     level: usize,
     bottommost: bool,
     filter: Filter,
@@ -33,7 +33,8 @@ pub(crate) fn table_options(
 ) -> TableOptions {
     TableOptions {
         store_id,
-        keyspace: keyspace.to_string(),
+        keyspace_id: keyspace.0,
+        keyspace: keyspace.1.to_string(),
         block_size: options.block_size,
         restart_interval: options.block_restart_interval,
         compression: options.compression_for_level(level, bottommost),
@@ -116,8 +117,9 @@ impl DbInner {
         // Outside the lock: choosing the filter may open tables.
         let filter = tree.filter_for_flush(&version, &mem);
         drop(version);
-        let number = self.new_file_number()?;
-        let options = table_options(&tree.options, &tree.name, 0, false, filter, self.store_id);
+        let number = self.new_table_number()?;
+        let keyspace = (tree.id, tree.name.as_str());
+        let options = table_options(&tree.options(), keyspace, 0, false, filter, self.store_id);
         // A panic in user code (a filter policy, a prefix extractor) fails the flush like an
         // error: the memtable and its WAL stay, and the error reaches every waiter.
         let file = catch_panic("flush", || {
@@ -131,6 +133,9 @@ impl DbInner {
                 &mem,
             )
         })?;
+        if file.is_none() {
+            self.tables_in_flight.finish(number); // nothing was written
+        }
         self.fs.sync_dir(&self.dir)?;
         let written = file.as_ref().map_or(0, |f| f.size);
         if self.state.lock().trees.len() > 1 {
@@ -143,7 +148,10 @@ impl DbInner {
         if tree.is_dropped() {
             // Dropped meanwhile (under the MANIFEST lock): the table is garbage.
             drop(manifest);
-            let _ = self.fs.remove_file(&table_path(&self.dir, number));
+            // Should the file stay, it stays in flight: the next open may remove it.
+            if file.is_some() && self.fs.remove_file(&table_path(&self.dir, number)).is_ok() {
+                self.tables_in_flight.finish(number);
+            }
             return Ok(());
         }
         // Read before the state: a write this misses went to this WAL or a later one.

@@ -2,8 +2,8 @@
 
 use std::ops::{Bound, Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 
-/// A range of keys, as [`Db::scan`](crate::Db::scan) and [`Db::scan_at`](crate::Db::scan_at)
-/// take it: any of Rust's range expressions over keys of any type that is `AsRef<[u8]>`
+/// A range of keys, as [`Db::scan`](crate::Db::scan), [`Db::scan_at`](crate::Db::scan_at) and
+/// [`Db::delete_range`](crate::Db::delete_range) take it: any of Rust's range expressions over keys of any type that is `AsRef<[u8]>`
 /// (`&str`, `String`, `&[u8]`, `Vec<u8>`, `&[u8; N]` …), `..` for every key, or a pair of
 /// [`Bound`]s.
 ///

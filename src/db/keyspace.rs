@@ -6,8 +6,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::keyspace_options::{describe, restore};
+use super::keyspace_options::{changed_options, describe, restore, BUILT_IN_POLICIES};
 use super::tree::{Tree, TreeState};
+use super::ttl::ttl_seconds;
 use super::version_edit::{KeyspaceRecord, VersionEdit, DEFAULT_KEYSPACE_ID};
 use super::{Db, DbInner, SuperVersion};
 use crate::error::{Error, Result};
@@ -32,7 +33,9 @@ pub const MAX_KEYSPACE_NAME_BYTES: usize = 255;
 /// `iter`, `cursor`, their `_at(&snapshot)` forms and the rest, through [`Deref`] to a `Db`
 /// handle whose reads and writes act on this keyspace. A [`Db::snapshot`] taken from any handle
 /// is one consistent view of every keyspace, and a [`WriteBatch`](crate::WriteBatch) with
-/// [`put_in`](crate::WriteBatch::put_in) writes to several atomically.
+/// [`put_in`](crate::WriteBatch::put_in) writes to several atomically. A batch written through a
+/// keyspace's handle (`users.write(batch)`) puts its entries that name no keyspace
+/// ([`put`](crate::WriteBatch::put), …) in that keyspace.
 ///
 /// Like a `Db` clone, it keeps the store open while it lives. Once its keyspace is dropped
 /// ([`Db::drop_keyspace`]), its reads and writes fail with `Error::InvalidArgument` naming it.
@@ -236,33 +239,31 @@ impl Db {
         if let Some(o) = &options {
             o.validate()?;
         }
-        let wanted = options.as_ref().map(describe);
         if let Some(tree) = inner.tree_named(name) {
-            return match wanted {
-                Some(w) if tree.id != DEFAULT_KEYSPACE_ID && w != describe(&tree.options) => Err(
-                    Error::InvalidArgument(format!("keyspace {name} exists with other options")),
-                ),
-                _ => Ok(Keyspace {
-                    db: self.with_tree(tree),
-                }),
-            };
+            if let Some(o) = options.as_ref().filter(|_| tree.id != DEFAULT_KEYSPACE_ID) {
+                let changed = changed_options(&describe(&tree.options()), &tree.record_of(o));
+                if !changed.is_empty() {
+                    return Err(Error::InvalidArgument(format!(
+                        "keyspace {name} exists with other options: {} (open it with \
+                         Db::keyspace, or change them with Keyspace::set_options)",
+                        changed.join(", ")
+                    )));
+                }
+            }
+            return Ok(Keyspace {
+                db: self.with_tree(tree),
+            });
         }
+        let wanted = options.is_some();
         inner.check_background_error()?;
         let options = options.unwrap_or_else(|| inner.options.clone());
         let mut manifest = inner.manifest.lock();
         // Another thread may have created it meanwhile.
         if inner.tree_named(name).is_some() {
             drop(manifest);
-            return self.open_keyspace(name, wanted.map(|_| options));
+            return self.open_keyspace(name, wanted.then_some(options));
         }
-        // The store-wide fields are the store's; a policy or extractor of the caller's own is
-        // found in `options` itself.
-        let record = describe(&options);
-        let mut lookup = inner.options.clone();
-        lookup.filter = options.filter.clone();
-        lookup.prefix_extractor = options.prefix_extractor.clone();
-        lookup.compaction_filter = options.compaction_filter.clone();
-        let options = restore(name, &record, &lookup)?;
+        let (record, options) = inner.keyspace_options(name, &options)?;
         let id = manifest.counters.next_keyspace_id;
         let log = inner.current_log.load(Ordering::Acquire);
         let edit = VersionEdit {
@@ -293,7 +294,133 @@ impl Db {
     }
 }
 
+impl Keyspace {
+    /// Changes this keyspace's options to `options`' keyspace fields (those
+    /// [`Db::keyspace_with`] takes; the store-wide ones are not looked at). The store records
+    /// them at once, so a reopened store finds the keyspace with them; they apply from the
+    /// keyspace's next write, flush and compaction on (tables keep the filter and codec they
+    /// were written with, and an entry the expiry time it was written with: a new
+    /// [`ttl`](Options::ttl) applies to the puts that follow).
+    ///
+    /// The default keyspace takes the options [`Db::open`] is given: changed here, they last
+    /// until the store closes. A keyspace's prefix extractor cannot change (its tables' prefix
+    /// filters are read with it), nor its filter to a policy of your own other than its own, nor
+    /// the TTL of a keyspace created with one by an older version of the store (its values
+    /// carry their write time, and expire by it).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use siftdb::{Db, Options};
+    ///
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let sessions = db.keyspace("sessions")?; // the store's options: no TTL
+    /// sessions.set_options(Options::default().ttl(Duration::from_secs(1800)))?;
+    /// sessions.put("s1", "ada")?; // expires in thirty minutes
+    /// drop((sessions, db));
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let same = Options::default().ttl(Duration::from_secs(1800));
+    /// assert!(db.keyspace_with("sessions", same).is_ok()); // recorded
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// - `Error::InvalidArgument` for options out of range, or naming an option that cannot
+    ///   change; nothing is changed then;
+    /// - `Error::ReadOnly` in a store opened read-only; `Error::Io` if the MANIFEST edit cannot
+    ///   be written; `Error::Closed`, `Error::Background` as for writes; `Error::InvalidArgument`
+    ///   once the keyspace is dropped.
+    pub fn set_options(&self, options: Options) -> Result<()> {
+        let (inner, tree) = (&self.db.inner, &self.db.tree);
+        inner.check_background_error()?;
+        options.validate()?;
+        let current = tree.options();
+        let name = &tree.name;
+        let refused = |what: &str| Err(Error::InvalidArgument(format!("keyspace {name}: {what}")));
+        let extractor = |o: &Options| o.prefix_extractor.as_ref().map(|p| p.name().to_string());
+        if extractor(&options) != extractor(&current) {
+            return refused(
+                "prefix_extractor cannot change (its tables' prefix filters are read with the \
+                 one it has)",
+            );
+        }
+        let policy = |o: &Options| o.filter.policy().map(|p| p.name().to_string());
+        if let Some(asked) = policy(&options) {
+            if !BUILT_IN_POLICIES.contains(&asked.as_str())
+                && Some(&asked) != policy(&current).as_ref()
+            {
+                return refused(&format!(
+                    "filter cannot change to policy {asked}: its tables are read with the \
+                     built-in policies and its own"
+                ));
+            }
+        }
+        if tree.write_times && options.ttl.map(ttl_seconds) != current.ttl.map(ttl_seconds) {
+            // Another TTL would move the expiry of values already written, and bring back
+            // expired ones no compaction has removed yet.
+            return refused(
+                "ttl cannot change: its values carry their write time (it was created with a \
+                 ttl by an older version of the store), which expire by it",
+            );
+        }
+        let mut manifest = inner.manifest.lock();
+        tree.check_live()?;
+        let (record, new) = inner.keyspace_options(name, &options_as(tree, options))?;
+        if record == describe(&tree.options()) {
+            return Ok(());
+        }
+        if tree.id != DEFAULT_KEYSPACE_ID {
+            let edit = VersionEdit {
+                keyspace: tree.id,
+                options: Some(record),
+                ..Default::default()
+            };
+            manifest.log_and_apply(edit, inner.next_file.load(Ordering::SeqCst))?;
+        }
+        tree.replace_options(new);
+        drop(manifest);
+        // New triggers or budgets may make a flush or compaction due.
+        inner.changed.notify_all();
+        log::info!(
+            "siftdb {}: changed the options of keyspace {name}",
+            inner.dir.display()
+        );
+        Ok(())
+    }
+}
+
+/// `options` with `tree`'s value layout (whether plain values carry their write time), which
+/// never changes.
+fn options_as(tree: &Tree, mut options: Options) -> Options {
+    options.write_times = tree.write_times;
+    options
+}
+
+impl Tree {
+    /// The record `options` would make for this keyspace (with its value layout).
+    fn record_of(&self, options: &Options) -> String {
+        describe(&options_as(self, options.clone()))
+    }
+}
+
 impl DbInner {
+    /// The record and the options of keyspace `name` given `options`: its keyspace fields, the
+    /// store's store-wide ones (a policy, extractor or compaction filter of the caller's own is
+    /// found in `options` itself).
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` if the options' record does not restore.
+    fn keyspace_options(&self, name: &str, options: &Options) -> Result<(String, Options)> {
+        let record = describe(options);
+        let mut lookup = self.options.clone();
+        lookup.filter = options.filter.clone();
+        lookup.prefix_extractor = options.prefix_extractor.clone();
+        lookup.compaction_filter = options.compaction_filter.clone();
+        let options = restore(name, &record, &lookup)?;
+        Ok((record, options))
+    }
+
     /// The live tree of the keyspace named `name`.
     pub(crate) fn tree_named(&self, name: &str) -> Option<Arc<Tree>> {
         let st = self.state.lock();

@@ -9,8 +9,10 @@
 //! filter (or no prefix extractor) and a warning is logged: its existing tables still read
 //! correctly, since a table's filter is asked only through a policy of the name it was built with.
 //! A compaction filter is recorded by name too, and looked for in the options' compaction filter
-//! and registered ones; a time to live is recorded in seconds. Both lines are written only when
-//! set.
+//! and registered ones; a time to live is recorded in seconds, as `expire_after` (puts expire
+//! that long after they are written: `ttl.rs`) or, for a keyspace whose values carry their write
+//! time, `ttl`. These lines are written only when set. `Keyspace::set_options` records a new
+//! record whole; [`changed_options`] names what differs between two.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,15 @@ use crate::options::{Compression, Options};
 use crate::prefix::PrefixExtractor;
 
 const FIXED_PREFIX: &str = "siftdb.FixedPrefix.";
+
+/// The names of the built-in filter policies, which every keyspace reads the tables of.
+pub(crate) const BUILT_IN_POLICIES: [&str; 5] = [
+    "leveldb.BuiltinBloomFilter2",
+    "siftdb.CacheLocalBloom",
+    "siftdb.BinaryFuse8",
+    "siftdb.BinaryFuse16",
+    "siftdb.Ribbon128",
+];
 
 /// The record of `options`' keyspace fields.
 pub(crate) fn describe(options: &Options) -> String {
@@ -117,7 +128,9 @@ pub(crate) fn describe(options: &Options) -> String {
         record.push_str(&format!("compaction_filter={}\n", f.name()));
     }
     if let Some(ttl) = o.ttl {
-        record.push_str(&format!("ttl={}\n", ttl_seconds(ttl)));
+        // A reader that knows neither line refuses the record: it could not read the values.
+        let name = if o.write_times { "ttl" } else { "expire_after" };
+        record.push_str(&format!("{name}={}\n", ttl_seconds(ttl)));
     }
     if let (Some(bits), Some(range)) = (o.range_filter.bits_per_key(), o.range_filter.max_range()) {
         record.push_str(&format!("range_filter=grafite {bits} {range}\n"));
@@ -136,6 +149,7 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
     // Recorded only when set: a record without them is a keyspace without them.
     o.compaction_filter = None;
     o.ttl = None;
+    o.write_times = false;
     o.range_filter = RangeFilter::none();
     for line in record.lines().filter(|l| !l.is_empty()) {
         let bad = || Error::InvalidArgument(format!("keyspace {name}: bad option record {line:?}"));
@@ -192,7 +206,11 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
             "compaction_filter" => {
                 o.compaction_filter = restore_compaction_filter(name, value, store)
             }
-            "ttl" => o.ttl = Some(Duration::from_secs(number()?)),
+            "expire_after" => o.ttl = Some(Duration::from_secs(number()?)),
+            "ttl" => {
+                o.ttl = Some(Duration::from_secs(number()?));
+                o.write_times = true;
+            }
             "range_filter" => {
                 let mut parts = value.split(' ');
                 let (Some("grafite"), Some(bits), Some(range), None) =
@@ -209,6 +227,30 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
     }
     o.validate()?;
     Ok(o)
+}
+
+/// The names of the options whose lines differ between records `a` and `b`, in record order, as
+/// `Options` calls them.
+pub(crate) fn changed_options(a: &str, b: &str) -> Vec<String> {
+    let lines = |r: &str| -> Vec<(String, String)> {
+        r.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let (a, b) = (lines(a), lines(b));
+    let value = |list: &[(String, String)], name: &str| {
+        list.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    };
+    let mut names: Vec<String> = Vec::new();
+    for (line, _) in a.iter().chain(&b) {
+        // Both lines of a time to live are `Options::ttl`.
+        let name = if line == "expire_after" { "ttl" } else { line };
+        if value(&a, line) != value(&b, line) && !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    names
 }
 
 /// `none`, `none`..., `zstd:3`: what `Compression`'s `Display` writes.
@@ -235,12 +277,13 @@ fn restore_filter(keyspace: &str, value: &str, store: &Options) -> Option<Filter
     let policy_name = parts.next()?;
     let bits: f64 = parts.next()?.parse().ok()?;
     let partition_bytes: usize = parts.next()?.parse().ok()?;
+    let [leveldb, local, fuse8, fuse16, ribbon] = BUILT_IN_POLICIES;
     let policy: Arc<dyn FilterPolicy> = match policy_name {
-        "leveldb.BuiltinBloomFilter2" => Arc::new(LevelDbBloom::new(bits)),
-        "siftdb.CacheLocalBloom" => Arc::new(CacheLocalBloom::new(bits)),
-        "siftdb.BinaryFuse8" => Arc::new(BinaryFuse::fuse8()),
-        "siftdb.BinaryFuse16" => Arc::new(BinaryFuse::fuse16()),
-        "siftdb.Ribbon128" => Arc::new(Ribbon::new(bits)),
+        p if p == leveldb => Arc::new(LevelDbBloom::new(bits)),
+        p if p == local => Arc::new(CacheLocalBloom::new(bits)),
+        p if p == fuse8 => Arc::new(BinaryFuse::fuse8()),
+        p if p == fuse16 => Arc::new(BinaryFuse::fuse16()),
+        p if p == ribbon => Arc::new(Ribbon::new(bits)),
         own => match store.filter.policy().filter(|p| p.name() == own) {
             Some(p) => Arc::clone(p),
             None => {
@@ -325,7 +368,7 @@ mod tests {
         let record = describe(&o);
         assert_eq!(
             record,
-            format!("{plain}compaction_filter=test.KeepAll\nttl=3\n")
+            format!("{plain}compaction_filter=test.KeepAll\nexpire_after=3\n")
         );
         // The filter is found by name, in the store's filter or among the registered ones.
         let registered = Options::default().register_compaction_filter(Arc::new(KeepAll));
@@ -340,6 +383,25 @@ mod tests {
         let store = Options::default().compaction_filter(Arc::new(KeepAll));
         let back = restore("k", &plain, &store).unwrap();
         assert!(back.compaction_filter.is_none() && back.ttl.is_none());
+        // A keyspace whose values carry their write time keeps the line that says so.
+        let written = restore("k", &format!("{plain}ttl=7\n"), &Options::default()).unwrap();
+        assert!(written.write_times);
+        assert_eq!(written.ttl, Some(Duration::from_secs(7)));
+        assert_eq!(describe(&written), format!("{plain}ttl=7\n"));
+        assert!(!back.write_times);
+    }
+
+    #[test]
+    fn changed_options_are_named_in_record_order() {
+        let plain = describe(&Options::default());
+        let other = describe(
+            &Options::default()
+                .block_size(8192)
+                .ttl(Duration::from_secs(60)),
+        );
+        assert_eq!(changed_options(&plain, &other), ["block_size", "ttl"]);
+        assert_eq!(changed_options(&other, &plain), ["block_size", "ttl"]);
+        assert!(changed_options(&plain, &plain).is_empty());
     }
 
     #[test]

@@ -5,10 +5,12 @@
 //! write-temp, fsync, rename, fsync of the directory. Every later edit is appended and synced
 //! before the version it makes is used.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::filename::{
     current_path, current_temp_path, manifest_name, parse_file_name, FileKind, MAX_FILE_NUMBER,
@@ -71,6 +73,49 @@ pub(crate) struct Manifest {
     writer: Option<LogWriter>,
     pub(crate) counters: ManifestCounters,
     trees: TreeRecords,
+    /// The keyspaces dropped since this MANIFEST began (or, read-only, that it records dropped):
+    /// their writes may still sit in the WALs it needs, so a copy's MANIFEST records them too.
+    dropped: DroppedKeyspaces,
+    in_flight: Arc<TablesInFlight>,
+}
+
+/// Dropped keyspaces as their creation recorded them, by id.
+pub(crate) type DroppedKeyspaces = BTreeMap<u32, KeyspaceRecord>;
+
+/// The tables flushes and compactions are writing whose edits are not logged yet, by number.
+/// Every edit records the smallest (tag 16), so that recovery can tell a table a crash left
+/// unfinished, which it may remove, from a table whose edit the MANIFEST lost, which it must not
+/// (`account_for_files` in `open.rs`). A number stays here if its table's fate is unknown (a
+/// failed job): that only lets recovery remove more unfinished tables, never refuse a store.
+#[derive(Default)]
+pub(crate) struct TablesInFlight(Mutex<BTreeSet<u64>>);
+
+impl TablesInFlight {
+    /// Records the table number `allocate` hands out, under the same lock as the edits read the
+    /// set, so that an edit logged with a next file number past it also sees it here.
+    ///
+    /// # Errors
+    /// What `allocate` returns.
+    pub(crate) fn start(&self, allocate: impl FnOnce() -> Result<u64>) -> Result<u64> {
+        let mut tables = self.0.lock();
+        let number = allocate()?;
+        tables.insert(number);
+        Ok(number)
+    }
+
+    /// Table `number` is written no more: named by a logged edit, or its file removed.
+    pub(crate) fn finish(&self, number: u64) {
+        self.0.lock().remove(&number);
+    }
+
+    /// The smallest number in flight that is not one of `named`.
+    fn oldest_besides(&self, named: &[NewFile]) -> Option<u64> {
+        let tables = self.0.lock();
+        tables
+            .iter()
+            .copied()
+            .find(|n| !named.iter().any(|f| f.number == *n))
+    }
 }
 
 /// What a MANIFEST says.
@@ -80,6 +125,35 @@ pub(crate) struct RecoveredManifest {
     pub(crate) trees: TreeRecords,
     pub(crate) counters: ManifestCounters,
     pub(crate) store_id: StoreId,
+    /// The keyspaces whose drop it records, by id: their tables, and their writes still in WALs,
+    /// are no longer wanted.
+    pub(crate) dropped: DroppedKeyspaces,
+    /// The tables its edits took out of their keyspace's version (replaced by a compaction's
+    /// outputs, or rewritten): their data is held elsewhere.
+    pub(crate) replaced: BTreeSet<u64>,
+    /// The smallest number a table still being written at its last edit may have: a table from
+    /// here on that no edit names may be an output a crash interrupted.
+    pub(crate) tables_in_flight_from: u64,
+}
+
+impl RecoveredManifest {
+    /// What a new store's first MANIFEST (at `path`) says: only the default keyspace, empty.
+    pub(crate) fn new_store(
+        path: PathBuf,
+        trees: TreeRecords,
+        counters: ManifestCounters,
+        store_id: StoreId,
+    ) -> RecoveredManifest {
+        RecoveredManifest {
+            path,
+            trees,
+            counters,
+            store_id,
+            dropped: BTreeMap::new(),
+            replaced: BTreeSet::new(),
+            tables_in_flight_from: counters.next_file_number,
+        }
+    }
 }
 
 impl Manifest {
@@ -115,6 +189,9 @@ impl Manifest {
         };
         let (mut have_log, mut have_next, mut have_seq) = (false, false, false);
         let mut log_start_sequence = None;
+        let mut dropped = BTreeMap::new();
+        let mut replaced = BTreeSet::new();
+        let mut tables_in_flight_from = 0;
         let store_id = edits
             .first()
             .and_then(|e| e.store_id)
@@ -127,6 +204,16 @@ impl Manifest {
             if let Some(n) = edit.next_file_number {
                 counters.next_file_number = n;
                 have_next = true;
+                tables_in_flight_from = match edit.oldest_table_in_flight {
+                    Some(t) if t > n => {
+                        return Err(Error::corruption(
+                            &path,
+                            format!("oldest table in flight {t} is past the next file number {n}"),
+                        ))
+                    }
+                    Some(t) => t,
+                    None => n,
+                };
             }
             if let Some(n) = edit.last_sequence {
                 counters.last_sequence = counters.last_sequence.max(n);
@@ -138,8 +225,11 @@ impl Manifest {
             if let Some(n) = edit.next_keyspace_id {
                 counters.next_keyspace_id = counters.next_keyspace_id.max(n);
             }
+            let dropping = edit.dropped.and_then(|id| dropped_record(&trees, id));
             apply_to_trees(&mut trees, &mut counters, edit)
                 .map_err(|what| Error::corruption(&path, what))?;
+            dropped.extend(dropping);
+            replaced.extend(edit.deleted.iter().map(|&(_, number)| number));
         }
         if !(have_log && have_next && have_seq) {
             return Err(Error::corruption(
@@ -185,6 +275,9 @@ impl Manifest {
             trees,
             counters,
             store_id,
+            dropped,
+            replaced,
+            tables_in_flight_from,
         }))
     }
 
@@ -206,27 +299,8 @@ impl Manifest {
             .or_insert_with(TreeRecord::default_keyspace);
         let path = dir.join(manifest_name(number));
         let mut writer = LogWriter::create(fs, &path)?;
-        for (&id, tree) in &trees {
-            let mut edit = VersionEdit {
-                keyspace: id,
-                keyspace_log_number: Some(tree.log_number),
-                added: tables_of(&tree.version),
-                ..Default::default()
-            };
-            if id == DEFAULT_KEYSPACE_ID {
-                edit.log_number = Some(counters.log_number);
-                edit.log_start_sequence = Some(counters.log_start_sequence);
-                edit.next_file_number = Some(counters.next_file_number);
-                edit.last_sequence = Some(counters.last_sequence);
-                edit.next_keyspace_id = Some(counters.next_keyspace_id);
-                edit.store_id = Some(store_id);
-            } else {
-                edit.created = Some(KeyspaceRecord {
-                    id,
-                    name: tree.name.clone(),
-                    options: tree.options.clone(),
-                });
-            }
+        // The WALs it needs hold no write of a keyspace dropped before: none is recorded.
+        for edit in snapshot_edits(&trees, &DroppedKeyspaces::new(), &counters, store_id) {
             writer.add_record(&edit.encode())?;
         }
         writer.sync()?;
@@ -237,22 +311,40 @@ impl Manifest {
             writer: Some(writer),
             counters,
             trees,
+            dropped: DroppedKeyspaces::new(),
+            in_flight: Default::default(),
         })
     }
 
     /// The MANIFEST of a store opened read-only: `trees` and `counters` as recovered, and no
     /// file to append to.
-    pub(crate) fn read_only(trees: TreeRecords, counters: ManifestCounters) -> Manifest {
+    pub(crate) fn read_only(
+        trees: TreeRecords,
+        dropped: DroppedKeyspaces,
+        counters: ManifestCounters,
+    ) -> Manifest {
         Manifest {
             writer: None,
             counters,
             trees,
+            dropped,
+            in_flight: Default::default(),
         }
+    }
+
+    /// The tables being written whose edits are not logged yet, which every edit records.
+    pub(crate) fn tables_in_flight(&self) -> Arc<TablesInFlight> {
+        Arc::clone(&self.in_flight)
     }
 
     /// Every keyspace, by id.
     pub(crate) fn trees(&self) -> &TreeRecords {
         &self.trees
+    }
+
+    /// The keyspaces whose writes the WALs this MANIFEST needs may hold, dropped since.
+    pub(crate) fn dropped(&self) -> &DroppedKeyspaces {
+        &self.dropped
     }
 
     /// The current version of keyspace `id` (empty if it was dropped).
@@ -263,7 +355,8 @@ impl Manifest {
     }
 
     /// Appends `edit` (with the counters filled in: its own log number and last sequence if it
-    /// has them, else the current ones), syncs it, and makes its version current.
+    /// has them, else the current ones, and the oldest table in flight), syncs it, and makes its
+    /// version current; the tables it adds are no longer in flight.
     ///
     /// # Errors
     /// Any failure to write or sync; the MANIFEST writer then refuses further edits.
@@ -293,14 +386,89 @@ impl Manifest {
         edit.log_number = Some(self.counters.log_number);
         edit.log_start_sequence = Some(self.counters.log_start_sequence);
         edit.next_keyspace_id = Some(self.counters.next_keyspace_id);
+        edit.oldest_table_in_flight = self
+            .in_flight
+            .oldest_besides(&edit.added)
+            .filter(|&n| n < next_file_number);
         let mut trees = self.trees.clone();
         let mut counters = self.counters;
+        let dropping = edit.dropped.and_then(|id| dropped_record(&trees, id));
         apply_to_trees(&mut trees, &mut counters, &edit).map_err(Error::InvalidArgument)?;
         writer.add_record(&edit.encode())?;
         writer.sync()?;
+        for f in &edit.added {
+            self.in_flight.finish(f.number);
+        }
         self.trees = trees;
+        self.dropped.extend(dropping);
         Ok(self.version(edit.keyspace))
     }
+}
+
+/// Keyspace `id` of `trees` as its creation records it, for the record of its drop.
+fn dropped_record(trees: &TreeRecords, id: u32) -> Option<(u32, KeyspaceRecord)> {
+    let tree = trees.get(&id)?;
+    let record = KeyspaceRecord {
+        id,
+        name: tree.name.clone(),
+        options: tree.options.clone(),
+    };
+    Some((id, record))
+}
+
+/// The records a new MANIFEST starts with (see [`Manifest::create`]): the default keyspace's
+/// first, with the store's identity and `counters`; then, for each of `dropped`, one creating it
+/// and one dropping it (so that the writes to it in the WALs the MANIFEST needs are known for a
+/// dropped keyspace's); then one creating each other keyspace of `trees` with its tables. `trees`
+/// holds the default keyspace.
+pub(crate) fn snapshot_edits(
+    trees: &TreeRecords,
+    dropped: &DroppedKeyspaces,
+    counters: &ManifestCounters,
+    store_id: StoreId,
+) -> Vec<VersionEdit> {
+    let dropped = dropped.values().flat_map(|k| {
+        let create = VersionEdit {
+            keyspace: k.id,
+            created: Some(k.clone()),
+            ..Default::default()
+        };
+        let drop = VersionEdit {
+            dropped: Some(k.id),
+            ..Default::default()
+        };
+        [create, drop]
+    });
+    let mut edits = trees
+        .iter()
+        .map(|(&id, tree)| {
+            let mut edit = VersionEdit {
+                keyspace: id,
+                keyspace_log_number: Some(tree.log_number),
+                added: tables_of(&tree.version),
+                ..Default::default()
+            };
+            if id == DEFAULT_KEYSPACE_ID {
+                edit.log_number = Some(counters.log_number);
+                edit.log_start_sequence = Some(counters.log_start_sequence);
+                edit.next_file_number = Some(counters.next_file_number);
+                edit.last_sequence = Some(counters.last_sequence);
+                edit.next_keyspace_id = Some(counters.next_keyspace_id);
+                edit.store_id = Some(store_id);
+            } else {
+                edit.created = Some(KeyspaceRecord {
+                    id,
+                    name: tree.name.clone(),
+                    options: tree.options.clone(),
+                });
+            }
+            edit
+        })
+        .collect::<Vec<_>>();
+    // Right after the default keyspace's: a live keyspace may have taken a dropped one's name.
+    let at = edits.len().min(1);
+    edits.splice(at..at, dropped);
+    edits
 }
 
 /// The tables of `version`, as a MANIFEST records them.
@@ -351,7 +519,11 @@ fn apply_to_trees(
         return Ok(());
     }
     let Some(tree) = trees.get_mut(&edit.keyspace) else {
-        if edit.added.is_empty() && edit.deleted.is_empty() && edit.keyspace_log_number.is_none() {
+        if edit.added.is_empty()
+            && edit.deleted.is_empty()
+            && edit.keyspace_log_number.is_none()
+            && edit.options.is_none()
+        {
             return Ok(());
         }
         return Err(format!(
@@ -375,6 +547,9 @@ fn apply_to_trees(
     }
     if let Some(n) = edit.keyspace_log_number {
         tree.log_number = n;
+    }
+    if let Some(options) = &edit.options {
+        tree.options = options.clone();
     }
     Ok(())
 }
@@ -409,7 +584,7 @@ pub(crate) fn read_edits(path: &Path) -> Result<Vec<VersionEdit>> {
 
 /// Points CURRENT at MANIFEST-`number`: write a temporary file, fsync it, rename it over CURRENT,
 /// fsync the directory so the rename itself is durable.
-fn set_current(fs: &FileSystem, dir: &Path, number: u64) -> Result<()> {
+pub(crate) fn set_current(fs: &FileSystem, dir: &Path, number: u64) -> Result<()> {
     let tmp = current_temp_path(dir);
     // Left by an interrupted switch; the store never creates over an existing file.
     match fs.remove_file(&tmp) {
@@ -422,4 +597,68 @@ fn set_current(fs: &FileSystem, dir: &Path, number: u64) -> Result<()> {
     drop(f);
     fs.rename(&tmp, &current_path(dir))?;
     fs.sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store_id::new_store_id;
+
+    fn table(number: u64) -> NewFile {
+        NewFile {
+            level: 0,
+            number,
+            size: 100,
+            smallest: b"a\x01\0\0\0\0\0\0\0".to_vec(),
+            largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
+            range_tombstones: false,
+        }
+    }
+
+    /// Each edit records the oldest table still being written besides its own, and recovery
+    /// reads the last edit's: tables from there on that no edit names may be unfinished outputs.
+    #[test]
+    fn edits_record_the_oldest_table_in_flight_until_an_edit_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let counters = ManifestCounters {
+            next_file_number: 2,
+            next_keyspace_id: DEFAULT_KEYSPACE_ID + 1,
+            ..Default::default()
+        };
+        let fs = FileSystem::default();
+        let mut manifest = Manifest::create(
+            &fs,
+            dir.path(),
+            1,
+            TreeRecords::new(),
+            counters,
+            new_store_id(),
+        )
+        .unwrap();
+        let recovered_from = || {
+            Manifest::recover(dir.path())
+                .unwrap()
+                .unwrap()
+                .tables_in_flight_from
+        };
+        assert_eq!(
+            recovered_from(),
+            2,
+            "nothing in flight: the next file number"
+        );
+        let in_flight = manifest.tables_in_flight();
+        for n in [4, 5] {
+            assert_eq!(in_flight.start(|| Ok(n)).unwrap(), n);
+        }
+        // An edit naming table 4, logged while table 5 is being written.
+        let edit = |n| VersionEdit {
+            added: vec![table(n)],
+            ..Default::default()
+        };
+        manifest.log_and_apply(edit(4), 8).unwrap();
+        assert_eq!(recovered_from(), 5);
+        // Once an edit names it too, nothing is in flight.
+        manifest.log_and_apply(edit(5), 9).unwrap();
+        assert_eq!(recovered_from(), 9);
+    }
 }

@@ -2,18 +2,23 @@
 //! `open.rs` (open, read-only open and recovery), `close.rs` (the handle count, `close`),
 //! `write.rs` (writes and `sync_wal`), `read.rs` (Get), `scan.rs` (`scan`, `iter`), `cursor.rs`,
 //! `flush.rs`, `compaction.rs`, `manual_compaction.rs` (`compact`, `compact_range`), `background.rs` (the two worker threads), `checkpoint.rs`,
-//! `destroy.rs`, `property.rs`, `conveniences.rs`.
+//! `copy_view.rs` (the pinned view checkpoints and backups copy), `destroy.rs`, `property.rs`,
+//! `conveniences.rs`.
 
 mod background;
+mod batch_settling;
 mod checkpoint;
 mod close;
 mod compaction;
 mod compaction_filtering;
 mod compaction_stats;
 mod conveniences;
+pub(crate) mod copy_view;
 mod cursor;
 mod destroy;
+mod dir_lock;
 mod explain;
+mod file_accounting;
 pub(crate) mod filename;
 mod filter_refresh;
 mod flush;
@@ -43,7 +48,8 @@ pub(crate) mod version_edit;
 mod write;
 mod write_burst;
 
-pub(crate) use write::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub(crate) use ttl::ttl_seconds;
+pub(crate) use write::{check_sizes, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -68,6 +74,7 @@ pub(crate) use close::Lifecycle;
 pub use cursor::Cursor;
 pub use key_range::KeyRange;
 pub use keyspace::Keyspace;
+pub(crate) use open::lock_exclusive;
 pub use scan::Scan;
 pub use snapshot::Snapshot;
 pub use transaction::{Transaction, TransactionScan};
@@ -193,6 +200,8 @@ pub(crate) struct DbInner {
     /// Signalled on every change of `state`: new work, work done, an error, closing.
     pub(crate) changed: Condvar,
     pub(crate) manifest: Mutex<Manifest>,
+    /// The MANIFEST's record of the tables being written (`Manifest::tables_in_flight`).
+    pub(crate) tables_in_flight: Arc<manifest::TablesInFlight>,
     /// Held by whoever compacts: the background thread or a manual `compact`.
     pub(crate) compaction: Mutex<()>,
     pub(crate) last_sequence: AtomicU64,
@@ -222,6 +231,15 @@ impl DbInner {
             return Err(filename::numbers_used_up(&self.dir));
         }
         Ok(n)
+    }
+
+    /// A number for a table a flush or compaction writes, in flight until an edit names it (see
+    /// [`TablesInFlight`](manifest::TablesInFlight)).
+    ///
+    /// # Errors
+    /// As [`new_file_number`](DbInner::new_file_number).
+    pub(crate) fn new_table_number(&self) -> Result<u64> {
+        self.tables_in_flight.start(|| self.new_file_number())
     }
 
     /// Makes keyspace `tree`'s current super-version, changed by `change`, the one readers see.

@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::ops::{Deref, Range};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use super::version::{FileMeta, Version};
 use super::{Db, Snapshot};
 use crate::error::Result;
 use crate::filter::{FilterLayout, FilterPolicy, FilterProbe};
-use crate::key::{compare_bytes, leading_bytes, InternalKey, ValueKind};
+use crate::key::{compare_bytes, leading_bytes, InternalKey, SEEK_KIND};
 use crate::memtable::NewestEntry;
 use crate::options::NUM_LEVELS;
 use crate::sst::block::KeyOrder;
@@ -42,14 +43,17 @@ impl RecordAnswer for Vec<Answer> {
 /// Each distinct key's answer, kept as `multi_get` returns it, so that a batch without repeated
 /// keys returns these very values; beside them, which keys are done (a deleted key is done and
 /// `Ok(None)`, as is an absent one).
-struct Answers {
+struct Answers<'t> {
     values: Vec<Result<Option<Vec<u8>>>>,
     done: Vec<bool>,
     /// How many values were found.
     found: u64,
+    /// The keyspace asked, which judges expiry, and the store's directory, which its errors name.
+    tree: &'t Tree,
+    dir: &'t Path,
 }
 
-impl Answers {
+impl Answers<'_> {
     /// Whether distinct key `d` is still looking.
     #[inline]
     fn open(&self, d: usize) -> bool {
@@ -57,15 +61,19 @@ impl Answers {
     }
 }
 
-impl RecordAnswer for Answers {
+impl RecordAnswer for Answers<'_> {
     fn record(&mut self, d: usize, found: Result<Option<NewestEntry>>) {
         self.done[d] = true;
-        self.values[d] = match found {
+        self.values[d] = match found.and_then(|f| self.tree.expire_found(self.dir, f)) {
             Ok(Some(NewestEntry::Value(v))) => {
                 self.found += 1;
                 Ok(Some(v))
             }
-            Ok(Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) | None) => Ok(None),
+            // `expire_found` made an expiring value a value or a tombstone.
+            Ok(
+                Some(NewestEntry::Deleted | NewestEntry::RangeDeleted | NewestEntry::Expiring(_))
+                | None,
+            ) => Ok(None),
             Err(e) => Err(e),
         };
     }
@@ -266,6 +274,8 @@ impl Db {
             values,
             done,
             found: 0,
+            tree,
+            dir: &inner.dir,
         };
         // Empty memtables (as after a flush) are passed over without building a lookup key.
         if !(sv.mem.is_empty() && sv.imm.iter().all(|m| m.is_empty())) {
@@ -288,12 +298,12 @@ impl Db {
             tree.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
         }
         drop(sv);
-        tree.expire_answers(&inner.dir, &mut answers.values, &mut answers.found);
 
         let Answers {
             mut values,
             done,
             mut found,
+            ..
         } = answers;
         if probes.len() != keys.len() {
             values = values_per_key(values, &buffers.distinct_of);
@@ -410,7 +420,7 @@ impl Tree {
         seq: u64,
         probes: &[FilterProbe<'_>],
         buffers: &mut Buffers,
-        answers: &mut Answers,
+        answers: &mut Answers<'_>,
     ) -> bool {
         let Buffers {
             resume,
@@ -526,7 +536,7 @@ impl Tree {
             // Every key's index searched before any block is fetched: each fetch takes a lock
             // of the block cache, which would hold up the next key's index misses.
             for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|(_, &m)| m) {
-                let lookup = InternalKey::new(probes[d].key(), seq, ValueKind::Value);
+                let lookup = InternalKey::new(probes[d].key(), seq, SEEK_KIND);
                 match reader.locate_past_filter::<CopyValue>(lookup.as_bytes()) {
                     Ok(l) => located.push((d, reader, lookup, l)),
                     // As a Get's failed search, it counts no filter answer.
@@ -562,7 +572,7 @@ impl Tree {
         seq: u64,
         probes: &[FilterProbe<'_>],
         resume: &[usize],
-        answers: &mut Answers,
+        answers: &mut Answers<'_>,
     ) {
         let unanswered = |d: &usize| resume[*d] != WALKED && answers.open(*d);
         // Sorted by the keys' first 16 bytes as one integer, the bytes compared only on a tie:
@@ -577,7 +587,7 @@ impl Tree {
         });
         let lookups: Vec<InternalKey> = rest
             .iter()
-            .map(|&(_, d)| InternalKey::new(probes[d].key(), seq, ValueKind::Value))
+            .map(|&(_, d)| InternalKey::new(probes[d].key(), seq, SEEK_KIND))
             .collect();
         let lookup_bytes: Vec<&[u8]> = lookups.iter().map(InternalKey::as_bytes).collect();
         let mut batch = Batch {

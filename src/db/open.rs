@@ -1,7 +1,8 @@
-//! Opening a store: lock the directory, read the MANIFEST (or create the store), replay the WALs
-//! into L0 tables, write a fresh MANIFEST, start a new WAL, remove what no version needs, start
-//! the workers. Opening read-only: take a shared lock, read the MANIFEST, replay the WALs into a
-//! memtable, and write nothing.
+//! Opening a store: lock the directory, read the MANIFEST (or create the store) and check that it
+//! accounts for every file (`file_accounting.rs`), replay the WALs into L0 tables, start a new
+//! WAL, remove the leftover tables, write a fresh MANIFEST, remove the WALs it no longer needs,
+//! start the workers. Opening read-only: take a shared lock, read the MANIFEST and check it,
+//! replay the WALs into a memtable, and write nothing.
 //!
 //! Every file open creates gets a number above every file already in the directory, so nothing an
 //! interrupted open (or an interrupted earlier life) left behind is ever overwritten, and a WAL
@@ -16,9 +17,11 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use super::background::{catch_panic, spawn_workers};
+use super::dir_lock::locked_error;
+use super::file_accounting::{account_for_files, AccountedFiles};
 use super::filename::{
-    check_store_path, current_path, current_temp_path, lock_path, log_path, manifest_name,
-    numbers_used_up, parse_file_name, table_path, FileKind, MAX_FILE_NUMBER,
+    check_store_path, current_path, current_temp_path, list_files, lock_path, log_path,
+    manifest_name, numbers_used_up, table_path, FileKind, MAX_FILE_NUMBER,
 };
 use super::flush::{table_options, write_level0_table};
 use super::keyspace::make_tree;
@@ -26,7 +29,6 @@ use super::keyspace_options::restore;
 use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords};
 use super::table_cache::{TableCache, TablePlacement};
 use super::tree::TreeState;
-use super::ttl::check_no_default_ttl;
 use super::version::Retire;
 use super::version_edit::{VersionEdit, DEFAULT_KEYSPACE_ID};
 use super::{Db, DbInner, Lifecycle, State, WalInfo, WalState};
@@ -48,21 +50,21 @@ impl Db {
     ///
     /// # Errors
     /// - `Error::InvalidArgument`, before anything is created, if `options` are out of range or
-    ///   cannot work together (see [`Options`]), if they have a [`ttl`](Options::ttl) (only
-    ///   keyspaces other than the default one may), if `path` is empty or a file, or if it holds
+    ///   cannot work together (see [`Options`]), if `path` is empty or a file, or if it holds
     ///   no store and may not be created;
     /// - `Error::Locked` if another `Db` holds the directory (a writer, or a reader opened with
-    ///   [`open_read_only`](Db::open_read_only));
+    ///   [`open_read_only`](Db::open_read_only)), or scans and cursors of a closed one do: its
+    ///   message says which, as far as this process can tell;
     /// - `Error::Corruption` naming the file if CURRENT, the MANIFEST, a WAL (other than a torn
     ///   tail) or a table needed to open is damaged, if a table is not the one the MANIFEST
     ///   describes, if the directory holds a store's files but no CURRENT, if the MANIFEST
-    ///   cannot account for the store's files (a table it names or a WAL it needs is missing:
-    ///   it lost edits the store acted on), or if a file is numbered past the largest file
-    ///   number a store allocates. Open then writes and removes nothing;
+    ///   cannot account for the store's files (a table it names or a WAL it needs is missing, or
+    ///   a table it does not name, or a write in a WAL, is of a keyspace it does not know or not
+    ///   shown to be a leftover: it lost records the store acted on), or if a file is numbered
+    ///   past the largest file number a store allocates. Open then writes and removes nothing;
     /// - `Error::Io` naming the file for operating-system failures.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        check_no_default_ttl(&options)?;
         let dir = path.as_ref();
         check_store_path(dir)?;
         let fs = options.file_system();
@@ -89,9 +91,14 @@ impl Db {
             Some(recovered) => recovered,
             None => create_store(&fs, dir, &options)?,
         };
-        let (files, mut next_file) = accounted_files(dir, &recovered)?;
+        let AccountedFiles {
+            files,
+            mut next_file,
+            obsolete_tables,
+        } = account_for_files(dir, &recovered)?;
         let keyspaces = keyspace_options(&recovered, &options)?;
         let RecoveredManifest {
+            path: recovered_from,
             trees: mut records,
             counters,
             store_id,
@@ -104,7 +111,8 @@ impl Db {
                     return Ok(());
                 };
                 let number = take_number(dir, &mut next_file)?;
-                let table = table_options(o, &record.name, 0, false, o.filter.clone(), store_id);
+                let keyspace = (id, record.name.as_str());
+                let table = table_options(o, keyspace, 0, false, o.filter.clone(), store_id);
                 // A store being opened has no snapshots.
                 if let Some(f) = write_level0_table(&fs, dir, number, table, &stats, &[], mem)? {
                     added.entry(id).or_default().added.push(f);
@@ -132,6 +140,7 @@ impl Db {
             record.log_number = log_number;
         }
         let log = LogWriter::create(&fs, &log_path(dir, log_number))?;
+        remove_obsolete_tables(&fs, dir, &recovered_from, &obsolete_tables)?;
         let manifest = Manifest::create(
             &fs,
             dir,
@@ -146,7 +155,7 @@ impl Db {
             },
             store_id,
         )?;
-        remove_obsolete_files(&fs, dir, manifest.trees(), log_number, manifest_number);
+        remove_obsolete_files(&fs, dir, log_number, manifest_number);
         let mems = keyspaces
             .keys()
             .map(|&id| (id, Arc::new(MemTable::new(log_number))))
@@ -219,16 +228,14 @@ impl Db {
     /// ```
     ///
     /// # Errors
-    /// - `Error::InvalidArgument` if `options` cannot work together or have a
-    ///   [`ttl`](Options::ttl), if `path` is empty, missing or a file, or if the directory holds
-    ///   no store;
+    /// - `Error::InvalidArgument` if `options` cannot work together, if `path` is empty, missing
+    ///   or a file, or if the directory holds no store;
     /// - `Error::Locked` if a writer has the store open;
     /// - `Error::Corruption` as for [`open`](Db::open) (a damaged CURRENT, MANIFEST, WAL or
-    ///   table, a store's files without CURRENT);
+    ///   table, a store's files without CURRENT, a MANIFEST that cannot account for the files);
     /// - `Error::Io` naming the file for operating-system failures.
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        check_no_default_ttl(&options)?;
         let dir = path.as_ref();
         check_store_path(dir)?;
         match fs::metadata(dir) {
@@ -257,10 +264,13 @@ impl Db {
         let Some(recovered) = Manifest::recover(dir)? else {
             return Err(no_store());
         };
-        let (files, next_file) = accounted_files(dir, &recovered)?;
+        let AccountedFiles {
+            files, next_file, ..
+        } = account_for_files(dir, &recovered)?;
         let keyspaces = keyspace_options(&recovered, &options)?;
         let RecoveredManifest {
             trees: records,
+            dropped,
             counters,
             store_id,
             ..
@@ -275,7 +285,7 @@ impl Db {
             keyspaces,
             stats,
             store_id,
-            manifest: Manifest::read_only(records, counters),
+            manifest: Manifest::read_only(records, dropped, counters),
             mems,
             wal: WalState {
                 log: None,
@@ -339,7 +349,7 @@ pub(crate) fn lock_exclusive(dir: &Path) -> Result<File> {
         .map_err(io_at(&lock_file))?;
     match lock.try_lock() {
         Ok(()) => Ok(lock),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::WouldBlock) => Err(locked_error(dir)),
         Err(std::fs::TryLockError::Error(e)) => Err(io_at(&lock_file)(e)),
     }
 }
@@ -367,7 +377,7 @@ fn lock_shared(dir: &Path) -> Result<Option<File>> {
     };
     match lock.try_lock_shared() {
         Ok(()) => Ok(Some(lock)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::WouldBlock) => Err(locked_error(dir)),
         Err(std::fs::TryLockError::Error(e)) => Err(io_at(&lock_file)(e)),
     }
 }
@@ -501,6 +511,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
             wals,
         }),
         changed: Condvar::new(),
+        tables_in_flight: manifest.tables_in_flight(),
         manifest: Mutex::new(manifest),
         compaction: Mutex::new(()),
         last_sequence: AtomicU64::new(last_sequence),
@@ -509,7 +520,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         snapshots: Default::default(),
         options,
         read_only,
-        lifecycle: Lifecycle::new(lock),
+        lifecycle: Lifecycle::new(lock, dir),
     })
 }
 
@@ -575,118 +586,12 @@ fn create_store(fs: &FileSystem, dir: &Path, options: &Options) -> Result<Recove
         next_keyspace_id: DEFAULT_KEYSPACE_ID + 1,
     };
     let manifest = Manifest::create(fs, dir, 1, TreeRecords::new(), counters, store_id)?;
-    Ok(RecoveredManifest {
-        path: dir.join(manifest_name(1)),
-        trees: manifest.trees().clone(),
+    Ok(RecoveredManifest::new_store(
+        dir.join(manifest_name(1)),
+        manifest.trees().clone(),
         counters,
         store_id,
-    })
-}
-
-/// The store's files, once [`account_for_files`] has found the MANIFEST explains them, and the
-/// first file number open may hand out: past every file in the directory, not only those the
-/// MANIFEST knows (WALs created after its last edit, and tables of an interrupted flush, carry
-/// numbers at or above its counter). Every number is below `MAX_FILE_NUMBER`, so this does not
-/// overflow.
-fn accounted_files(dir: &Path, recovered: &RecoveredManifest) -> Result<(Vec<FileKind>, u64)> {
-    let files = list_files(dir)?;
-    account_for_files(dir, recovered, &files)?;
-    let next_file = files
-        .iter()
-        .filter_map(FileKind::number)
-        .map(|n| n + 1)
-        .fold(recovered.counters.next_file_number, u64::max);
-    Ok((files, next_file))
-}
-
-/// Checks, before open writes or removes anything, that the MANIFEST accounts for the store's
-/// files, so that the clean-up after recovery (which removes WALs below the new log number and
-/// tables no version names) never removes data the MANIFEST lost track of:
-///
-/// - every file number leaves the counter room (below [`MAX_FILE_NUMBER`]);
-/// - every table the version names is present with the size the MANIFEST records: tables are
-///   removed only after a synced edit took them out of the version;
-/// - the oldest WAL the MANIFEST needs is present whenever a newer WAL is: WALs are removed
-///   oldest first, each only after a synced flush edit moved the log number past it.
-///
-/// A MANIFEST whose last edit is torn (an append interrupted by a crash) is read without it; that
-/// edit was never acknowledged, so nothing it names was removed, and these checks pass. If they
-/// fail, the MANIFEST has lost edits the store acted on (a cut or damaged tail, an old copy), or
-/// files were removed by hand: `Error::Corruption` naming the MANIFEST and what it cannot
-/// explain, and nothing is removed.
-fn account_for_files(dir: &Path, recovered: &RecoveredManifest, files: &[FileKind]) -> Result<()> {
-    for kind in files {
-        if let Some(n) = kind.number().filter(|&n| n >= MAX_FILE_NUMBER) {
-            return Err(Error::corruption(
-                &dir.join(kind.name()),
-                format!(
-                    "numbered {n}, beyond the largest file number a store allocates \
-                     ({MAX_FILE_NUMBER}): not a file this store wrote; move it out of the directory"
-                ),
-            ));
-        }
-    }
-    let manifest = &recovered.path;
-    let manifest_name = manifest
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tables = recovered
-        .trees
-        .values()
-        .flat_map(|t| t.version.levels.iter().flatten());
-    for f in tables {
-        let path = table_path(dir, f.number);
-        let size = match fs::metadata(&path) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::corruption(
-                    &path,
-                    format!(
-                        "table named by {manifest_name} is missing (removed by hand, or \
-                         {manifest_name} lost the edit that replaced it)"
-                    ),
-                ));
-            }
-            Err(e) => return Err(io_at(&path)(e)),
-        };
-        if size != f.size {
-            return Err(Error::corruption(
-                &path,
-                format!(
-                    "the file is {size} bytes, {manifest_name} says {}: not this store's table",
-                    f.size
-                ),
-            ));
-        }
-    }
-    let needed = recovered.counters.log_number;
-    // 0: a store's first MANIFEST, written before its first WAL; no WAL is numbered 0.
-    if needed == 0 || files.contains(&FileKind::Log(needed)) {
-        return Ok(());
-    }
-    let newer = files
-        .iter()
-        .filter_map(|k| match *k {
-            FileKind::Log(n) if n > needed => Some(n),
-            _ => None,
-        })
-        .min();
-    match newer {
-        // No WAL at all past it: a checkpoint, whose MANIFEST needs none.
-        None => Ok(()),
-        Some(newer) => Err(Error::corruption(
-            manifest,
-            format!(
-                "needs {} (the oldest WAL whose writes are in no table), which is missing while \
-                 the newer {} is present: the MANIFEST has lost the edit of the flush that \
-                 removed it (a cut or damaged tail), or the WAL was removed by hand; replaying \
-                 the newer WALs alone would lose the writes between, so nothing is opened or \
-                 removed",
-                FileKind::Log(needed).name(),
-                FileKind::Log(newer).name()
-            ),
-        )),
-    }
+    ))
 }
 
 /// What recovery does with a keyspace's memtable that reached its `write_buffer_size`.
@@ -797,37 +702,47 @@ fn replay_logs(
     Ok((mems, last_sequence.max(counters.last_sequence)))
 }
 
-fn list_files(dir: &Path) -> Result<Vec<FileKind>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_at(dir))? {
-        let entry = entry.map_err(io_at(dir))?;
-        if let Some(kind) = entry.file_name().to_str().and_then(parse_file_name) {
-            out.push(kind);
-        }
-    }
-    Ok(out)
-}
-
-/// Removes WALs already in tables, tables no version names, and old MANIFESTs. Failures are
-/// ignored: the files are harmless and the next open tries again.
-fn remove_obsolete_files(
+/// Removes the tables `recovered_from` (the MANIFEST read) shows obsolete, before the new
+/// MANIFEST, which no longer records why: a table left behind would be unexplained at the next
+/// open. The new MANIFEST's directory sync makes the removals durable before CURRENT names it.
+///
+/// The edits that show them obsolete may be in the page cache alone (a crash cut their sync
+/// short), so the MANIFEST and CURRENT's name for it are made durable first: a power cut must not
+/// bring back a MANIFEST without them after the tables are gone.
+///
+/// # Errors
+/// `Error::Io` naming the file whose sync or removal failed: open fails rather than leave a table
+/// the next open could not account for.
+fn remove_obsolete_tables(
     fs: &FileSystem,
     dir: &Path,
-    trees: &TreeRecords,
-    log_number: u64,
-    manifest_number: u64,
-) {
-    let live: std::collections::HashSet<u64> = trees
-        .values()
-        .flat_map(|t| t.version.levels.iter().flatten().map(|f| f.number))
-        .collect();
+    recovered_from: &Path,
+    tables: &[u64],
+) -> Result<()> {
+    if tables.is_empty() {
+        return Ok(());
+    }
+    fs.sync_file(recovered_from)?;
+    fs.sync_dir(dir)?;
+    for &number in tables {
+        match fs.remove_file(&table_path(dir, number)) {
+            Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+/// Removes, once the new MANIFEST is current, the WALs already in tables and the old MANIFESTs
+/// (obsolete tables went before it). Failures are ignored: the files are harmless and the next
+/// open tries again.
+fn remove_obsolete_files(fs: &FileSystem, dir: &Path, log_number: u64, manifest_number: u64) {
     let Ok(files) = list_files(dir) else {
         return;
     };
     for kind in files {
         let path = match kind {
             FileKind::Log(n) if n < log_number => log_path(dir, n),
-            FileKind::Table(n) if !live.contains(&n) => table_path(dir, n),
             FileKind::Manifest(n) if n != manifest_number => dir.join(manifest_name(n)),
             FileKind::Temp => current_temp_path(dir),
             _ => continue,

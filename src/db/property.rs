@@ -37,6 +37,10 @@ struct FilterGroup {
     theory_keys: u64,
 }
 
+/// The line `siftdb.stats` prints before every counter: what the list is.
+const COUNTERS_HEADER: &str =
+    "counters since open (Ticker names and values, as Db::statistics returns them):";
+
 impl Db {
     /// A named report, or `None` for an unknown name:
     /// - `siftdb.stats`: per level the tables, bytes and entries; per level and filter the layout,
@@ -49,8 +53,8 @@ impl Db {
     ///   with tables and charged to the cache; the live snapshots and the oldest one's sequence;
     ///   per level, what the flushes or compactions into it read (from the level above and from
     ///   itself), wrote and took, as RocksDB's compaction stats; the write amplification (table
-    ///   bytes written ÷ key and value bytes written) and the write stall time by cause; then
-    ///   every counter. In a store with several keyspaces, the per-level parts come once per
+    ///   bytes written ÷ key and value bytes written); the store's WAL bytes and write stall
+    ///   time by cause; then, under a line saying what they are, every counter. In a store with several keyspaces, the per-level parts come once per
     ///   keyspace under a `** keyspace <name> **` line, and the counters are the store's totals;
     ///   on a [`Keyspace`](crate::Keyspace) other than the default one, the report is that
     ///   keyspace's alone, with its own counters.
@@ -81,7 +85,7 @@ impl Db {
             "siftdb.compaction-pending" => {
                 // Levels count at the triggers they compact at once writes pause: work that waits
                 // for them is still pending.
-                let options = &self.tree.options;
+                let options = &*self.tree.options();
                 let sv = self.tree.super_version();
                 let pending = version
                     .compaction_level(options, Triggers::quiet(options))
@@ -134,7 +138,8 @@ impl Db {
             "snapshots: {live} live{}",
             oldest.map_or(String::new(), |s| format!(", the oldest at sequence {s}"))
         );
-        let _ = writeln!(out, "\n{stats}");
+        super::compaction_stats::write_store_report(&mut out, &self.inner.stats.snapshot());
+        let _ = writeln!(out, "\n{COUNTERS_HEADER}\n{stats}");
         out
     }
 
@@ -289,7 +294,8 @@ fn allocation_report(
     stats: &crate::stats::Statistics,
     out: &mut String,
 ) {
-    let Some(policy) = tree.options.filter.policy() else {
+    let options = tree.options();
+    let Some(policy) = options.filter.policy() else {
         return;
     };
     let average = policy.bits_per_key();
@@ -316,7 +322,7 @@ fn allocation_report(
     let p = |b: f64| if b > 0.0 { rate(b).unwrap_or(1.0) } else { 1.0 };
     let gets = stats.ticker(crate::Ticker::NumberKeysRead);
     let missing = gets.saturating_sub(stats.ticker(crate::Ticker::NumberKeysFound));
-    let allocation = match tree.options.filter_allocation {
+    let allocation = match tree.options().filter_allocation {
         FilterAllocation::Uniform => "uniform",
         FilterAllocation::Monkey => "monkey",
     };
@@ -444,7 +450,7 @@ fn range_filter_report(
     stats: &crate::stats::Statistics,
     out: &mut String,
 ) {
-    let mut configured = tree.options.range_filter;
+    let mut configured = tree.options().range_filter;
     let mut any = false;
     let mut rows = String::new();
     for (level, files) in version.levels.iter().enumerate() {

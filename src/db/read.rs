@@ -14,7 +14,7 @@ use super::{Db, Snapshot, SuperVersion};
 use crate::error::Result;
 use crate::filter::{FilterLayout, FilterProbe};
 use crate::key::{
-    append_internal_key, leading_bytes, user_key, InternalKey, ValueKind, INLINE_KEY_BYTES, TAG_LEN,
+    append_internal_key, leading_bytes, user_key, InternalKey, INLINE_KEY_BYTES, SEEK_KIND, TAG_LEN,
 };
 use crate::memtable::NewestEntry;
 use crate::options::NUM_LEVELS;
@@ -32,17 +32,17 @@ thread_local! {
 }
 
 /// Calls `f` with the lookup key of `(key, seq)`: the newest entry of `key` visible at `seq`
-/// (Value sorts before Deletion at one sequence). A short key is built inline; a long one in this
-/// thread's buffer, so neither allocates once the buffer has grown.
+/// (`SEEK_KIND` sorts before every kind at one sequence). A short key is built inline; a long one
+/// in this thread's buffer, so neither allocates once the buffer has grown.
 pub(crate) fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalKey) -> R) -> R {
     if key.len() + TAG_LEN <= INLINE_KEY_BYTES {
-        return f(&InternalKey::new(key, seq, ValueKind::Value));
+        return f(&InternalKey::new(key, seq, SEEK_KIND));
     }
     // Taken out of the cell for the call: were it ever used re-entrantly, the inner use would
     // find it empty and allocate its own rather than clobber this one.
     let mut buf = LONG_LOOKUP_KEY.take();
     buf.clear();
-    append_internal_key(&mut buf, key, seq, ValueKind::Value);
+    append_internal_key(&mut buf, key, seq, SEEK_KIND);
     let lookup = InternalKey::Heap(buf);
     let r = f(&lookup);
     if let InternalKey::Heap(buf) = lookup {
@@ -228,6 +228,7 @@ impl Tree {
                     tree.stats.inc(Ticker::MemtableHit);
                     return Ok(Some(match hit {
                         NewestEntry::Value(v) => NewestEntry::Value(from_memtable(v)),
+                        NewestEntry::Expiring(v) => NewestEntry::Expiring(from_memtable(v)),
                         NewestEntry::Deleted => NewestEntry::Deleted,
                         NewestEntry::RangeDeleted => NewestEntry::RangeDeleted,
                     }));
@@ -368,7 +369,9 @@ impl Db {
                 tree.stats.inc(Ticker::NumberKeysFound);
                 Some(v)
             }
-            Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) | None => None,
+            // `expire_found` made an expiring value a value or a tombstone.
+            Some(NewestEntry::Deleted | NewestEntry::RangeDeleted | NewestEntry::Expiring(_))
+            | None => None,
         })
     }
 }

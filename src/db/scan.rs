@@ -5,8 +5,8 @@ use std::iter::FusedIterator;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::close::DirLock;
 use super::cursor::{Cursor, Sources};
+use super::dir_lock::DirLock;
 use super::key_range::KeyRange;
 use super::tree::Tree;
 use super::version::FileMeta;
@@ -186,7 +186,8 @@ impl Db {
     /// The extractor prefix every key in `[start, end]` shares, if both bounds are in the
     /// extractor's domain and have the same prefix (`scan_prefix` bounds do).
     fn shared_prefix(&self, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Option<Vec<u8>> {
-        let extractor = self.tree.options.prefix_extractor.as_ref()?;
+        let options = self.tree.options();
+        let extractor = options.prefix_extractor.as_ref()?;
         let (Bound::Included(s) | Bound::Excluded(s)) = start else {
             return None;
         };

@@ -14,11 +14,21 @@ use super::Db;
 #[derive(Debug, Default)]
 pub(crate) struct SnapshotList {
     live: Mutex<BTreeMap<u64, usize>>,
+    /// The newest live snapshot's sequence plus one (0: none), set under the lock, so that a
+    /// compaction can look at it for each key it filters without taking the lock.
+    newest: AtomicU64,
 }
 
 impl SnapshotList {
     fn acquire(&self, sequence: u64) {
-        *self.live.lock().entry(sequence).or_default() += 1;
+        let mut live = self.live.lock();
+        *live.entry(sequence).or_default() += 1;
+        self.publish_newest(&live);
+    }
+
+    fn publish_newest(&self, live: &BTreeMap<u64, usize>) {
+        let newest = live.keys().next_back().map_or(0, |&s| s + 1);
+        self.newest.store(newest, Ordering::Release);
     }
 
     /// Registers a snapshot at the latest sequence, read under the list's lock: a flush or
@@ -29,6 +39,7 @@ impl SnapshotList {
         let mut live = self.live.lock();
         let sequence = last_sequence.load(Ordering::Acquire);
         *live.entry(sequence).or_default() += 1;
+        self.publish_newest(&live);
         sequence
     }
 
@@ -38,6 +49,7 @@ impl SnapshotList {
             *n -= 1;
             if *n == 0 {
                 live.remove(&sequence);
+                self.publish_newest(&live);
             }
         }
     }
@@ -45,6 +57,29 @@ impl SnapshotList {
     /// The live snapshots' sequences, ascending, each once.
     pub(crate) fn sequences(&self) -> Vec<u64> {
         self.live.lock().keys().copied().collect()
+    }
+
+    /// Whether a live snapshot is newer than `sequence` (any snapshot, for `None`), as of a moment
+    /// ago: without the lock.
+    pub(crate) fn any_newer_than(&self, sequence: Option<u64>) -> bool {
+        let newest = self.newest.load(Ordering::Acquire);
+        newest > sequence.map_or(0, |s| s + 1)
+    }
+
+    /// Runs `f` unless a live snapshot is newer than `sequence` (any snapshot, for `None`), holding
+    /// the list's lock throughout, so that no snapshot is taken or released while it runs; `None`
+    /// if one is.
+    pub(crate) fn unless_any_newer_than<R>(
+        &self,
+        sequence: Option<u64>,
+        f: impl FnOnce() -> R,
+    ) -> Option<R> {
+        let live = self.live.lock();
+        let newer = match sequence {
+            Some(s) => live.range(s + 1..).next().is_some(),
+            None => !live.is_empty(),
+        };
+        (!newer).then(f)
     }
 
     /// How many snapshots are live, and the oldest one's sequence.
@@ -216,5 +251,33 @@ mod tests {
         assert_eq!(list.summary(), (1, Some(9)));
         drop(c);
         assert_eq!(list.summary(), (0, None));
+    }
+
+    #[test]
+    fn a_snapshot_newer_than_a_sequence_is_seen_with_and_without_the_lock() {
+        let list = Arc::new(SnapshotList::default());
+        let newer_than = |s: Option<u64>| {
+            let locked = list.unless_any_newer_than(s, || ()).is_none();
+            assert_eq!(list.any_newer_than(s), locked, "at {s:?}");
+            locked
+        };
+        assert!(!newer_than(None));
+        let zero = Snapshot::new(0, Arc::clone(&list));
+        assert!(newer_than(None), "a snapshot at sequence 0 is one");
+        assert!(!newer_than(Some(0)));
+        let seven = Snapshot::new(7, Arc::clone(&list));
+        let seven_again = seven.clone();
+        assert!(newer_than(Some(6)));
+        assert!(!newer_than(Some(7)));
+        drop(seven);
+        assert!(newer_than(Some(6)), "a clone holds it");
+        drop(seven_again);
+        assert!(!newer_than(Some(6)));
+        assert!(newer_than(None));
+        drop(zero);
+        assert!(!newer_than(None));
+        // No snapshot can be taken or released while `f` runs.
+        let held = list.unless_any_newer_than(None, || list.live.try_lock().is_none());
+        assert_eq!(held, Some(true));
     }
 }

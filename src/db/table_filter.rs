@@ -352,7 +352,7 @@ fn settled_spend(
 impl Tree {
     /// Whether its new tables' bits per key come from Monkey's rule.
     pub(super) fn monkey_applies(&self) -> bool {
-        monkey_applies(&self.options)
+        monkey_applies(&self.options())
     }
 
     /// What a live table's filter spends; `None` if the table cannot be opened.
@@ -379,7 +379,7 @@ impl Tree {
             keys: mem.len() as u64,
             replaced: &[],
         };
-        filter_for_new_tables(&self.options, version, &new, &|f| self.filter_spend(f))
+        filter_for_new_tables(&self.options(), version, &new, &|f| self.filter_spend(f))
     }
 
     /// The filter for the tables `job` writes. Its inputs leave the tree and their keys come in:
@@ -402,7 +402,7 @@ impl Tree {
             .chain(&job.next_level_inputs)
             .cloned()
             .collect();
-        let keys = if monkey_applies(&self.options) {
+        let keys = if monkey_applies(&self.options()) {
             replaced
                 .iter()
                 .filter_map(|f| self.filter_spend(f))
@@ -416,7 +416,9 @@ impl Tree {
             keys,
             replaced: &replaced,
         };
-        filter_for_new_tables(&self.options, &job.version, &new, &|f| self.filter_spend(f))
+        filter_for_new_tables(&self.options(), &job.version, &new, &|f| {
+            self.filter_spend(f)
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! the store shares the WAL, the sequence counter, the block cache and the open-file budget
 //! between them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -10,7 +10,9 @@ use parking_lot::RwLock;
 use super::compaction_stats::CompactionStats;
 use super::filter_refresh::RefreshedTables;
 use super::table_cache::TableCache;
+use super::ttl::ttl_seconds;
 use super::SuperVersion;
+use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::stats::Stats;
@@ -21,9 +23,17 @@ pub(crate) struct Tree {
     /// Never reused in a store, so a WAL record of a dropped keyspace never reaches a new one.
     pub(crate) id: u32,
     pub(crate) name: String,
-    /// Its keyspace fields (filter, blocks, codecs, sizes), with the store-wide fields of the
-    /// options the store was opened with.
-    pub(crate) options: Options,
+    /// Its keyspace fields (filter, blocks, codecs, sizes, TTL), with the store-wide fields of
+    /// the options the store was opened with; [`options`](Self::options) reads them, and
+    /// `Keyspace::set_options` replaces them whole (work under way keeps the ones it began with).
+    options: RwLock<Arc<Options>>,
+    /// Whether its plain values carry their write time (`db/ttl.rs`): fixed for its life, since
+    /// the layout of its values depends on it.
+    pub(crate) write_times: bool,
+    /// Its TTL in whole seconds (0: none), for the group commit to read without a lock.
+    ttl_seconds: AtomicU64,
+    /// The store's clock, which judges expiry.
+    pub(crate) clock: Arc<dyn Clock>,
     /// Its counters: reads, filters, flushes and compactions of this keyspace.
     pub(crate) stats: Arc<Stats>,
     /// Its tables' readers (the store's budget and block cache, its own filter policies).
@@ -39,6 +49,9 @@ pub(crate) struct Tree {
     /// The tables a filter refresh wrote since another compaction last changed the tree
     /// (`filter_refresh.rs`).
     pub(crate) refreshed: RefreshedTables,
+    /// Whether a snapshot taken while its last compaction ran was still live as it installed: its
+    /// next compaction then does not ask the compaction filter (`compaction_filtering.rs`).
+    pub(crate) snapshot_outlived_last_compaction: AtomicBool,
 }
 
 impl Tree {
@@ -53,14 +66,38 @@ impl Tree {
         Tree {
             id,
             name,
-            options,
+            write_times: options.write_times,
+            ttl_seconds: AtomicU64::new(options.ttl.map_or(0, ttl_seconds)),
+            clock: Arc::clone(&options.clock),
+            options: RwLock::new(Arc::new(options)),
             stats,
             tables,
             current: RwLock::new(sv),
             compaction_stats: CompactionStats::default(),
             dropped: AtomicBool::new(false),
             refreshed: RefreshedTables::default(),
+            snapshot_outlived_last_compaction: AtomicBool::new(false),
         }
+    }
+
+    /// Its options as they are now.
+    pub(crate) fn options(&self) -> Arc<Options> {
+        Arc::clone(&self.options.read())
+    }
+
+    /// Makes `options` its options from now on (their `write_times` is ignored: it never
+    /// changes).
+    pub(crate) fn replace_options(&self, mut options: Options) {
+        options.write_times = self.write_times;
+        self.ttl_seconds
+            .store(options.ttl.map_or(0, ttl_seconds), Ordering::Release);
+        *self.options.write() = Arc::new(options);
+    }
+
+    /// Its TTL in whole seconds, 0 if it has none.
+    #[inline]
+    pub(crate) fn ttl_seconds(&self) -> u64 {
+        self.ttl_seconds.load(Ordering::Acquire)
     }
 
     /// Whether the keyspace was dropped.

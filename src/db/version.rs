@@ -42,6 +42,23 @@ impl Drop for PinnedReader {
 /// What deletes a table file once no version uses it any more.
 pub(crate) type Retire = Arc<dyn Fn(u64) + Send + Sync>;
 
+/// A table file's lifetime, shared by every [`FileMeta`] listing it: the one it was written with
+/// and those of the levels it was moved to without a rewrite. Whichever of them is marked
+/// obsolete, the file goes when the last is dropped, so a version from before a move (a scan, a
+/// backup's view) keeps the file as surely as one from after it.
+struct TableLife {
+    number: u64,
+    retire: OnceLock<Retire>,
+}
+
+impl Drop for TableLife {
+    fn drop(&mut self) {
+        if let Some(retire) = self.retire.get() {
+            retire(self.number);
+        }
+    }
+}
+
 /// A live table. When a compaction's edit removing it is durable, it is marked obsolete; the file
 /// is deleted when the last version holding it (a Get, a scan, an old super-version) lets go.
 pub(crate) struct FileMeta {
@@ -69,7 +86,7 @@ pub(crate) struct FileMeta {
     /// going to and leaves it out of the memory bound (`table_filter.rs`). A compaction that fails
     /// leaves it set, which only loosens that bound until the table is merged.
     pub(crate) merging: std::sync::atomic::AtomicBool,
-    retire: OnceLock<Retire>,
+    life: Arc<TableLife>,
 }
 
 impl fmt::Debug for FileMeta {
@@ -80,18 +97,16 @@ impl fmt::Debug for FileMeta {
 
 impl Drop for FileMeta {
     fn drop(&mut self) {
-        // Close the file before it is deleted.
+        // Close the file before it is deleted (when `life` goes, after this).
         drop(self.reader.take());
-        if let Some(retire) = self.retire.get() {
-            retire(self.number);
-        }
     }
 }
 
 impl FileMeta {
-    /// Deletes the file through `retire` once the last version using it is gone.
+    /// Deletes the file through `retire` once the last version using it is gone (listing it in
+    /// any level: see [`TableLife`]).
     pub(crate) fn mark_obsolete(&self, retire: Retire) {
-        let _ = self.retire.set(retire);
+        let _ = self.life.retire.set(retire);
     }
 
     /// The reader the table cache pinned here, if any.
@@ -143,6 +158,15 @@ impl FileMeta {
     }
 
     pub(crate) fn from_new_file(f: &NewFile) -> FileMeta {
+        let life = Arc::new(TableLife {
+            number: f.number,
+            retire: OnceLock::new(),
+        });
+        FileMeta::with_life(f, life)
+    }
+
+    /// The table `f`, whose file lives as long as `life` does.
+    fn with_life(f: &NewFile, life: Arc<TableLife>) -> FileMeta {
         FileMeta {
             number: f.number,
             level: f.level,
@@ -155,7 +179,7 @@ impl FileMeta {
             reader: OnceLock::new(),
             filter_spend: OnceLock::new(),
             merging: std::sync::atomic::AtomicBool::new(false),
-            retire: OnceLock::new(),
+            life,
         }
     }
 }
@@ -183,11 +207,22 @@ impl Version {
     /// The version `edit` makes of this one.
     pub(crate) fn apply(&self, edit: &VersionEdit) -> Version {
         let mut v = self.clone();
+        // A table the edit deletes and adds again is moved: one file, one lifetime.
+        let mut moved = Vec::new();
         for &(level, number) in &edit.deleted {
-            v.levels[level].retain(|f| f.number != number);
+            v.levels[level].retain(|f| {
+                if f.number == number && edit.added.iter().any(|a| a.number == number) {
+                    moved.push(Arc::clone(&f.life));
+                }
+                f.number != number
+            });
         }
         for f in &edit.added {
-            v.levels[f.level].push(Arc::new(FileMeta::from_new_file(f)));
+            let meta = match moved.iter().find(|life| life.number == f.number) {
+                Some(life) => FileMeta::with_life(f, Arc::clone(life)),
+                None => FileMeta::from_new_file(f),
+            };
+            v.levels[f.level].push(Arc::new(meta));
         }
         v.levels[0].sort_by_key(|f| f.number);
         for level in v.levels.iter_mut().skip(1) {
@@ -396,6 +431,17 @@ impl Version {
         own.max(scaled)
     }
 
+    /// The largest user key its tables' bounds reach (`None` if it has no table): the last one
+    /// of each level's (of every table in L0).
+    pub(crate) fn largest_user_key(&self) -> Option<&[u8]> {
+        let last_of_each = self.levels[1..].iter().filter_map(|l| l.last());
+        self.levels[0]
+            .iter()
+            .chain(last_of_each)
+            .map(|f| crate::key::user_key(&f.largest))
+            .max()
+    }
+
     /// The deepest level that holds a table (0 if none does).
     pub(crate) fn deepest_nonempty_level(&self) -> usize {
         (0..NUM_LEVELS)
@@ -453,6 +499,51 @@ mod tests {
             largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
             range_tombstones: false,
         }
+    }
+
+    #[test]
+    fn a_moved_table_is_removed_once_no_version_from_before_or_after_the_move_holds_it() {
+        let retired = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let retire: Retire = {
+            let retired = Arc::clone(&retired);
+            Arc::new(move |n| retired.lock().push(n))
+        };
+        let written = Version::default().apply(&VersionEdit {
+            added: vec![nf(1, 7, "a", "c"), nf(1, 8, "d", "f")],
+            ..Default::default()
+        });
+        // Table 7 moves down a level, then is compacted away.
+        let moved = written.apply(&VersionEdit {
+            deleted: vec![(1, 7)],
+            added: vec![nf(2, 7, "a", "c")],
+            ..Default::default()
+        });
+        let compacted = moved.apply(&VersionEdit {
+            deleted: vec![(2, 7)],
+            ..Default::default()
+        });
+        moved.levels[2][0].mark_obsolete(Arc::clone(&retire));
+        drop((moved, compacted));
+        assert!(
+            retired.lock().is_empty(),
+            "removed while a version from before the move lists it"
+        );
+        drop(written);
+        assert_eq!(*retired.lock(), [7]);
+        // A table deleted and never added again keeps its own lifetime.
+        let v = Version::default().apply(&VersionEdit {
+            added: vec![nf(1, 9, "a", "c")],
+            ..Default::default()
+        });
+        let gone = v.apply(&VersionEdit {
+            deleted: vec![(1, 9)],
+            added: vec![nf(1, 10, "a", "c")],
+            ..Default::default()
+        });
+        v.levels[1][0].mark_obsolete(retire);
+        drop(v);
+        assert_eq!(*retired.lock(), [7, 9]);
+        drop(gone);
     }
 
     #[test]

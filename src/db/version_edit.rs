@@ -23,6 +23,8 @@ const TAG_DROP_KEYSPACE: u64 = 11;
 const TAG_LOG_START_SEQUENCE: u64 = 12;
 const TAG_NEXT_KEYSPACE_ID: u64 = 13;
 const TAG_RANGE_TOMBSTONES: u64 = 14;
+const TAG_KEYSPACE_OPTIONS: u64 = 15;
+const TAG_OLDEST_TABLE_IN_FLIGHT: u64 = 16;
 
 /// The keyspace every store has, and the one a MANIFEST written before keyspaces existed holds.
 pub(crate) const DEFAULT_KEYSPACE_ID: u32 = 0;
@@ -62,7 +64,13 @@ pub(crate) struct VersionEdit {
     pub(crate) next_keyspace_id: Option<u32>,
     pub(crate) created: Option<KeyspaceRecord>,
     pub(crate) dropped: Option<u32>,
+    /// The new options record of `keyspace` (`Keyspace::set_options`).
+    pub(crate) options: Option<String>,
     pub(crate) next_file_number: Option<u64>,
+    /// The smallest number of a table a flush or compaction was still writing (its edit not yet
+    /// logged), when below `next_file_number`: recovery may remove such a table if no edit names
+    /// it, but no unnamed table below it.
+    pub(crate) oldest_table_in_flight: Option<u64>,
     pub(crate) last_sequence: Option<u64>,
     pub(crate) deleted: Vec<(usize, u64)>,
     pub(crate) added: Vec<NewFile>,
@@ -76,6 +84,7 @@ impl VersionEdit {
         for (tag, v) in [
             (TAG_LOG_NUMBER, self.log_number),
             (TAG_NEXT_FILE, self.next_file_number),
+            (TAG_OLDEST_TABLE_IN_FLIGHT, self.oldest_table_in_flight),
             (TAG_LAST_SEQUENCE, self.last_sequence),
             (TAG_LOG_START_SEQUENCE, self.log_start_sequence),
             (TAG_NEXT_KEYSPACE_ID, self.next_keyspace_id.map(u64::from)),
@@ -104,6 +113,10 @@ impl VersionEdit {
         if let Some(n) = self.keyspace_log_number {
             put_varint64(&mut b, TAG_KEYSPACE_LOG_NUMBER);
             put_varint64(&mut b, n);
+        }
+        if let Some(options) = &self.options {
+            put_varint64(&mut b, TAG_KEYSPACE_OPTIONS);
+            put_length_prefixed(&mut b, options.as_bytes());
         }
         for &(level, number) in &self.deleted {
             put_varint64(&mut b, TAG_DELETED_FILE);
@@ -151,6 +164,12 @@ impl VersionEdit {
                 TAG_NEXT_FILE => {
                     e.next_file_number =
                         Some(d.varint64().ok_or_else(|| bad("bad next file number"))?)
+                }
+                TAG_OLDEST_TABLE_IN_FLIGHT => {
+                    e.oldest_table_in_flight = Some(
+                        d.varint64()
+                            .ok_or_else(|| bad("bad oldest table in flight"))?,
+                    )
                 }
                 TAG_LAST_SEQUENCE => {
                     e.last_sequence = Some(d.varint64().ok_or_else(|| bad("bad last sequence"))?)
@@ -221,6 +240,9 @@ impl VersionEdit {
                     .ok_or_else(|| bad("bad keyspace creation"))?;
                     e.created = Some(k);
                 }
+                TAG_KEYSPACE_OPTIONS => {
+                    e.options = Some(text(&mut d).ok_or_else(|| bad("bad keyspace options"))?)
+                }
                 other => return Err(bad(&format!("unknown tag {other}"))),
             }
         }
@@ -245,8 +267,10 @@ mod tests {
                 options: "block_size=4096\n".into(),
             }),
             dropped: Some(2),
+            options: Some("block_size=8192\n".into()),
             log_number: Some(9),
             next_file_number: Some(12),
+            oldest_table_in_flight: Some(10),
             last_sequence: Some(1 << 40),
             deleted: vec![(0, 3), (1, 4)],
             added: vec![NewFile {

@@ -7,24 +7,43 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::batch_settling::{needs_settling, settle_group};
 use super::filename::log_path;
 use super::transaction::{ConflictCheck, GroupWrites};
 use super::tree::Tree;
-use super::ttl::stamp_write_times;
 use super::version_edit::DEFAULT_KEYSPACE_ID;
-use super::{Db, DbInner, State, WalInfo, WalState};
+use super::{Db, DbInner, KeyRange, State, WalInfo, WalState};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::stats::Ticker;
 use crate::wal::writer::LogWriter;
-use crate::write_batch::{BatchEntries, WriteBatch};
+use crate::write_batch::{BatchEntries, Target, WriteBatch};
 
 /// The largest key accepted.
 pub(crate) const MAX_KEY_BYTES: usize = 64 << 10;
 /// The largest value accepted.
 pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
+
+/// `Ok` for a key and a value of these sizes (in bytes) a write accepts.
+///
+/// # Errors
+/// `Error::InvalidArgument` for a key over [`MAX_KEY_BYTES`] or a value over
+/// [`MAX_VALUE_BYTES`].
+pub(crate) fn check_sizes(key: usize, value: usize) -> Result<()> {
+    if key > MAX_KEY_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "key of {key} bytes (at most {MAX_KEY_BYTES})"
+        )));
+    }
+    if value > MAX_VALUE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "value of {value} bytes (at most {MAX_VALUE_BYTES})"
+        )));
+    }
+    Ok(())
+}
 
 impl Db {
     /// Sets `key` to `value`.
@@ -38,10 +57,40 @@ impl Db {
         let (key, value) = (key.as_ref(), value.as_ref());
         // A kind byte and two length varints (at most 5 bytes each) besides the bytes themselves.
         let mut b = WriteBatch::with_capacity(16 + key.len() + value.len());
-        match self.tree.id {
-            DEFAULT_KEYSPACE_ID => b.put(key, value),
-            id => b.put_to(id, self.inner.store_id, key, value),
-        };
+        b.put_to(self.target(), key, value);
+        self.write(b)
+    }
+
+    /// Sets `key` to `value` for `ttl`: from `ttl` after the write commits, every read sees the
+    /// key absent (as if deleted: an older version does not show through), and compactions
+    /// remove it. It expires then whatever the keyspace's own [`ttl`](crate::Options::ttl), in
+    /// any keyspace: a session of thirty minutes beside a remember-me session of thirty days.
+    /// Counted in whole seconds, rounded up, by the store's [`clock`](crate::Options::clock).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put_with_ttl("session:ada", "token", Duration::from_secs(30 * 60))?;
+    /// db.put_with_ttl("remember:ada", "token", Duration::from_secs(30 * 86_400))?;
+    /// assert_eq!(db.get("session:ada")?, Some(b"token".to_vec())); // for thirty minutes
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`put`](Db::put).
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let mut b = WriteBatch::with_capacity(20 + key.len() + value.len());
+        b.put_with_ttl_to(self.target(), key, value, ttl);
         self.write(b)
     }
 
@@ -51,18 +100,16 @@ impl Db {
     /// As [`put`](Db::put).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
-        match self.tree.id {
-            DEFAULT_KEYSPACE_ID => b.delete(key),
-            id => b.delete_to(id, self.inner.store_id, key.as_ref()),
-        };
+        b.delete_to(self.target(), key.as_ref());
         self.write(b)
     }
 
-    /// Removes every key from `range.start` up to (not including) `range.end`: one WAL record and
-    /// one range tombstone, however many keys the range holds. Reads stop seeing the keys at
-    /// once; compaction removes them and then the tombstone. Keys written afterwards are not
-    /// removed, and [snapshots](Db::snapshot) taken before still see the old ones. An empty range
-    /// (`start >= end`) writes nothing.
+    /// Removes every key of `range`, any range [`scan`](Db::scan) takes (`a..b`, `a..=b`, `a..`,
+    /// `..b`, `..=b`, `..`, a pair of [`Bound`](std::ops::Bound)s): one WAL record and one range
+    /// tombstone, however many keys the range holds. Reads stop seeing the keys at once;
+    /// compaction removes them and then the tombstone. Keys written afterwards are not removed,
+    /// and [snapshots](Db::snapshot) taken before still see the old ones. A range that holds no
+    /// key writes nothing.
     ///
     /// ```
     /// # fn main() -> siftdb::Result<()> {
@@ -73,29 +120,38 @@ impl Db {
     /// }
     /// db.delete_range("log/2026-11-01".."log/2026-11-08")?; // a week, in one write
     /// assert_eq!(db.get("log/2026-11-07")?, None);
-    /// assert_eq!(db.scan("log/".."log0").count(), 2);
+    /// db.delete_range("log/2026-11-09"..)?; // the rest
+    /// assert_eq!(db.scan("log/".."log0").count(), 1);
+    /// db.delete_range(..)?; // everything
+    /// assert_eq!(db.iter().count(), 0);
     /// # Ok(())
     /// # }
     /// ```
     ///
     /// # Errors
     /// As [`put`](Db::put).
-    pub fn delete_range<K: AsRef<[u8]>>(&self, range: std::ops::Range<K>) -> Result<()> {
-        let (start, end) = (range.start.as_ref(), range.end.as_ref());
-        if start >= end {
+    pub fn delete_range<R: KeyRange>(&self, range: R) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range_to(self.target(), range);
+        if b.is_empty() {
             return self.inner.check_background_error();
         }
-        let mut b = WriteBatch::new();
-        match self.tree.id {
-            DEFAULT_KEYSPACE_ID => b.delete_range(start..end),
-            id => b.delete_range_to(id, self.inner.store_id, start, end),
-        };
         self.write(b)
     }
 
-    /// Applies `batch` atomically, without waiting for an fsync. Its [`put`](WriteBatch::put)s and
-    /// [`delete`](WriteBatch::delete)s go to the default keyspace (whichever handle writes it),
-    /// its [`put_in`](WriteBatch::put_in)s and [`delete_in`](WriteBatch::delete_in)s to theirs.
+    /// Where this handle's own writes go: its keyspace.
+    fn target(&self) -> Target {
+        match self.tree.id {
+            // Un-targeted is the default keyspace's, in fewer bytes.
+            DEFAULT_KEYSPACE_ID => Target::Untargeted,
+            id => Target::In(id, self.inner.store_id),
+        }
+    }
+
+    /// Applies `batch` atomically, without waiting for an fsync. Its entries that name no
+    /// keyspace ([`put`](WriteBatch::put), [`delete`](WriteBatch::delete), …) go to this handle's
+    /// keyspace (`users.write(batch)` writes them to `users`); those that name one
+    /// ([`put_in`](WriteBatch::put_in), …) go there.
     ///
     /// # Errors
     /// As [`put`](Db::put).
@@ -131,16 +187,15 @@ impl Db {
             return Err(self.inner.read_only_error());
         }
         let (max_key, max_value) = batch.largest_key_and_value();
-        if max_key > MAX_KEY_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "key of {max_key} bytes (at most {MAX_KEY_BYTES})"
-            )));
-        }
-        if max_value > MAX_VALUE_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "value of {max_value} bytes (at most {MAX_VALUE_BYTES})"
-            )));
-        }
+        check_sizes(max_key, max_value)?;
+        // Entries that name no keyspace go to this handle's.
+        let batch = match self.tree.id {
+            DEFAULT_KEYSPACE_ID => batch,
+            _ if !batch.has_untargeted() => batch,
+            id => batch
+                .retargeted(id, self.inner.store_id)
+                .ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?,
+        };
         match batch.store() {
             Ok(None) => {}
             Ok(Some(store)) if store == self.inner.store_id => {}
@@ -393,7 +448,7 @@ impl DbInner {
         };
         // The keys of batches ahead, kept only as far as the last transaction of the group.
         let last_checked = group.iter().rposition(|w| w.check.is_some()).unwrap_or(0);
-        let mut earlier = GroupWrites::new();
+        let mut earlier = GroupWrites::default();
         let mut kept = Vec::with_capacity(group.len());
         for (i, w) in group.drain(..).enumerate() {
             if let Some(check) = &w.check {
@@ -417,7 +472,7 @@ impl DbInner {
                     .flatten()
                     .flatten()
                 {
-                    earlier.insert((e.keyspace, e.key.to_vec()));
+                    earlier.add(&e);
                 }
             }
             kept.push(w);
@@ -448,9 +503,15 @@ impl DbInner {
         let mut targets = std::mem::take(&mut wal.targets);
         let made = self.make_room_for_write(wal, ids, bytes as u64, &mut targets);
         let applied = made.and_then(|()| {
-            let batches = group.iter_mut().map(|w| &mut w.batch);
-            let stamped = stamp_write_times(batches, targets.iter().map(|t| &*t.tree));
-            self.log_and_apply_to(wal, group, &mut targets, bytes + stamped as usize)
+            let mut added = 0;
+            let mut trees = targets.iter().map(|t| &*t.tree);
+            if needs_settling(group.iter().map(|w| &w.batch), &mut trees) {
+                let trees: Vec<&Tree> = targets.iter().map(|t| &*t.tree).collect();
+                let mut batches: Vec<&mut WriteBatch> =
+                    group.iter_mut().map(|w| &mut w.batch).collect();
+                added = settle_group(&mut batches, &trees, self.store_id);
+            }
+            self.log_and_apply_to(wal, group, &mut targets, bytes + added as usize)
         });
         // Kept for the next group, empty: the memtables and trees are let go of now.
         targets.clear();
@@ -558,7 +619,7 @@ impl DbInner {
                 let Some(ts) = st.trees.get(id) else {
                     continue;
                 };
-                let o = &ts.tree.options;
+                let o = &*ts.tree.options();
                 let l0 = ts.sv.version.levels[0].len();
                 slow |= l0 >= o.level0_slowdown_trigger;
                 if ts.sv.mem.approximate_bytes() < o.write_buffer_size {
@@ -625,7 +686,10 @@ impl DbInner {
         let total: u64 = st.wals.values().map(|w| w.bytes).sum();
         let limit = match self.options.max_total_wal_size {
             0 => {
-                let largest = st.trees.values().map(|t| t.tree.options.write_buffer_size);
+                let largest = st
+                    .trees
+                    .values()
+                    .map(|t| t.tree.options().write_buffer_size);
                 4 * largest.max().unwrap_or(0) as u64
             }
             n => n,

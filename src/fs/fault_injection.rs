@@ -589,6 +589,23 @@ impl FaultInjector {
         Ok(())
     }
 
+    /// `fdatasync` of a file by name: its bytes written so far become durable.
+    pub(crate) fn sync_existing(&self, path: &Path) -> io::Result<()> {
+        let sync = || File::open(path)?.sync_data();
+        let Some(name) = self.name_of(path) else {
+            return sync();
+        };
+        let mut st = self.shared.state.lock();
+        st.begin(OpKind::Sync, &name).map_err(|r| r.error())?;
+        sync()?;
+        let id = st.live.get(&name).copied();
+        if let Some(inode) = id.and_then(|id| st.inodes.get_mut(&id)) {
+            let mut bytes = std::mem::take(&mut inode.unsynced);
+            inode.synced.append(&mut bytes);
+        }
+        Ok(())
+    }
+
     pub(crate) fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let sync = || super::sync_directory(dir);
         if dir != self.shared.dir {

@@ -132,6 +132,21 @@ impl FileSystem {
         std::fs::remove_dir(dir).map_err(io_at(dir))
     }
 
+    /// `fdatasync` of the existing file at `path`: what an earlier writer left in the page cache
+    /// survives a power cut from now on.
+    ///
+    /// # Errors
+    /// `Error::Io` naming `path`.
+    pub(crate) fn sync_file(&self, path: &Path) -> Result<()> {
+        #[cfg(feature = "__fault-injection")]
+        if let Some(f) = self.faults() {
+            return f.sync_existing(path).map_err(io_at(path));
+        }
+        File::open(path)
+            .and_then(|f| f.sync_data())
+            .map_err(io_at(path))
+    }
+
     /// fsyncs the directory `dir`, making the creations, renames and removals in it durable.
     ///
     /// # Errors

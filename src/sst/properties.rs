@@ -15,6 +15,8 @@ pub(crate) struct TableProperties {
     pub(crate) num_deletions: u64,
     /// Range tombstones in its range tombstone block (one per fragment and sequence).
     pub(crate) num_range_deletions: u64,
+    /// Values with an expiry time of their own (0 in tables written before they existed).
+    pub(crate) num_expiring: u64,
     pub(crate) num_data_blocks: u64,
     pub(crate) raw_key_bytes: u64,
     pub(crate) raw_value_bytes: u64,
@@ -36,6 +38,8 @@ pub(crate) struct TableProperties {
     /// The keyspace the table belongs to (empty in tables written before keyspaces existed:
     /// the default keyspace).
     pub(crate) keyspace: String,
+    /// The keyspace's id (`None` in tables written before the id was recorded).
+    pub(crate) keyspace_id: Option<u32>,
     /// The identity of the store that wrote the table (16 bytes; empty if not recorded).
     pub(crate) store_id: Vec<u8>,
     /// The file number the table was written under.
@@ -51,6 +55,7 @@ impl Default for TableProperties {
             num_entries: 0,
             num_deletions: 0,
             num_range_deletions: 0,
+            num_expiring: 0,
             num_data_blocks: 0,
             raw_key_bytes: 0,
             raw_value_bytes: 0,
@@ -65,6 +70,7 @@ impl Default for TableProperties {
             prefix_extractor: String::new(),
             compression: String::new(),
             keyspace: String::new(),
+            keyspace_id: None,
             store_id: Vec::new(),
             table_number: 0,
             smallest_key: Vec::new(),
@@ -85,6 +91,9 @@ impl TableProperties {
         num("siftdb.num.deletions", self.num_deletions);
         if self.num_range_deletions > 0 {
             num("siftdb.num.range.deletions", self.num_range_deletions);
+        }
+        if self.num_expiring > 0 {
+            num("siftdb.num.expiring", self.num_expiring);
         }
         num("siftdb.num.data.blocks", self.num_data_blocks);
         num("siftdb.raw.key.size", self.raw_key_bytes);
@@ -115,6 +124,11 @@ impl TableProperties {
         );
         entries.insert("siftdb.compression", self.compression.as_bytes().to_vec());
         entries.insert("siftdb.keyspace", self.keyspace.as_bytes().to_vec());
+        if let Some(id) = self.keyspace_id {
+            let mut b = Vec::new();
+            put_varint64(&mut b, u64::from(id));
+            entries.insert("siftdb.keyspace.id", b);
+        }
         let mut bits = Vec::new();
         put_fixed64(&mut bits, self.filter_bits_per_key.to_bits());
         entries.insert("siftdb.filter.bits_per_key", bits);
@@ -139,6 +153,7 @@ impl TableProperties {
                 b"siftdb.num.entries" => p.num_entries = num()?,
                 b"siftdb.num.deletions" => p.num_deletions = num()?,
                 b"siftdb.num.range.deletions" => p.num_range_deletions = num()?,
+                b"siftdb.num.expiring" => p.num_expiring = num()?,
                 b"siftdb.num.data.blocks" => p.num_data_blocks = num()?,
                 b"siftdb.raw.key.size" => p.raw_key_bytes = num()?,
                 b"siftdb.raw.value.size" => p.raw_value_bytes = num()?,
@@ -152,6 +167,7 @@ impl TableProperties {
                 b"siftdb.prefix.extractor" => p.prefix_extractor = text()?,
                 b"siftdb.compression" => p.compression = text()?,
                 b"siftdb.keyspace" => p.keyspace = text()?,
+                b"siftdb.keyspace.id" => p.keyspace_id = Some(u32::try_from(num()?).ok()?),
                 b"siftdb.table.number" => p.table_number = num()?,
                 b"siftdb.store.id" => p.store_id = v.to_vec(),
                 b"siftdb.smallest.key" => p.smallest_key = v.to_vec(),
@@ -177,6 +193,7 @@ mod tests {
             num_entries: 1000,
             num_deletions: 3,
             num_range_deletions: 2,
+            num_expiring: 5,
             num_data_blocks: 30,
             raw_key_bytes: 24_000,
             raw_value_bytes: 100_000,
@@ -191,6 +208,7 @@ mod tests {
             prefix_extractor: "siftdb.FixedPrefix.4".into(),
             compression: "zstd:-5".into(),
             keyspace: "users".into(),
+            keyspace_id: Some(3),
             store_id: vec![7; 16],
             table_number: 42,
             smallest_key: b"a\x01\0\0\0\0\0\0\0".to_vec(),

@@ -41,7 +41,9 @@ pub(crate) struct TableOptions {
     pub(crate) whole_key_filtering: bool,
     /// The identity of the store the table belongs to, written into its properties.
     pub(crate) store_id: StoreId,
-    /// The name of the keyspace the table belongs to, written into its properties.
+    /// The id of the keyspace the table belongs to, written into its properties.
+    pub(crate) keyspace_id: u32,
+    /// The name of that keyspace, written into its properties.
     pub(crate) keyspace: String,
 }
 
@@ -93,6 +95,7 @@ impl TableBuilder {
             table_number: number,
             compression: options.compression.to_string(),
             keyspace: options.keyspace.clone(),
+            keyspace_id: Some(options.keyspace_id),
             ..TableProperties::default()
         };
         Ok(TableBuilder {
@@ -169,8 +172,10 @@ impl TableBuilder {
         if self.props.num_entries == 0 {
             self.smallest = ikey.to_vec();
         }
-        if matches!(parse_internal_key(ikey), Some(p) if p.kind == ValueKind::Deletion) {
-            self.props.num_deletions += 1;
+        match parse_internal_key(ikey).map(|p| p.kind) {
+            Some(ValueKind::Deletion) => self.props.num_deletions += 1,
+            Some(ValueKind::ExpiringValue) => self.props.num_expiring += 1,
+            _ => {}
         }
         self.props.num_entries += 1;
         self.props.raw_key_bytes += ikey.len() as u64;

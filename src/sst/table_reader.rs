@@ -219,6 +219,7 @@ pub(crate) trait TakeValue {
     ) -> NewestEntry<Self::Value> {
         match kind {
             ValueKind::Value => NewestEntry::Value(Self::take(block, it)),
+            ValueKind::ExpiringValue => NewestEntry::Expiring(Self::take(block, it)),
             // A writer never puts a range tombstone in a data block.
             ValueKind::Deletion | ValueKind::RangeDeletion => NewestEntry::Deleted,
         }
@@ -301,6 +302,47 @@ pub(crate) struct ExpectedTable<'a> {
     pub(crate) largest: &'a [u8],
 }
 
+/// Reads and verifies the footer and the metaindex block of the table `file` (at `path`, of
+/// `file_len` bytes).
+///
+/// # Errors
+/// `Error::Corruption` naming the file if it is too short or either is damaged; `Error::Io` if it
+/// cannot be read.
+fn read_metaindex(file: &File, path: &Path, file_len: u64) -> Result<(Footer, Arc<Block>)> {
+    let bad = |what: &str| Error::corruption(path, what);
+    if file_len < FOOTER_LEN as u64 {
+        return Err(bad("file too short to be a table"));
+    }
+    let mut footer = [0u8; FOOTER_LEN];
+    read_exact_at(file, &mut footer, file_len - FOOTER_LEN as u64).map_err(io_at(path))?;
+    let footer = Footer::decode(&footer, path)?;
+    let metaindex = read_block(file, path, footer.metaindex, file_len)?;
+    let metaindex = Block::new(metaindex).ok_or_else(|| bad("malformed metaindex block"))?;
+    Ok((footer, Arc::new(metaindex)))
+}
+
+/// The properties of the table at `path`, read alone (footer, metaindex, properties block, each
+/// verified): what a table says about itself, for a file no MANIFEST names.
+///
+/// # Errors
+/// `Error::Corruption` naming the file if it is not a table or any of those is damaged;
+/// `Error::Io` if it cannot be read.
+pub(crate) fn read_properties(path: &Path) -> Result<TableProperties> {
+    let file = File::open(path).map_err(io_at(path))?;
+    let file_len = file.metadata().map_err(io_at(path))?.len();
+    let bad = |what: &str| Error::corruption(path, what);
+    let (_, metaindex) = read_metaindex(&file, path, file_len)?;
+    let mut it = metaindex.iter(KeyOrder::Bytewise);
+    it.seek(b"properties");
+    if !it.valid() || it.key() != b"properties" {
+        return Err(bad("no properties block"));
+    }
+    let handle =
+        BlockHandle::decode_exact(it.value()).ok_or_else(|| bad("bad handle in metaindex"))?;
+    let block = read_block(&file, path, handle, file_len)?;
+    TableProperties::decode(block).ok_or_else(|| bad("malformed properties block"))
+}
+
 impl TableReader {
     /// Opens table `number` at `path`, reading and verifying its footer, metaindex, properties,
     /// index and (if its policy is known) filter, and, if `expected` is given, that the file is
@@ -330,15 +372,7 @@ impl TableReader {
                 )));
             }
         }
-        if file_len < FOOTER_LEN as u64 {
-            return Err(bad("file too short to be a table"));
-        }
-        let mut footer = [0u8; FOOTER_LEN];
-        read_exact_at(&file, &mut footer, file_len - FOOTER_LEN as u64).map_err(io_at(path))?;
-        let footer = Footer::decode(&footer, path)?;
-        let metaindex = read_block(&file, path, footer.metaindex, file_len)?;
-        let metaindex =
-            Arc::new(Block::new(metaindex).ok_or_else(|| bad("malformed metaindex block"))?);
+        let (footer, metaindex) = read_metaindex(&file, path, file_len)?;
         let mut properties = None;
         let mut filter = None;
         let mut range_tombstones = None;
@@ -1278,6 +1312,7 @@ mod iter_tests {
             prefix: None,
             whole_key_filtering: true,
             store_id: new_store_id(),
+            keyspace_id: 0,
             keyspace: String::new(),
         };
         let mut b = TableBuilder::create(&FileSystem::default(), path, 1, options).unwrap();

@@ -78,6 +78,22 @@ pub struct ChildReport {
 /// Runs the test `test` of this binary as a child with `env` until it is killed (SIGKILL) after
 /// `delay`. Panics if the child exits on its own before.
 pub fn run_child(test: &str, env: &[(&str, String)], delay: Duration) -> ChildReport {
+    let mut report = ChildReport {
+        last_ack: None,
+        syncs: 0,
+    };
+    for line in run_child_lines(test, env, delay) {
+        if let Some(n) = line.strip_prefix("ack ") {
+            report.last_ack = Some(n.parse::<u64>().unwrap());
+        } else if line.starts_with("synced ") {
+            report.syncs += 1;
+        }
+    }
+    report
+}
+
+/// [`run_child`], returning every line the child printed before it was killed.
+pub fn run_child_lines(test: &str, env: &[(&str, String)], delay: Duration) -> Vec<String> {
     let guard = spawn_lock();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
@@ -88,21 +104,12 @@ pub fn run_child(test: &str, env: &[(&str, String)], delay: Duration) -> ChildRe
         .unwrap();
     drop(guard);
     let stdout = child.stdout.take().unwrap();
-    // Read acks concurrently so the pipe never fills and blocks the child.
+    // Read concurrently so the pipe never fills and blocks the child.
     let reader = std::thread::spawn(move || {
-        let mut report = ChildReport {
-            last_ack: None,
-            syncs: 0,
-        };
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            if let Some(n) = line.strip_prefix("ack ") {
-                report.last_ack = Some(n.parse::<u64>().unwrap());
-            } else if line.starts_with("synced ") {
-                report.syncs += 1;
-            }
-        }
-        report
+        BufReader::new(stdout)
+            .lines()
+            .map(|l| l.unwrap())
+            .collect::<Vec<String>>()
     });
     let deadline = Instant::now() + delay;
     while Instant::now() < deadline {

@@ -5,20 +5,44 @@
 //! checksums, a block's trailer and WAL records (docs/log_format.md) framed again. `child.rs`: running the test binary as a child to
 //! kill. `gate.rs`: a filter policy whose builder holds a flush at a gate. `keyspaces.rs`: a
 //! keyspace's contents and tables, the error a dropped one gives, the bytes of the WALs.
-//! `power_cuts.rs`: the pieces of the power-cut loops.
+//! `backups.rs`: a store's contents by keyspace, and a backup restored and opened.
+//! `power_cuts.rs`: the pieces of the power-cut loops. `ManualClock`: a clock moved by hand.
 
 // Every tests/*.rs is its own crate and uses only some of these helpers; in each, the others
 // would warn as dead code.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use siftdb::{Db, Options};
+use siftdb::{Clock, Db, Options};
 
+pub mod backups;
 pub mod child;
 pub mod gate;
 pub mod keyspaces;
 pub mod power_cuts;
+
+/// A clock moved by hand, in seconds since the Unix epoch (for times to live).
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    pub fn at(seconds: u64) -> Arc<ManualClock> {
+        Arc::new(ManualClock(AtomicU64::new(seconds)))
+    }
+
+    pub fn set(&self, seconds: u64) {
+        self.0.store(seconds, Ordering::Relaxed);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(self.0.load(Ordering::Relaxed))
+    }
+}
 
 /// The number environment variable `name` holds, or `default` when it is unset.
 pub fn env_number(name: &str, default: u64) -> u64 {

@@ -89,8 +89,8 @@ impl Store {
                 let x = tx.get(a).unwrap();
                 let y = tx.get(b).unwrap();
                 assert!(x.is_some() && y.is_some(), "siftdb lost a key");
-                tx.put(a, va);
-                tx.put(b, vb);
+                tx.put(a, va).unwrap();
+                tx.put(b, vb).unwrap();
                 match tx.commit() {
                     Ok(()) => true,
                     Err(e) if e.is_conflict() => false,

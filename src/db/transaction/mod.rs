@@ -11,15 +11,17 @@ mod scan;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub(crate) use conflict::{ConflictCheck, GroupWrites};
 pub use scan::TransactionScan;
 
 use super::{Db, KeyRange, Keyspace, Snapshot};
+use crate::db::check_sizes;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 use crate::stats::Ticker;
-use crate::write_batch::WriteBatch;
+use crate::write_batch::{range_deletion_bounds, Target, WriteBatch};
 
 /// An optimistic transaction: reads and writes across the store's keyspaces that commit all
 /// together, or not at all if another write got in their way. Begin one with
@@ -27,20 +29,23 @@ use crate::write_batch::WriteBatch;
 ///
 /// **Reads** ([`get`](Self::get), [`scan`](Self::scan) and their `_in` forms) see the store as
 /// it was when the transaction began (a [`Snapshot`], held until the transaction ends) with the
-/// transaction's own writes on top: a key it wrote reads as written, and its scans merge its
-/// writes into the snapshot's keys. **Writes** ([`put`](Self::put), [`delete`](Self::delete))
-/// are buffered in memory; nothing reaches the store before [`commit`](Self::commit), which
-/// applies them as one [`WriteBatch`] (one WAL record: after a crash all of them are there or
-/// none). [`rollback`](Self::rollback), or dropping the transaction, discards them.
+/// transaction's own writes on top: a key it wrote reads as written, and its scans (both ways)
+/// merge its writes into the snapshot's keys. **Writes** ([`put`](Self::put),
+/// [`put_with_ttl`](Self::put_with_ttl), [`delete`](Self::delete),
+/// [`delete_range`](Self::delete_range)) all return `Result<()>` (a key over 64 KiB, a keyspace
+/// of another store) and are buffered in memory; nothing reaches the store before
+/// [`commit`](Self::commit), which applies them as one [`WriteBatch`] (one WAL record: after a
+/// crash all of them are there or none). [`rollback`](Self::rollback), or dropping the
+/// transaction, discards them. [`Db::transaction_with`] runs one in a closure.
 ///
-/// `get`, `put`, `delete` and `scan` act on the keyspace of the handle the transaction began
-/// from (the default keyspace for a `Db`, the keyspace's own for a [`Keyspace`]); `get_in`,
-/// `put_in`, `delete_in` and `scan_in` on any keyspace of the store.
+/// `get`, `put`, `delete` and the rest act on the keyspace of the handle the transaction began
+/// from (the default keyspace for a `Db`, the keyspace's own for a [`Keyspace`]); their `_in`
+/// forms on any keyspace of the store.
 ///
 /// # Isolation: serializable
 ///
 /// `commit` succeeds only if no key the transaction read or wrote, and no key in a range it
-/// scanned, was written by anyone else after its snapshot; otherwise it returns
+/// scanned or deleted, was written by anyone else after its snapshot; otherwise it returns
 /// [`Error::Conflict`] and applies nothing. The check runs in the group-commit leader while it
 /// holds the WAL, so no write can slip in between the check and the commit. Hence the
 /// transactions that commit are **serializable**: each behaves as if it ran alone, at the moment
@@ -105,10 +110,13 @@ pub struct Transaction {
     /// The handle it began from: its keyspace is the one `get`, `put`, … act on.
     db: Db,
     snapshot: Snapshot,
-    /// Buffered writes by keyspace id and key: a value, or `None` for a delete.
+    /// Buffered writes by keyspace id and key.
     writes: Writes,
-    /// What the commit must find unchanged: the keys read and the ranges scanned (the keys
-    /// written join them at commit).
+    /// Buffered range deletions, in order. A buffered write they cover is dropped when they are
+    /// made, so every write left in `writes` came after them.
+    deleted: RangeDeletes,
+    /// What the commit must find unchanged: the keys read and the ranges scanned or deleted (the
+    /// keys written join them at commit).
     check: ConflictCheck,
 }
 
@@ -117,6 +125,7 @@ impl std::fmt::Debug for Transaction {
         f.debug_struct("Transaction")
             .field("snapshot", &self.snapshot.sequence())
             .field("writes", &self.writes.len())
+            .field("range_deletes", &self.deleted.len())
             .field("keys_read", &self.check.keys.len())
             .field("ranges_scanned", &self.check.ranges.len())
             .finish()
@@ -136,6 +145,7 @@ impl Db {
             },
             snapshot,
             writes: BTreeMap::new(),
+            deleted: Vec::new(),
         }
     }
 }
@@ -156,9 +166,10 @@ impl Transaction {
             db,
             snapshot,
             writes,
+            deleted,
             check,
         } = self;
-        read(db, snapshot, writes, check, key.as_ref())
+        read(db, snapshot, writes, deleted, check, key.as_ref())
     }
 
     /// [`get`](Self::get) in `keyspace`.
@@ -175,22 +186,26 @@ impl Transaction {
             keyspace,
             &self.snapshot,
             &self.writes,
+            &self.deleted,
             &mut self.check,
             key.as_ref(),
         )
     }
 
     /// Sets `key` to `value` in the transaction's keyspace when it commits.
-    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` for a key over 64 KiB or a value over 256 MiB (as
+    /// [`Db::put`]), at once rather than at the commit.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let id = self.db.tree.id;
-        self.writes
-            .insert((id, key.as_ref().to_vec()), Some(value.as_ref().to_vec()));
+        self.buffer(id, key.as_ref(), Write::Put(value.as_ref().to_vec()))
     }
 
     /// [`put`](Self::put) in `keyspace`.
     ///
     /// # Errors
-    /// `Error::InvalidArgument` for a keyspace of another store.
+    /// As [`put`](Self::put); `Error::InvalidArgument` for a keyspace of another store.
     pub fn put_in(
         &mut self,
         keyspace: &Keyspace,
@@ -198,28 +213,99 @@ impl Transaction {
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
         self.check_store(keyspace)?;
-        self.writes.insert(
-            (keyspace.id(), key.as_ref().to_vec()),
-            Some(value.as_ref().to_vec()),
-        );
-        Ok(())
+        self.buffer(
+            keyspace.id(),
+            key.as_ref(),
+            Write::Put(value.as_ref().to_vec()),
+        )
+    }
+
+    /// Sets `key` to `value` in the transaction's keyspace when it commits, for `ttl` from the
+    /// commit (see [`Db::put_with_ttl`]). Its own reads see the value.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put).
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        let id = self.db.tree.id;
+        let write = Write::PutWithTtl(value.as_ref().to_vec(), ttl);
+        self.buffer(id, key.as_ref(), write)
+    }
+
+    /// [`put_with_ttl`](Self::put_with_ttl) in `keyspace`.
+    ///
+    /// # Errors
+    /// As [`put_in`](Self::put_in).
+    pub fn put_with_ttl_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.check_store(keyspace)?;
+        let write = Write::PutWithTtl(value.as_ref().to_vec(), ttl);
+        self.buffer(keyspace.id(), key.as_ref(), write)
     }
 
     /// Removes `key` from the transaction's keyspace when it commits.
-    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+    ///
+    /// # Errors
+    /// As [`put`](Self::put).
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         let id = self.db.tree.id;
-        self.writes.insert((id, key.as_ref().to_vec()), None);
+        self.buffer(id, key.as_ref(), Write::Delete)
     }
 
     /// [`delete`](Self::delete) in `keyspace`.
     ///
     /// # Errors
-    /// `Error::InvalidArgument` for a keyspace of another store.
+    /// As [`put_in`](Self::put_in).
     pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<()> {
         self.check_store(keyspace)?;
-        self.writes
-            .insert((keyspace.id(), key.as_ref().to_vec()), None);
-        Ok(())
+        self.buffer(keyspace.id(), key.as_ref(), Write::Delete)
+    }
+
+    /// Removes every key of `range` (any range [`Db::scan`] takes) from the transaction's
+    /// keyspace when it commits, as [`Db::delete_range`] does. Its own reads see the keys gone
+    /// at once, except those it writes afterwards. The range joins what the commit checks, as a
+    /// scanned range does: the commit fails with [`Error::Conflict`] if anyone else wrote a key
+    /// inside it after the snapshot.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// db.put("cart:1:apple", "2")?;
+    /// db.put("cart:1:pear", "1")?;
+    /// let mut tx = db.transaction();
+    /// tx.delete_range("cart:1:".."cart:1;")?;
+    /// tx.put("cart:1:plum", "3")?;
+    /// assert_eq!(tx.scan("cart:1:".."cart:1;").count(), 1); // its own reads see it
+    /// tx.commit()?;
+    /// assert_eq!(db.get("cart:1:apple")?, None);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` for a bound over 64 KiB (as [`Db::put`]'s key).
+    pub fn delete_range<R: KeyRange>(&mut self, range: R) -> Result<()> {
+        let id = self.db.tree.id;
+        self.delete_range_of(id, range)
+    }
+
+    /// [`delete_range`](Self::delete_range) in `keyspace`.
+    ///
+    /// # Errors
+    /// As [`delete_range`](Self::delete_range); `Error::InvalidArgument` for a keyspace of
+    /// another store.
+    pub fn delete_range_in<R: KeyRange>(&mut self, keyspace: &Keyspace, range: R) -> Result<()> {
+        self.check_store(keyspace)?;
+        self.delete_range_of(keyspace.id(), range)
     }
 
     /// The keys of `range` in the transaction's keyspace and their values, in key order: the
@@ -231,9 +317,10 @@ impl Transaction {
             db,
             snapshot,
             writes,
+            deleted,
             check,
         } = self;
-        scan(db, snapshot, writes, check, range)
+        scan(db, snapshot, writes, deleted, check, range)
     }
 
     /// [`scan`](Self::scan) in `keyspace`. A keyspace of another store yields one
@@ -246,6 +333,7 @@ impl Transaction {
             keyspace,
             &self.snapshot,
             &self.writes,
+            &self.deleted,
             &mut self.check,
             range,
         )
@@ -255,8 +343,9 @@ impl Transaction {
     /// A transaction that wrote nothing commits at once (its reads were of one snapshot).
     ///
     /// # Errors
-    /// - [`Error::Conflict`] if a key it read or wrote, or a key in a range it scanned, was
-    ///   written by someone else after its snapshot: nothing was applied; run it again;
+    /// - [`Error::Conflict`] if a key it read or wrote, or a key in a range it scanned or
+    ///   deleted, was written by someone else after its snapshot: nothing was applied; run it
+    ///   again;
     /// - otherwise as [`Db::write`] (an oversized key or value, a dropped keyspace, I/O …).
     pub fn commit(self) -> Result<()> {
         self.commit_opt(&WriteOptions::default()).map(drop)
@@ -274,18 +363,25 @@ impl Transaction {
             db,
             snapshot,
             writes,
+            deleted,
             mut check,
         } = self;
-        if writes.is_empty() {
+        if writes.is_empty() && deleted.is_empty() {
             db.inner.check_open()?;
             return Ok(None);
         }
         let store = db.inner.store_id;
         let mut batch = WriteBatch::new();
-        for ((id, key), value) in writes {
-            match &value {
-                Some(v) => batch.put_to(id, store, &key, v),
-                None => batch.delete_to(id, store, &key),
+        // The range deletions first: the writes left came after them.
+        for (id, start, end) in &deleted {
+            batch.range_deletion(Target::In(*id, store), start, end.as_deref());
+        }
+        for ((id, key), write) in writes {
+            let to = Target::In(id, store);
+            match &write {
+                Write::Put(v) => batch.put_to(to, &key, v),
+                Write::PutWithTtl(v, ttl) => batch.put_with_ttl_to(to, &key, v, *ttl),
+                Write::Delete => batch.delete_to(to, &key),
             };
             check.keys.insert((id, key));
         }
@@ -301,6 +397,41 @@ impl Transaction {
     /// Discards the transaction's writes (as dropping it does).
     pub fn rollback(self) {}
 
+    /// Buffers `write` of `key` in keyspace `id`, after checking the key's and value's sizes.
+    fn buffer(&mut self, id: u32, key: &[u8], write: Write) -> Result<()> {
+        let value = match &write {
+            Write::Put(v) | Write::PutWithTtl(v, _) => v.len(),
+            Write::Delete => 0,
+        };
+        check_sizes(key.len(), value)?;
+        self.writes.insert((id, key.to_vec()), write);
+        Ok(())
+    }
+
+    /// Buffers the deletion of `range` in keyspace `id`, and checks the range at commit.
+    fn delete_range_of<R: KeyRange>(&mut self, id: u32, range: R) -> Result<()> {
+        let Some((start, end)) = range_deletion_bounds(range) else {
+            return Ok(());
+        };
+        check_sizes(start.len().max(end.as_ref().map_or(0, Vec::len)), 0)?;
+        // The buffered writes it covers are deleted by it: they need not be written.
+        let covered: Vec<(u32, Vec<u8>)> = self
+            .writes
+            .range((id, start.clone())..)
+            .take_while(|((ks, k), _)| *ks == id && end.as_ref().is_none_or(|e| k < e))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in covered {
+            self.writes.remove(&k);
+        }
+        let upper = end.clone().map_or(Bound::Unbounded, Bound::Excluded);
+        self.check
+            .ranges
+            .push((id, Bound::Included(start.clone()), upper));
+        self.deleted.push((id, start, end));
+        Ok(())
+    }
+
     /// `Ok` if `keyspace` is of the transaction's store.
     fn check_store(&self, keyspace: &Keyspace) -> Result<()> {
         if !Arc::ptr_eq(&keyspace.inner, &self.db.inner) {
@@ -312,21 +443,60 @@ impl Transaction {
     }
 }
 
-/// Buffered writes by keyspace id and key: a value, or `None` for a delete.
-type Writes = BTreeMap<(u32, Vec<u8>), Option<Vec<u8>>>;
+/// A buffered write.
+#[derive(Debug, Clone)]
+enum Write {
+    Put(Vec<u8>),
+    PutWithTtl(Vec<u8>, Duration),
+    Delete,
+}
 
-/// A transaction's read of `key` in the keyspace of `db`: its own write, else the snapshot's
-/// value (and the key joins `check`).
+impl Write {
+    /// The value a read sees: `None` for a delete.
+    fn value(&self) -> Option<Vec<u8>> {
+        match self {
+            Write::Put(v) | Write::PutWithTtl(v, _) => Some(v.clone()),
+            Write::Delete => None,
+        }
+    }
+}
+
+/// Buffered writes by keyspace id and key.
+type Writes = BTreeMap<(u32, Vec<u8>), Write>;
+
+/// Buffered range deletions: keyspace id, start, end (`None`: no end).
+type RangeDeletes = Vec<(u32, Vec<u8>, Option<Vec<u8>>)>;
+
+/// The ranges of `deleted` in keyspace `id`.
+fn deleted_in(deleted: &RangeDeletes, id: u32) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    deleted
+        .iter()
+        .filter(|(ks, _, _)| *ks == id)
+        .map(|(_, start, end)| (start.clone(), end.clone()))
+        .collect()
+}
+
+/// A transaction's read of `key` in the keyspace of `db`: its own write, else nothing if its
+/// range deletions cover it, else the snapshot's value (and the key joins `check`).
 fn read(
     db: &Db,
     snapshot: &Snapshot,
     writes: &Writes,
+    deleted: &RangeDeletes,
     check: &mut ConflictCheck,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    let entry = (db.tree.id, key.to_vec());
+    let id = db.tree.id;
+    let entry = (id, key.to_vec());
     if let Some(written) = writes.get(&entry) {
-        return Ok(written.clone());
+        return Ok(written.value());
+    }
+    let covered = deleted.iter().any(|(ks, start, end)| {
+        *ks == id && key >= start.as_slice() && end.as_deref().is_none_or(|e| key < e)
+    });
+    if covered {
+        // Its own deletion decides, and the commit checks the whole range.
+        return Ok(None);
     }
     let value = db.get_at(snapshot, key)?;
     check.keys.insert(entry);
@@ -334,11 +504,13 @@ fn read(
 }
 
 /// A transaction's scan of `range` in the keyspace of `db`: the snapshot's entries with the
-/// transaction's writes in the range merged in (and the range joins `check`).
+/// transaction's writes and range deletions in the range merged in (and the range joins
+/// `check`).
 fn scan<R: KeyRange>(
     db: &Db,
     snapshot: &Snapshot,
     writes: &Writes,
+    deleted: &RangeDeletes,
     check: &mut ConflictCheck,
     range: R,
 ) -> TransactionScan {
@@ -352,11 +524,11 @@ fn scan<R: KeyRange>(
     let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = writes
         .range((lo, Bound::Unbounded))
         .take_while(|((ks, k), _)| *ks == id && crate::db::key_range::below_end(k, as_ref(&end)))
-        .map(|((_, k), v)| (k.clone(), v.clone()))
+        .map(|((_, k), w)| (k.clone(), w.value()))
         .collect();
     let base = db.scan_at(snapshot, (start.clone(), end.clone()));
     check.ranges.push((id, start, end));
-    TransactionScan::new(base, own)
+    TransactionScan::new(base, own, deleted_in(deleted, id))
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
