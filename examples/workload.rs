@@ -692,8 +692,14 @@ fn configuration(
     dir: &std::path::Path,
 ) -> String {
     let keys = match args.key_format {
-        KeyFormat::Decimal => "zero-padded decimals",
-        KeyFormat::Binary => "a fixed head and a scrambled number",
+        KeyFormat::Decimal => "zero-padded decimals".to_string(),
+        KeyFormat::Binary => "a fixed head and a scrambled number".to_string(),
+        KeyFormat::Tenants => format!("{} tenants' ids", args.tenants),
+        KeyFormat::Strings => "user:<id>:<field> strings".to_string(),
+    };
+    let size = match args.key_format {
+        KeyFormat::Strings => "varying length".to_string(),
+        _ => format!("{} bytes", args.key_size),
     };
     let codecs = match kind.bottommost {
         Some(c) => format!("{} blocks ({c} in the bottommost level)", kind.compression),
@@ -730,11 +736,10 @@ fn configuration(
         _ => "no range filters".to_string(),
     };
     format!(
-        "siftdb workload: {} keys of {} bytes ({keys}); values of {} bytes that compress to \
+        "siftdb workload: {} keys of {size} ({keys}); values of {} bytes that compress to \
          about {:.0} % of their size; {codecs}; {filter}; {range}; {} read thread{}; the store in \
          {}",
         args.keys,
-        args.key_size,
         args.value_size,
         100.0 * args.compression_ratio,
         args.threads,
