@@ -180,6 +180,24 @@ impl GrafiteBuilder {
     }
 }
 
+/// The header both formats' bytes start with: their format byte, then bits per key and
+/// `max_range`; the bits per key, `max_range` and the bytes after, if `bytes` start with `format`
+/// and a well-formed header.
+pub(super) fn read_header(bytes: &[u8], format: u8) -> Option<(f64, u64, &[u8])> {
+    let (&found, rest) = bytes.split_first()?;
+    if found != format {
+        return None;
+    }
+    let (bits, rest) = rest.split_first_chunk::<8>()?;
+    let bits_per_key = f64::from_bits(u64::from_le_bytes(*bits));
+    let (max_range, rest) = rest.split_first_chunk::<8>()?;
+    let max_range = u64::from_le_bytes(*max_range);
+    if !max_range.is_power_of_two() || clamp_bits(bits_per_key) != bits_per_key {
+        return None;
+    }
+    Some((bits_per_key, max_range, rest))
+}
+
 pub(super) fn clamp_bits(bits_per_key: f64) -> f64 {
     if bits_per_key.is_nan() {
         3.0
@@ -218,17 +236,7 @@ impl GrafiteFilter {
     /// Reads a filter from the bytes [`GrafiteBuilder::finish`] wrote; `None` if they are not a
     /// well-formed Grafite filter.
     pub fn from_bytes(bytes: &[u8]) -> Option<GrafiteFilter> {
-        let (&format, rest) = bytes.split_first()?;
-        if format != FORMAT_GRAFITE {
-            return None;
-        }
-        let (bits, rest) = rest.split_first_chunk::<8>()?;
-        let bits_per_key = f64::from_bits(u64::from_le_bytes(*bits));
-        let (max_range, rest) = rest.split_first_chunk::<8>()?;
-        let max_range = u64::from_le_bytes(*max_range);
-        if !max_range.is_power_of_two() || clamp_bits(bits_per_key) != bits_per_key {
-            return None;
-        }
+        let (bits_per_key, max_range, rest) = read_header(bytes, FORMAT_GRAFITE)?;
         let mut reader = Decoder::new(rest);
         let prefix = reader.length_prefixed()?;
         let rest = reader.remaining();

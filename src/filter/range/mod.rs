@@ -39,6 +39,25 @@ pub(crate) enum RangeCheck {
 }
 
 impl RangeCheck {
+    /// The range `[lower, upper]` (each `None` for unbounded) as the bounds `check` takes.
+    pub(crate) fn closed<'a>(
+        lower: Option<&'a [u8]>,
+        upper: Option<&'a [u8]>,
+    ) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+        (
+            lower.map_or(Bound::Unbounded, Bound::Included),
+            upper.map_or(Bound::Unbounded, Bound::Included),
+        )
+    }
+
+    /// Whether the answer leaves a key possible in the range (a "maybe", or too wide to ask).
+    pub(crate) fn may_hold(self) -> bool {
+        !matches!(
+            self,
+            RangeCheck::Absent | RangeCheck::Asked { maybe: false, .. }
+        )
+    }
+
     /// The answer for two pieces of one range: widths add, either's "maybe" or "too wide" wins.
     pub(crate) fn and(self, other: RangeCheck) -> RangeCheck {
         match (self, other) {
@@ -114,14 +133,8 @@ impl TableRangeFilter {
     /// Whether its table may hold a key `k` with `lower ≤ k ≤ upper` (each `None` for unbounded).
     #[cfg(test)]
     pub(crate) fn may_contain(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> bool {
-        let (lo, hi) = (
-            lower.map_or(Bound::Unbounded, Bound::Included),
-            upper.map_or(Bound::Unbounded, Bound::Included),
-        );
-        !matches!(
-            self.check(lo, hi),
-            RangeCheck::Absent | RangeCheck::Asked { maybe: false, .. }
-        )
+        let (lo, hi) = RangeCheck::closed(lower, upper);
+        self.check(lo, hi).may_hold()
     }
 
     /// The bits per key it was built with.

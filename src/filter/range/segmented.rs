@@ -33,7 +33,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::elias_fano::EliasFano;
 use super::grafite::{
-    any_in_range, block_size_for, clamp_bits, hash, hash_range, sort_below, theoretical_fp_rate,
+    any_in_range, block_size_for, clamp_bits, hash, hash_range, read_header, sort_below,
+    theoretical_fp_rate,
 };
 use super::key_map::{common_prefix_len, has_prefix, integer_range, KeyMapper};
 use super::spare_integers;
@@ -413,17 +414,7 @@ impl SegmentedGrafite {
     /// Reads a filter from the bytes [`SegmentedGrafiteBuilder::finish`] wrote; `None` if they
     /// are not a well-formed segmented filter.
     pub fn from_bytes(bytes: &[u8]) -> Option<SegmentedGrafite> {
-        let (&format, rest) = bytes.split_first()?;
-        if format != FORMAT_SEGMENTED {
-            return None;
-        }
-        let (bits, rest) = rest.split_first_chunk::<8>()?;
-        let bits_per_key = f64::from_bits(u64::from_le_bytes(*bits));
-        let (max_range, rest) = rest.split_first_chunk::<8>()?;
-        let max_range = u64::from_le_bytes(*max_range);
-        if !max_range.is_power_of_two() || clamp_bits(bits_per_key) != bits_per_key {
-            return None;
-        }
+        let (bits_per_key, max_range, rest) = read_header(bytes, FORMAT_SEGMENTED)?;
         let mut reader = Decoder::new(rest);
         let count = usize::try_from(reader.varint64()?).ok()?;
         // Each segment takes at least three bytes: no count beyond those can be true.
@@ -533,14 +524,8 @@ impl SegmentedGrafite {
     /// Whether its table may hold a key `k` with `lower ≤ k ≤ upper` (each `None` for unbounded).
     /// Never `false` when it does; `true` for ranges wider than it answers.
     pub fn may_contain(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> bool {
-        let (lo, hi) = (
-            lower.map_or(Bound::Unbounded, Bound::Included),
-            upper.map_or(Bound::Unbounded, Bound::Included),
-        );
-        !matches!(
-            self.check(lo, hi),
-            RangeCheck::Absent | RangeCheck::Asked { maybe: false, .. }
-        )
+        let (lo, hi) = RangeCheck::closed(lower, upper);
+        self.check(lo, hi).may_hold()
     }
 
     /// The false positive rate theory gives for an empty range of `width` integers:
