@@ -1,6 +1,6 @@
 //! README's Quickstart, as it is written there: a store in a temporary directory, a handle
 //! cloned into threads that each write, a batch, a walk over every entry, a scan, `close`, and
-//! the store removed. It runs as often as you like. (`tests/first_hour.rs` runs it as a test.)
+//! the store removed. It runs as often as you like. (`tests/store/first_hour.rs` runs it as a test.)
 //!
 //! cargo run --example quickstart
 

@@ -2,7 +2,7 @@
 //! time to live ([`Options::ttl`](crate::Options::ttl)). Tests give the store a clock of their
 //! own ([`Options::clock`](crate::Options::clock)) and move it by hand.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// The time source of a store: the write time stamped on each value of a keyspace with a time
 /// to live, and the time its entries' expiry is judged against (on reads and in compaction).
@@ -47,10 +47,16 @@ pub(crate) fn unix_seconds(clock: &dyn Clock) -> u32 {
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
 }
 
+/// `ttl` in whole seconds, rounded up (as the MANIFEST records it and expiry counts it).
+pub(crate) fn ttl_seconds(ttl: Duration) -> u64 {
+    ttl.as_secs()
+        .saturating_add(u64::from(ttl.subsec_nanos() > 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, UNIX_EPOCH};
+    use std::time::UNIX_EPOCH;
 
     struct At(SystemTime);
 

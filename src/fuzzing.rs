@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::cache::ShardedLruCache;
-use crate::db::version_edit::VersionEdit;
+use crate::db::version::edit::VersionEdit;
 use crate::error::{Error, Result};
 use crate::filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterLayout, FilterPolicy, FilterProbe, LevelDbBloom,

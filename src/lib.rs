@@ -56,7 +56,6 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
-mod backup;
 mod cache;
 mod clock;
 mod coding;
@@ -68,6 +67,7 @@ mod fs;
 pub mod inspect;
 mod iter;
 mod key;
+mod key_range;
 mod memtable;
 mod options;
 mod pinned_value;
@@ -95,11 +95,13 @@ pub use fs::fault_injection;
 #[doc(hidden)]
 pub mod bench_internals;
 
-pub use backup::{BackupEngine, BackupId, BackupInfo};
 pub use clock::{Clock, SystemClock};
 pub use compaction_filter::{CompactionDecision, CompactionFilter};
-pub use db::keyspace::{DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME_BYTES};
-pub use db::{Cursor, Db, KeyRange, Keyspace, Scan, Snapshot, Transaction, TransactionScan};
+pub use db::keyspace::MAX_KEYSPACE_NAME_BYTES;
+pub use db::scan::{cursor::Cursor, Scan};
+pub use db::transaction::{Transaction, TransactionScan};
+pub use db::utilities::backup::{BackupEngine, BackupId, BackupInfo};
+pub use db::{Db, Keyspace, Snapshot};
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
 /// [`Iterator`], it returned this cursor).
 pub type DbIterator = Cursor;
@@ -111,6 +113,7 @@ pub use filter::{
 pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
 };
+pub use key_range::KeyRange;
 pub use options::{
     Compression, Options, WriteOptions, MAX_BLOCK_SIZE, MAX_SIZE_OPTION, MAX_SUBCOMPACTIONS,
     NUM_LEVELS,
@@ -118,9 +121,10 @@ pub use options::{
 pub use pinned_value::PinnedValue;
 pub use prefix::{PrefixExtractor, SliceTransform};
 pub use stats::{range_width_class, FilterCounts, Statistics, Ticker, RANGE_WIDTH_CLASSES};
+pub use store_id::DEFAULT_KEYSPACE;
 pub use write_batch::WriteBatch;
 
 /// The largest key siftdb accepts (64 KiB).
-pub const MAX_KEY_BYTES: usize = db::MAX_KEY_BYTES;
+pub const MAX_KEY_BYTES: usize = write_batch::MAX_KEY_BYTES;
 /// The largest value siftdb accepts (256 MiB).
-pub const MAX_VALUE_BYTES: usize = db::MAX_VALUE_BYTES;
+pub const MAX_VALUE_BYTES: usize = write_batch::MAX_VALUE_BYTES;

@@ -211,7 +211,7 @@ impl MemTable {
             if matches!(start, Bound::Excluded(k) if parsed.user_key == k) {
                 continue;
             }
-            if !crate::db::key_range::below_end(parsed.user_key, end) {
+            if !crate::key_range::below_end(parsed.user_key, end) {
                 break;
             }
             if parsed.seq > sequence {

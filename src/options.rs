@@ -96,7 +96,7 @@ pub struct Options {
     pub(crate) compact_l0_for_reads: bool,
     pub(crate) compact_l0_when_idle: bool,
     pub(crate) idle_compaction_after: Duration,
-    pub(crate) read_compaction_tuning: crate::db::read_compaction::ReadCompactionTuning,
+    pub(crate) read_compaction_tuning: ReadCompactionTuning,
     pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
     pub(crate) registered_compaction_filters: Vec<Arc<dyn CompactionFilter>>,
     pub(crate) ttl: Option<Duration>,
@@ -122,6 +122,51 @@ pub const MAX_SIZE_OPTION: u64 = 1 << 40;
 
 /// The largest [`Options::block_size`] an open accepts: 1 GiB (a block's offsets are 32-bit).
 pub const MAX_BLOCK_SIZE: usize = 1 << 30;
+
+// Tuning of background work that only the crate's own tests change; its defaults live here
+// with every other option's.
+
+/// How long a keyspace's memtables and L0 must stay unchanged before its L0 is merged into L1
+/// (what `Options` start with; only the crate's power-cut tests change it): flushes during a load
+/// come tens of milliseconds apart, and the write path's own notion of writes flowing
+/// (`db/compaction/write_burst.rs`) ends after a second without a flush.
+pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// Compaction for reads (`db/compaction/read_triggered.rs`): what one L0 filter check that does not find
+/// its key costs, in bytes of the compaction's input that cost as much. Measured at a million keys (docs/benchmarks.md, "Compaction for reads"): a
+/// check in vain adds about 50 ns to its Get; compaction spends 2.3 ns of CPU per input byte on
+/// values that do not compress and 16 ns on values that do (it costs per entry more than per
+/// byte); and the L1 → L2 jobs an L0 → L1 job sets off, by pushing L1 over its budget, read about
+/// twice its input again. A check is then worth 1–7 bytes of the job's input; 4 is within a factor
+/// of two of both ends.
+pub(crate) const BYTES_PER_CHECK: u64 = 4;
+
+/// Fewer checks than this never pay for a compaction: 2^18 checks cost about a hundredth of a
+/// second of Gets, less than a new L1's tables cost to open and cache.
+pub(crate) const MIN_CHECKS: u64 = 1 << 18;
+
+/// How often the compaction thread looks at the count of checks in vain while L0 holds tables, nothing else is to be
+/// done, and reads come.
+pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The price of a compaction for reads and how often the thread looks at what was paid. Only the
+/// crate's own tests change it (to cut the power inside such compactions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadCompactionTuning {
+    /// At least this many checks ([`MIN_CHECKS`]) ...
+    pub(crate) min_checks: u64,
+    /// ... and one per this many input bytes ([`BYTES_PER_CHECK`]).
+    pub(crate) bytes_per_check: u64,
+    /// The shortest wait between looks ([`CHECK_INTERVAL`]).
+    pub(crate) look_every: Duration,
+}
+
+/// What `Options` start with.
+pub(crate) const READ_COMPACTION_TUNING: ReadCompactionTuning = ReadCompactionTuning {
+    min_checks: MIN_CHECKS,
+    bytes_per_check: BYTES_PER_CHECK,
+    look_every: CHECK_INTERVAL,
+};
 
 impl Default for Options {
     fn default() -> Self {
@@ -158,8 +203,8 @@ impl Default for Options {
             max_total_wal_size: 0,
             compact_l0_for_reads: true,
             compact_l0_when_idle: true,
-            idle_compaction_after: crate::db::idle_compaction::IDLE_AFTER,
-            read_compaction_tuning: crate::db::read_compaction::TUNING,
+            idle_compaction_after: IDLE_AFTER,
+            read_compaction_tuning: READ_COMPACTION_TUNING,
             compaction_filter: None,
             registered_compaction_filters: Vec::new(),
             ttl: None,
@@ -619,7 +664,7 @@ impl Options {
         bytes_per_check: u64,
         look_every: std::time::Duration,
     ) -> Self {
-        self.read_compaction_tuning = crate::db::read_compaction::ReadCompactionTuning {
+        self.read_compaction_tuning = ReadCompactionTuning {
             min_checks,
             bytes_per_check: bytes_per_check.max(1),
             look_every,

@@ -11,8 +11,8 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::db::key_range::below_end;
 use crate::key::{compare_bytes, internal_key, parse_internal_key, ValueKind};
+use crate::key_range::below_end;
 use crate::sst::block::{Block, KeyOrder};
 use crate::sst::block_builder::BlockBuilder;
 

@@ -1,6 +1,7 @@
 //! The store's identity: 16 random bytes chosen when the store is created, kept in the MANIFEST
 //! and written into every table's properties. A table file whose identity is not its store's (a
 //! file copied in from another store under a known name) is refused as corrupt rather than read.
+//! And the keyspace every store has: its name and the id the WAL and the MANIFEST give it.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -8,6 +9,13 @@ use std::time::SystemTime;
 
 /// A store's identity.
 pub(crate) type StoreId = [u8; 16];
+
+/// The name of the keyspace every store has, which `Db`'s own reads and writes act on.
+pub const DEFAULT_KEYSPACE: &str = "default";
+
+/// The id of the keyspace every store has (the WAL and the MANIFEST name keyspaces by id), and
+/// the one a MANIFEST written before keyspaces existed holds.
+pub(crate) const DEFAULT_KEYSPACE_ID: u32 = 0;
 
 /// A new identity. `RandomState` is seeded from the operating system's randomness once per
 /// process and varied per call; the time and process id are mixed in for good measure.

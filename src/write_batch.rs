@@ -5,11 +5,36 @@
 use std::time::Duration;
 
 use crate::coding::{fixed32_at, fixed64_at, put_length_prefixed, put_varint64, Decoder};
-use crate::db::{KeyRange, Keyspace};
+use crate::error::Error;
 use crate::key::ValueKind;
-use crate::store_id::StoreId;
+use crate::key_range::KeyRange;
+use crate::store_id::{StoreId, DEFAULT_KEYSPACE_ID};
 
 const HEADER_LEN: usize = 12;
+
+/// The largest key accepted.
+pub(crate) const MAX_KEY_BYTES: usize = 64 << 10;
+/// The largest value accepted.
+pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
+
+/// `Ok` for a key and a value of these sizes (in bytes) a write accepts.
+///
+/// # Errors
+/// `Error::InvalidArgument` for a key over [`MAX_KEY_BYTES`] or a value over
+/// [`MAX_VALUE_BYTES`].
+pub(crate) fn check_sizes(key: usize, value: usize) -> crate::error::Result<()> {
+    if key > MAX_KEY_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "key of {key} bytes (at most {MAX_KEY_BYTES})"
+        )));
+    }
+    if value > MAX_VALUE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "value of {value} bytes (at most {MAX_VALUE_BYTES})"
+        )));
+    }
+    Ok(())
+}
 
 /// Set in an entry's kind byte when a keyspace id (a varint) follows it. An entry without it is
 /// un-targeted: it goes to the keyspace of the handle that writes the batch, which is the
@@ -52,7 +77,7 @@ pub struct WriteBatch {
     /// Whether it holds un-targeted entries.
     untargeted: bool,
     /// Whether it holds what the group commit fills in before logging it: times to live still
-    /// relative to the commit, range deletes without an end (`db/batch_settling.rs`).
+    /// relative to the commit, range deletes without an end (`db/write/batch_settling.rs`).
     unsettled: bool,
     /// What `put_in` and `delete_in` named; out of line, so that a batch of the default keyspace
     /// alone (the usual one) stays as small to move around as before keyspaces existed.
@@ -81,11 +106,6 @@ impl Default for WriteBatch {
 pub(crate) enum Target {
     Untargeted,
     In(u32, StoreId),
-}
-
-/// Where the entries of `keyspace`'s `_in` methods go.
-fn target(keyspace: &Keyspace) -> Target {
-    Target::In(keyspace.id(), keyspace.store_id())
 }
 
 /// The start and end of the range deletion of `range`: every key from `start` up to `end` (not
@@ -183,51 +203,8 @@ impl WriteBatch {
         self.delete_range_to(Target::Untargeted, range)
     }
 
-    /// Sets `key` to `value` in `keyspace`. One batch may write to any keyspaces of one store:
-    /// [`Db::write`](crate::Db::write) applies all of it or, after a crash, none of it, in every
-    /// keyspace.
-    ///
-    /// ```
-    /// # fn main() -> siftdb::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
-    /// let (users, names) = (db.keyspace("users")?, db.keyspace("names")?);
-    /// let mut batch = siftdb::WriteBatch::new();
-    /// batch.put_in(&users, b"u1", b"Ada").put_in(&names, b"Ada", b"u1");
-    /// db.write(batch)?;
-    /// assert_eq!(names.get(b"Ada")?, Some(b"u1".to_vec()));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn put_in(
-        &mut self,
-        keyspace: &Keyspace,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-    ) -> &mut Self {
-        self.put_to(target(keyspace), key.as_ref(), value.as_ref())
-    }
-
-    /// Removes `key` from `keyspace` (see [`put_in`](Self::put_in)).
-    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
-        self.delete_to(target(keyspace), key.as_ref())
-    }
-
-    /// [`put_with_ttl`](Self::put_with_ttl) in `keyspace` (see [`put_in`](Self::put_in)).
-    pub fn put_with_ttl_in(
-        &mut self,
-        keyspace: &Keyspace,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        ttl: Duration,
-    ) -> &mut Self {
-        self.put_with_ttl_to(target(keyspace), key.as_ref(), value.as_ref(), ttl)
-    }
-
-    /// [`delete_range`](Self::delete_range) in `keyspace` (see [`put_in`](Self::put_in)).
-    pub fn delete_range_in<R: KeyRange>(&mut self, keyspace: &Keyspace, range: R) -> &mut Self {
-        self.delete_range_to(target(keyspace), range)
-    }
+    // The `_in` forms, which take a `Keyspace`, are in `db/keyspace.rs`, beside the handle: the
+    // batch names nothing of the store above it.
 
     /// Sets `key` to `value` in `to`.
     pub(crate) fn put_to(&mut self, to: Target, key: &[u8], value: &[u8]) -> &mut Self {
@@ -252,7 +229,7 @@ impl WriteBatch {
         value: &[u8],
         ttl: Duration,
     ) -> &mut Self {
-        let seconds = u32::try_from(crate::db::ttl_seconds(ttl)).unwrap_or(u32::MAX);
+        let seconds = u32::try_from(crate::clock::ttl_seconds(ttl)).unwrap_or(u32::MAX);
         let mut stored = Vec::with_capacity(value.len() + 4);
         stored.extend_from_slice(value);
         stored.extend_from_slice(&seconds.to_le_bytes());
@@ -305,7 +282,7 @@ impl WriteBatch {
                 named.mixed |= named.store != store;
                 self.rep.push(kind as u8 | IN_KEYSPACE);
                 put_varint64(&mut self.rep, u64::from(id));
-                if id == crate::db::version_edit::DEFAULT_KEYSPACE_ID {
+                if id == DEFAULT_KEYSPACE_ID {
                     self.default = true;
                 } else if !named.ids.contains(&id) {
                     named.ids.push(id);
@@ -393,9 +370,7 @@ impl WriteBatch {
 
     /// The keyspaces it writes to: the default one (id 0) if it does, then the others.
     pub(crate) fn keyspaces(&self) -> impl Iterator<Item = u32> + '_ {
-        let default = self
-            .default
-            .then_some(crate::db::version_edit::DEFAULT_KEYSPACE_ID);
+        let default = self.default.then_some(DEFAULT_KEYSPACE_ID);
         let named = self.named.iter().flat_map(|n| n.ids.iter().copied());
         default.into_iter().chain(named)
     }
@@ -483,7 +458,7 @@ impl<'a> BatchEntries<'a> {
         let keyspace = if targeted {
             self.d.varint32()?
         } else {
-            crate::db::version_edit::DEFAULT_KEYSPACE_ID
+            DEFAULT_KEYSPACE_ID
         };
         let kind = ValueKind::from_byte(byte & !IN_KEYSPACE)?;
         let key = self.d.length_prefixed()?;

@@ -11,7 +11,7 @@
 //! and pass without running.
 //!
 //! A failing fsync cannot be had for real here (tmpfs and ext4 fail fsync only on device errors,
-//! and this machine has no device-mapper): `tests/durability.rs` injects one with the
+//! and this machine has no device-mapper): `tests/power_cuts/durability.rs` injects one with the
 //! fault-injection layer instead.
 
 mod common;

@@ -1,7 +1,7 @@
 //! The two background workers: one flushes frozen memtables, one compacts (levels over their
-//! budget, L0 at a trigger that rises while writes flow: `write_burst.rs`, L0 once writes pause:
-//! `idle_compaction.rs`, L0 once reads have paid for it: `read_compaction.rs`, or, with nothing
-//! else to do while writes pause, a table whose filter is far from its level's bits:
+//! budget, L0 at a trigger that rises while writes flow, L0 once writes pause, L0 once reads have
+//! paid for it, or, with nothing else to do while writes pause, a table whose filter is far from
+//! its level's bits: `compaction/write_burst.rs`, `idle.rs`, `read_triggered.rs`,
 //! `filter_refresh.rs`). Both stop at the first error, which is kept in `State::bg_error` and
 //! returned to writers and to every waiter. A panic in user code they call (a filter policy, a
 //! prefix extractor) is such an error, not the end of the thread. Failures are reported through
@@ -14,11 +14,11 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::idle_compaction::IdleWatch;
-use super::read_compaction::ReadRent;
+use super::compaction::idle::IdleWatch;
+use super::compaction::read_triggered::ReadRent;
+use super::compaction::write_burst::{WriteBurst, QUIET_AFTER};
 use super::tree::Tree;
-use super::version::Version;
-use super::write_burst::{Triggers, WriteBurst, QUIET_AFTER};
+use super::version::{Triggers, Version};
 use super::{DbInner, State};
 use crate::error::{BackgroundError, Error, Result};
 use crate::stats::Ticker;
@@ -130,12 +130,12 @@ struct TreeWatch {
 enum EarlyL0 {
     /// No such job: a level over its budget, or nothing.
     No,
-    /// The keyspace's writes paused with tables in L0 (`idle_compaction.rs`).
+    /// The keyspace's writes paused with tables in L0 (`compaction/idle.rs`).
     Idle,
-    /// Reads paid for it in filter checks (`read_compaction.rs`).
+    /// Reads paid for it in filter checks (`compaction/read_triggered.rs`).
     ForReads,
     /// The keyspace's writes paused with a table whose filter is far from its level's bits
-    /// (`filter_refresh.rs`).
+    /// (`compaction/filter_refresh.rs`).
     FilterRefresh,
 }
 
@@ -175,7 +175,7 @@ fn tree_to_compact(
         // Filters are refreshed only once writes pause, and after L0's merge into L1 then (which
         // changes the plan): look again when writes may have paused.
         let paused =
-            !w.burst.flowing(&t.sv, now) && !super::idle_compaction::pending(&t.sv, options);
+            !w.burst.flowing(&t.sv, now) && !super::compaction::idle::pending(&t.sv, options);
         let refresh_in = (!paused && t.tree.monkey_applies()).then_some(QUIET_AFTER);
         let looked = Weak::ptr_eq(&w.refreshed_version, &Arc::downgrade(version));
         if early.is_none() && paused && !looked {

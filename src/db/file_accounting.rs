@@ -14,12 +14,12 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 
-use super::filename::{list_files, log_path, table_path, FileKind, MAX_FILE_NUMBER};
-use super::keyspace::DEFAULT_KEYSPACE;
-use super::manifest::RecoveredManifest;
+use super::version::filename::{list_files, log_path, table_path, FileKind, MAX_FILE_NUMBER};
+use super::version::manifest::RecoveredManifest;
 use crate::error::{Error, Result};
 use crate::fs::io_at;
 use crate::sst::table_reader::read_properties;
+use crate::store_id::DEFAULT_KEYSPACE;
 use crate::wal::reader::read_log;
 use crate::write_batch::BatchEntries;
 

@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::background::catch_panic;
-use super::filename::{log_path, table_path};
 use super::snapshot::VersionRetention;
 use super::tree::Tree;
-use super::version_edit::{NewFile, VersionEdit};
+use super::version::edit::{NewFile, VersionEdit};
+use super::version::filename::{log_path, table_path};
 use super::{Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filter::Filter;

@@ -5,21 +5,22 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::keyspace_options::{changed_options, describe, restore, BUILT_IN_POLICIES};
+use super::tree::SuperVersion;
 use super::tree::{Tree, TreeState};
-use super::ttl::ttl_seconds;
-use super::version_edit::{KeyspaceRecord, VersionEdit, DEFAULT_KEYSPACE_ID};
-use super::{Db, DbInner, SuperVersion};
+use super::version::edit::{KeyspaceRecord, VersionEdit};
+use super::version::keyspace_options::{changed_options, describe, restore, BUILT_IN_POLICIES};
+use super::{Db, DbInner};
+use crate::clock::ttl_seconds;
 use crate::error::{Error, Result};
 use crate::filter::PolicyRegistry;
+use crate::key_range::KeyRange;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::{Statistics, Stats};
-use crate::store_id::StoreId;
-
-/// The name of the keyspace every store has, which `Db`'s own reads and writes act on.
-pub const DEFAULT_KEYSPACE: &str = "default";
+use crate::store_id::{StoreId, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_ID};
+use crate::write_batch::{Target, WriteBatch};
 
 /// The longest keyspace name, in bytes.
 pub const MAX_KEYSPACE_NAME_BYTES: usize = 255;
@@ -432,7 +433,7 @@ impl DbInner {
 /// A keyspace's tree over `mem` and `version`, with its own counters and a table cache made from
 /// `tables` (the store's).
 pub(crate) fn make_tree(
-    tables: &super::table_cache::TableCache,
+    tables: &super::version::table_cache::TableCache,
     id: u32,
     name: String,
     options: Options,
@@ -455,4 +456,58 @@ fn check_name(name: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Where the entries of `keyspace`'s `_in` methods go.
+fn target(keyspace: &Keyspace) -> Target {
+    Target::In(keyspace.id(), keyspace.store_id())
+}
+
+/// The batch methods that name a keyspace, here beside the handle they take.
+impl WriteBatch {
+    /// Sets `key` to `value` in `keyspace`. One batch may write to any keyspaces of one store:
+    /// [`Db::write`](crate::Db::write) applies all of it or, after a crash, none of it, in every
+    /// keyspace.
+    ///
+    /// ```
+    /// # fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = siftdb::Db::open(dir.path(), siftdb::Options::default())?;
+    /// let (users, names) = (db.keyspace("users")?, db.keyspace("names")?);
+    /// let mut batch = siftdb::WriteBatch::new();
+    /// batch.put_in(&users, b"u1", b"Ada").put_in(&names, b"Ada", b"u1");
+    /// db.write(batch)?;
+    /// assert_eq!(names.get(b"Ada")?, Some(b"u1".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn put_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.put_to(target(keyspace), key.as_ref(), value.as_ref())
+    }
+
+    /// Removes `key` from `keyspace` (see [`put_in`](Self::put_in)).
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
+        self.delete_to(target(keyspace), key.as_ref())
+    }
+
+    /// [`put_with_ttl`](Self::put_with_ttl) in `keyspace` (see [`put_in`](Self::put_in)).
+    pub fn put_with_ttl_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> &mut Self {
+        self.put_with_ttl_to(target(keyspace), key.as_ref(), value.as_ref(), ttl)
+    }
+
+    /// [`delete_range`](Self::delete_range) in `keyspace` (see [`put_in`](Self::put_in)).
+    pub fn delete_range_in<R: KeyRange>(&mut self, keyspace: &Keyspace, range: R) -> &mut Self {
+        self.delete_range_to(target(keyspace), range)
+    }
 }

@@ -1,55 +1,34 @@
-//! `Db`: the store. This file holds its shared state; each operation lives in its own file:
-//! `open.rs` (open, read-only open and recovery), `close.rs` (the handle count, `close`),
-//! `write.rs` (writes and `sync_wal`), `read.rs` (Get), `scan.rs` (`scan`, `iter`), `cursor.rs`,
-//! `flush.rs`, `compaction.rs`, `manual_compaction.rs` (`compact`, `compact_range`), `background.rs` (the two worker threads), `checkpoint.rs`,
-//! `copy_view.rs` (the pinned view checkpoints and backups copy), `destroy.rs`, `property.rs`,
-//! `conveniences.rs`.
+//! `Db`: the store. This file holds the handle and its shared state (`DbInner`, `State`). Beside
+//! it: open and close (`open.rs` with `file_accounting.rs` and `dir_lock.rs`, `close.rs`), what
+//! the rooms share (`tree.rs`: a keyspace's tree and super-version; `keyspace.rs`, `snapshot.rs`,
+//! `ttl.rs`), the two worker threads (`background.rs`, `flush.rs`) and `property.rs`. Each
+//! subsystem has a room of its own: `version/` (the tables, their MANIFEST and readers),
+//! `write/`, `read/`, `scan/`, `compaction/`, `transaction/` and `utilities/` (checkpoints,
+//! backups, destroy, conveniences).
+//!
+//! A room adds the methods of `Db` and `DbInner` for its subsystem, so it names this folder. What
+//! the shared state holds of a room (the MANIFEST, the writer queue, a keyspace's compaction
+//! figures) is in files of the room that name nothing above them: no import circle spans two
+//! folders (`tests/source_layout.rs` checks).
 
 mod background;
-mod batch_settling;
-mod checkpoint;
 mod close;
-mod compaction;
-mod compaction_filtering;
-mod compaction_stats;
-mod conveniences;
-pub(crate) mod copy_view;
-mod cursor;
-mod destroy;
+pub(crate) mod compaction;
 mod dir_lock;
-mod explain;
 mod file_accounting;
-pub(crate) mod filename;
-mod filter_refresh;
 mod flush;
-pub(crate) mod idle_compaction;
-pub(crate) mod key_range;
 pub(crate) mod keyspace;
-mod keyspace_options;
-mod level_filters;
-mod level_iter;
-pub(crate) mod manifest;
-mod manual_compaction;
-mod multi_get;
 mod open;
 mod property;
-mod range_filtering;
-mod read;
-pub(crate) mod read_compaction;
-mod scan;
+pub(crate) mod read;
+pub(crate) mod scan;
 mod snapshot;
-mod table_cache;
-mod table_filter;
 pub(crate) mod transaction;
 pub(crate) mod tree;
 mod ttl;
+pub(crate) mod utilities;
 pub(crate) mod version;
-pub(crate) mod version_edit;
-mod write;
-mod write_burst;
-
-pub(crate) use ttl::ttl_seconds;
-pub(crate) use write::{check_sizes, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub(crate) mod write;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -65,40 +44,13 @@ use crate::options::Options;
 use crate::stats::{Statistics, Stats};
 use crate::store_id::StoreId;
 use crate::wal::writer::LogWriter;
-use manifest::Manifest;
-use table_cache::TableCache;
-use tree::{Tree, TreeState};
-use version::Version;
+use tree::{SuperVersion, Tree, TreeState};
+use version::manifest::Manifest;
+use version::table_cache::TableCache;
 
 pub(crate) use close::Lifecycle;
-pub use cursor::Cursor;
-pub use key_range::KeyRange;
 pub use keyspace::Keyspace;
-pub(crate) use open::lock_exclusive;
-pub use scan::Scan;
 pub use snapshot::Snapshot;
-pub use transaction::{Transaction, TransactionScan};
-
-/// The memtables and tables of one keyspace a read sees, swapped as one whenever any of them changes, so a reader
-/// takes one `Arc` under the lock and then reads without it.
-#[derive(Clone)]
-pub(crate) struct SuperVersion {
-    pub(crate) mem: Arc<MemTable>,
-    /// Frozen memtables waiting for flush, newest first.
-    pub(crate) imm: Vec<Arc<MemTable>>,
-    pub(crate) version: Arc<Version>,
-}
-
-impl SuperVersion {
-    /// The super-version of a store just opened: an empty memtable over `version`.
-    pub(crate) fn first(mem: Arc<MemTable>, version: Arc<Version>) -> SuperVersion {
-        SuperVersion {
-            mem,
-            imm: Vec::new(),
-            version,
-        }
-    }
-}
 
 /// A live WAL as the store tracks it.
 #[derive(Debug, Clone, Copy)]
@@ -158,7 +110,7 @@ pub(crate) struct WalState {
     pub(crate) log_number: u64,
     /// The keyspaces the group being committed writes to, kept between groups so that a
     /// commit allocates nothing for them.
-    pub(crate) targets: Vec<write::WriteTarget>,
+    pub(crate) targets: Vec<write::queue::WriteTarget>,
 }
 
 /// Earlier WALs holding records not yet fsynced, not yet removed (oldest first). A synced write
@@ -192,8 +144,8 @@ pub(crate) struct DbInner {
     pub(crate) current_log: AtomicU64,
     pub(crate) wal: Mutex<WalState>,
     pub(crate) closed_wals: Mutex<ClosedWals>,
-    /// Writers waiting to commit; the one at the front commits a group for all (`write.rs`).
-    pub(crate) writers: Mutex<write::WriteQueue>,
+    /// Writers waiting to commit; the one at the front commits a group for all (`write/`).
+    pub(crate) writers: Mutex<write::queue::WriteQueue>,
     /// Signalled when a group commit finishes.
     pub(crate) writers_done: Condvar,
     pub(crate) state: Mutex<State>,
@@ -201,7 +153,7 @@ pub(crate) struct DbInner {
     pub(crate) changed: Condvar,
     pub(crate) manifest: Mutex<Manifest>,
     /// The MANIFEST's record of the tables being written (`Manifest::tables_in_flight`).
-    pub(crate) tables_in_flight: Arc<manifest::TablesInFlight>,
+    pub(crate) tables_in_flight: Arc<version::manifest::TablesInFlight>,
     /// Held by whoever compacts: the background thread or a manual `compact`.
     pub(crate) compaction: Mutex<()>,
     pub(crate) last_sequence: AtomicU64,
@@ -221,20 +173,20 @@ impl DbInner {
     ///
     /// # Errors
     /// `Error::InvalidArgument` once the store has used every number below
-    /// [`MAX_FILE_NUMBER`](filename::MAX_FILE_NUMBER) (open refuses files numbered past it, so
+    /// [`MAX_FILE_NUMBER`](version::filename::MAX_FILE_NUMBER) (open refuses files numbered past it, so
     /// the counter never wraps).
     pub(crate) fn new_file_number(&self) -> Result<u64> {
         let n = self.next_file.fetch_add(1, Ordering::SeqCst);
-        if n >= filename::MAX_FILE_NUMBER {
+        if n >= version::filename::MAX_FILE_NUMBER {
             self.next_file
-                .store(filename::MAX_FILE_NUMBER, Ordering::SeqCst);
-            return Err(filename::numbers_used_up(&self.dir));
+                .store(version::filename::MAX_FILE_NUMBER, Ordering::SeqCst);
+            return Err(version::filename::numbers_used_up(&self.dir));
         }
         Ok(n)
     }
 
     /// A number for a table a flush or compaction writes, in flight until an edit names it (see
-    /// [`TablesInFlight`](manifest::TablesInFlight)).
+    /// [`TablesInFlight`](version::manifest::TablesInFlight)).
     ///
     /// # Errors
     /// As [`new_file_number`](DbInner::new_file_number).

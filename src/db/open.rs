@@ -19,18 +19,20 @@ use parking_lot::{Condvar, Mutex};
 use super::background::{catch_panic, spawn_workers};
 use super::dir_lock::locked_error;
 use super::file_accounting::{account_for_files, AccountedFiles};
-use super::filename::{
+use super::flush::{table_options, write_level0_table};
+use super::keyspace::make_tree;
+use super::tree::TreeState;
+use super::version::edit::VersionEdit;
+use super::version::filename::{
     check_store_path, current_path, current_temp_path, list_files, lock_path, log_path,
     manifest_name, numbers_used_up, table_path, FileKind, MAX_FILE_NUMBER,
 };
-use super::flush::{table_options, write_level0_table};
-use super::keyspace::make_tree;
-use super::keyspace_options::restore;
-use super::manifest::{read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords};
-use super::table_cache::{TableCache, TablePlacement};
-use super::tree::TreeState;
+use super::version::keyspace_options::restore;
+use super::version::manifest::{
+    read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords,
+};
+use super::version::table_cache::{TableCache, TablePlacement};
 use super::version::Retire;
-use super::version_edit::{VersionEdit, DEFAULT_KEYSPACE_ID};
 use super::{Db, DbInner, Lifecycle, State, WalInfo, WalState};
 use crate::cache::ShardedLruCache;
 use crate::error::{Error, Result};
@@ -39,7 +41,7 @@ use crate::fs::{io_at, FileSystem};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::Stats;
-use crate::store_id::{new_store_id, StoreId};
+use crate::store_id::{new_store_id, StoreId, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_ID};
 use crate::wal::reader::{read_log, LogTail};
 use crate::wal::writer::LogWriter;
 use crate::write_batch::decode_batch;
@@ -475,7 +477,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         None => make_tree(
             &tables,
             DEFAULT_KEYSPACE_ID,
-            super::keyspace::DEFAULT_KEYSPACE.to_string(),
+            DEFAULT_KEYSPACE.to_string(),
             options.clone(),
             Arc::new(MemTable::new(wal.log_number)),
             Default::default(),

@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::version_edit::DEFAULT_KEYSPACE_ID;
-use super::write_burst::Triggers;
+use super::version::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
 use crate::options::NUM_LEVELS;
 use crate::sst::table_reader::CachedBlock;
 use crate::stats::Ticker;
+use crate::store_id::DEFAULT_KEYSPACE_ID;
 
 /// Filter facts gathered over the tables of one level that share a layout and policy.
 /// One live table, as the allocation report sees it: its level, filter keys and bits per key, and
@@ -91,7 +91,7 @@ impl Db {
                     .compaction_level(options, Triggers::quiet(options))
                     .is_some()
                     || (!self.inner.read_only
-                        && (super::idle_compaction::pending(&sv, options)
+                        && (super::compaction::idle::pending(&sv, options)
                             || self.tree.filter_refresh_due(&version)));
                 Some(u8::from(pending).to_string())
             }
@@ -138,7 +138,7 @@ impl Db {
             "snapshots: {live} live{}",
             oldest.map_or(String::new(), |s| format!(", the oldest at sequence {s}"))
         );
-        super::compaction_stats::write_store_report(&mut out, &self.inner.stats.snapshot());
+        super::compaction::stats::write_store_report(&mut out, &self.inner.stats.snapshot());
         let _ = writeln!(out, "\n{COUNTERS_HEADER}\n{stats}");
         out
     }
@@ -279,7 +279,7 @@ impl Db {
         }
         allocation_report(tree, &allocated, &stats, out);
         range_filter_report(tree, &version, &stats, out);
-        super::compaction_stats::write_report(out, &tree.compaction_stats.levels(), &stats);
+        super::compaction::stats::write_report(out, &tree.compaction_stats.levels(), &stats);
     }
 }
 

@@ -7,15 +7,36 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::compaction_stats::CompactionStats;
-use super::filter_refresh::RefreshedTables;
-use super::table_cache::TableCache;
-use super::ttl::ttl_seconds;
-use super::SuperVersion;
-use crate::clock::Clock;
+use super::compaction::refreshed_tables::RefreshedTables;
+use super::compaction::stats::CompactionStats;
+use super::version::table_cache::TableCache;
+use super::version::Version;
+use crate::clock::{ttl_seconds, Clock};
 use crate::error::{Error, Result};
+use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::Stats;
+
+/// The memtables and tables of one keyspace a read sees, swapped as one whenever any of them
+/// changes, so a reader takes one `Arc` under the lock and then reads without it.
+#[derive(Clone)]
+pub(crate) struct SuperVersion {
+    pub(crate) mem: Arc<MemTable>,
+    /// Frozen memtables waiting for flush, newest first.
+    pub(crate) imm: Vec<Arc<MemTable>>,
+    pub(crate) version: Arc<Version>,
+}
+
+impl SuperVersion {
+    /// The super-version of a store just opened: an empty memtable over `version`.
+    pub(crate) fn first(mem: Arc<MemTable>, version: Arc<Version>) -> SuperVersion {
+        SuperVersion {
+            mem,
+            imm: Vec::new(),
+            version,
+        }
+    }
+}
 
 /// One keyspace's tree. Its super-version (memtables and version) is kept in `State` under the
 /// store's state lock; `current` is the copy Gets read.
@@ -47,10 +68,10 @@ pub(crate) struct Tree {
     /// Set (under the MANIFEST lock) once the edit dropping the keyspace is durable.
     dropped: AtomicBool,
     /// The tables a filter refresh wrote since another compaction last changed the tree
-    /// (`filter_refresh.rs`).
+    /// (`compaction/filter_refresh.rs`).
     pub(crate) refreshed: RefreshedTables,
     /// Whether a snapshot taken while its last compaction ran was still live as it installed: its
-    /// next compaction then does not ask the compaction filter (`compaction_filtering.rs`).
+    /// next compaction then does not ask the compaction filter (`compaction/filtering.rs`).
     pub(crate) snapshot_outlived_last_compaction: AtomicBool,
 }
 

@@ -3,7 +3,7 @@
 //! A value that expires is an entry of its own kind (`ValueKind::ExpiringValue`) whose stored
 //! value is the user's value followed by its expiry time (byte layout: `docs/table_format.md`,
 //! *Values that expire*). The group commit stamps it as it logs the batch
-//! (`batch_settling.rs`): a put with a time to live of its own (`put_with_ttl`) expires that long
+//! (`write/batch_settling.rs`): a put with a time to live of its own (`put_with_ttl`) expires that long
 //! after, a plain put in a keyspace with a [`ttl`](Options::ttl) that long after. So the WAL, the
 //! memtable and the tables hold the same time, recovery restores it, and a keyspace's TTL may
 //! change at any time: it applies to the puts that follow.
@@ -14,11 +14,10 @@
 //!
 //! Reads treat an expired value as a tombstone (its key is absent; an older version does not show
 //! through) and return the others without the stamp; compaction removes expired values
-//! (`compaction_filtering.rs`). A Get in a keyspace without write times tests the kind of the
+//! (`compaction/filtering.rs`). A Get in a keyspace without write times tests the kind of the
 //! entry it found, once: a plain value is returned as found, without a look at the clock.
 
 use std::path::Path;
-use std::time::Duration;
 
 use super::tree::Tree;
 use crate::clock::unix_seconds;
@@ -29,12 +28,6 @@ use crate::pinned_value::PinnedValue;
 
 /// Bytes of the time (expiry or write time) at the end of a stamped value.
 pub(crate) const STAMP_BYTES: usize = 4;
-
-/// `ttl` in whole seconds, rounded up (as the MANIFEST records it and expiry counts it).
-pub(crate) fn ttl_seconds(ttl: Duration) -> u64 {
-    ttl.as_secs()
-        .saturating_add(u64::from(ttl.subsec_nanos() > 0))
-}
 
 /// The expiry time of a value written at `now` with a time to live of `ttl` seconds; a time past
 /// what four bytes hold (the year 2106) is held at the largest.
@@ -210,6 +203,8 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ttl_seconds;
+    use std::time::Duration;
 
     #[test]
     fn the_stamp_is_four_little_endian_bytes_after_the_value() {

@@ -257,7 +257,7 @@ impl TableInfo {
             index_bytes: p.index_bytes,
             compression,
             keyspace: match p.keyspace.as_str() {
-                "" => crate::DEFAULT_KEYSPACE.to_string(),
+                "" => crate::store_id::DEFAULT_KEYSPACE.to_string(),
                 name => name.to_string(),
             },
             data_blocks,

@@ -68,6 +68,15 @@ pub fn kill_loop(
     acked_total
 }
 
+/// The name libtest gives the test `name` of the module `module` (its `module_path!()`): the
+/// path below the test binary's crate, which [`run_child`] runs with `--exact`.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, below)) => format!("{below}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// What the child said before it was killed: the last `ack <i>` line's `i`, and how many lines
 /// started with `synced `.
 pub struct ChildReport {

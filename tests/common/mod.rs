@@ -8,8 +8,8 @@
 //! `backups.rs`: a store's contents by keyspace, and a backup restored and opened.
 //! `power_cuts.rs`: the pieces of the power-cut loops. `ManualClock`: a clock moved by hand.
 
-// Every tests/*.rs is its own crate and uses only some of these helpers; in each, the others
-// would warn as dead code.
+// Every test binary uses only some of these helpers; in each, the others would warn as dead
+// code.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -8,93 +8,25 @@
 //! asks the memtables, then the tables as a Get walks them, each table's filter first: a key the
 //! transaction read but nobody rewrote costs a filter probe per table, not a block read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::db::filename::table_path;
-use crate::db::key_range::{above_start, below_end};
+use super::read_set::{ConflictCheck, GroupWrites};
 use crate::db::read::with_lookup_key;
 use crate::db::tree::Tree;
+use crate::db::version::filename::table_path;
 use crate::db::version::FileMeta;
 use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filter::FilterProbe;
 use crate::iter::InternalIterator;
-use crate::key::{lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
+use crate::key::{lookup_key, parse_internal_key, MAX_SEQUENCE};
+use crate::key_range::{above_start, below_end};
 use crate::memtable::NewestEntry;
 use crate::sst::table_reader::TakeSequence;
 use crate::stats::FilterVerdict;
-use crate::write_batch::BatchEntry;
-
-/// A range of user keys of one keyspace, as a transaction scanned it.
-pub(crate) type ScannedRange = (u32, Bound<Vec<u8>>, Bound<Vec<u8>>);
-
-/// What a transaction's commit must find unchanged since its snapshot.
-#[derive(Debug, Default)]
-pub(crate) struct ConflictCheck {
-    /// The sequence of the transaction's snapshot.
-    pub(crate) snapshot: u64,
-    /// Every key it read or wrote, by keyspace id.
-    pub(crate) keys: BTreeSet<(u32, Vec<u8>)>,
-    /// Every range it scanned.
-    pub(crate) ranges: Vec<ScannedRange>,
-}
-
-/// What the batches of a commit group ahead of the one being checked write: they are in no
-/// memtable yet, but commit before it.
-#[derive(Debug, Default)]
-pub(crate) struct GroupWrites {
-    /// The keys they put or delete, by keyspace id.
-    keys: BTreeSet<(u32, Vec<u8>)>,
-    /// The ranges they delete: keyspace id, start, end (`None`: no end).
-    ranges: Vec<(u32, Vec<u8>, Option<Vec<u8>>)>,
-}
-
-impl GroupWrites {
-    /// Adds what entry `e` writes.
-    pub(crate) fn add(&mut self, e: &BatchEntry<'_>) {
-        match e.kind {
-            // A range deletion without an end has an empty one until the commit fills it in.
-            ValueKind::RangeDeletion => self.ranges.push((
-                e.keyspace,
-                e.key.to_vec(),
-                (!e.value.is_empty()).then(|| e.value.to_vec()),
-            )),
-            _ => {
-                self.keys.insert((e.keyspace, e.key.to_vec()));
-            }
-        }
-    }
-
-    /// Whether they write `key` of keyspace `id`.
-    fn write_key(&self, id: u32, key: &[u8]) -> bool {
-        self.keys.contains(&(id, key.to_vec()))
-            || self.ranges.iter().any(|(ks, start, end)| {
-                *ks == id && key >= start.as_slice() && end.as_deref().is_none_or(|e| key < e)
-            })
-    }
-
-    /// Whether they write a key of keyspace `id` within `bounds`.
-    fn write_within(&self, id: u32, bounds: (Bound<&[u8]>, Bound<&[u8]>)) -> bool {
-        let key_within = self
-            .keys
-            .range((id, Vec::new())..)
-            .take_while(|(ks, _)| *ks == id)
-            .any(|(_, k)| above_start(k, bounds.0) && below_end(k, bounds.1));
-        // Two ranges meet when each starts before the other ends.
-        key_within
-            || self.ranges.iter().any(|(ks, start, end)| {
-                *ks == id
-                    && below_end(start, bounds.1)
-                    && end.as_deref().is_none_or(|e| match bounds.0 {
-                        Bound::Included(s) | Bound::Excluded(s) => s < e,
-                        Bound::Unbounded => true,
-                    })
-            })
-    }
-}
 
 impl DbInner {
     /// Why `check` fails, if it does: the first key (or range) found changed since the

@@ -1,11 +1,12 @@
 //! Transactions: optimistic, serializable read-modify-write across keyspaces. A transaction
 //! reads at a snapshot plus its own buffered writes, remembers what it read, and commits its
 //! writes as one batch through the group commit, whose leader first checks (`conflict.rs`) that
-//! nothing it read or wrote changed since the snapshot. `helpers.rs` holds `Db::update` and
-//! `Db::compare_and_swap`, which retry on conflict.
+//! nothing it read or wrote (`read_set.rs`) changed since the snapshot. `helpers.rs` holds
+//! `Db::update` and `Db::compare_and_swap`, which retry on conflict.
 
 mod conflict;
 mod helpers;
+mod read_set;
 mod scan;
 
 use std::collections::BTreeMap;
@@ -13,14 +14,15 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) use conflict::{ConflictCheck, GroupWrites};
+pub(crate) use read_set::{ConflictCheck, GroupWrites};
 pub use scan::TransactionScan;
 
-use super::{Db, KeyRange, Keyspace, Snapshot};
-use crate::db::check_sizes;
+use super::{Db, Keyspace, Snapshot};
 use crate::error::{Error, Result};
+use crate::key_range::KeyRange;
 use crate::options::WriteOptions;
 use crate::stats::Ticker;
+use crate::write_batch::check_sizes;
 use crate::write_batch::{range_deletion_bounds, Target, WriteBatch};
 
 /// An optimistic transaction: reads and writes across the store's keyspaces that commit all
@@ -523,7 +525,7 @@ fn scan<R: KeyRange>(
     };
     let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = writes
         .range((lo, Bound::Unbounded))
-        .take_while(|((ks, k), _)| *ks == id && crate::db::key_range::below_end(k, as_ref(&end)))
+        .take_while(|((ks, k), _)| *ks == id && crate::key_range::below_end(k, as_ref(&end)))
         .map(|((_, k), w)| (k.clone(), w.value()))
         .collect();
     let base = db.scan_at(snapshot, (start.clone(), end.clone()));

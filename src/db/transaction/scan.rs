@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use crate::db::Scan;
+use crate::db::scan::Scan;
 use crate::error::{Error, Result};
 
 /// A key and its value.

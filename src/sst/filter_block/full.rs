@@ -54,7 +54,7 @@ impl FilterBlockBuilder for FullFilterBuilder {
 
 /// The whole filter of a table, kept in memory with the table.
 pub(crate) struct FullFilterReader {
-    /// Shared with the versions that list the table (see `db/level_filters.rs`).
+    /// Shared with the versions that list the table (see `db/version/level_filters.rs`).
     data: Arc<[u8]>,
 }
 

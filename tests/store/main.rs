@@ -1,0 +1,30 @@
+//! Whole-store behaviour through the public API: operations, handles, iteration, snapshots,
+//! prefixes, batched Gets, times to live, range deletes, transactions, concurrency, backups and
+//! keyspaces.
+//!
+//! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test store <module>::` runs one module.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod backup;
+mod concurrency;
+mod conveniences;
+mod first_hour;
+mod handle;
+mod iterator;
+mod keyspace_copies;
+mod keyspace_wals;
+mod keyspaces;
+mod keyspaces_compat;
+mod multi_get;
+mod operations;
+mod prefix;
+mod range_deletes;
+mod range_deletes_txn;
+mod range_filters_compat;
+mod snapshots;
+mod store;
+mod transactions;
+mod ttl;
+mod ttl_compat;
