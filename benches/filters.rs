@@ -9,9 +9,11 @@
 //! 0.05, whose measured rate is at most the cache-local bloom's, with its bytes as a share of the
 //! bloom's.
 //!
-//! `range_filter_build/B/n` times a Grafite range filter's build (`GrafiteBuilder`, `B` bits per
-//! key, ranges up to 2^16) from `n` sorted 16-byte keys of a fixed 8-byte head and a scrambled
-//! 64-bit number: 30k keys is about a default 2 MiB table of 100-byte values.
+//! `range_filter_build/F-B/n` times a range filter's build (`B` bits per key, ranges up to 2^16)
+//! from `n` sorted 16-byte keys of a fixed 8-byte head and a scrambled 64-bit number, in format
+//! `F`: `segmented` (`SegmentedGrafiteBuilder`, what tables get) or `single-window`
+//! (`GrafiteBuilder`, the format before it): 30k keys is about a default 2 MiB table of 100-byte
+//! values.
 //!
 //! Run with `cargo bench --bench filters`; probe figures are per query, build figures per filter
 //! (divide by the key count, or read the throughput line).
@@ -29,7 +31,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fastbloom::BloomFilter;
-use siftdb::filter::{BinaryFuse, CacheLocalBloom, GrafiteBuilder, LevelDbBloom, Ribbon};
+use siftdb::filter::{
+    BinaryFuse, CacheLocalBloom, GrafiteBuilder, LevelDbBloom, Ribbon, SegmentedGrafiteBuilder,
+};
 use siftdb::FilterPolicy;
 use xxhash_rust::xxh3::xxh3_64;
 #[cfg(feature = "__bench-internals")]
@@ -416,7 +420,17 @@ fn bench_range_filter_build(c: &mut Criterion) {
         let keys = range_keys(n);
         g.throughput(Throughput::Elements(n as u64));
         for bits in [20.0, 24.0] {
-            g.bench_with_input(BenchmarkId::new(format!("{bits}"), n), &keys, |b, keys| {
+            let id = |format: &str| BenchmarkId::new(format!("{format}-{bits}"), n);
+            g.bench_with_input(id("segmented"), &keys, |b, keys| {
+                b.iter(|| {
+                    let mut builder = SegmentedGrafiteBuilder::new(bits, 1 << 16);
+                    for k in keys {
+                        builder.add_key(k);
+                    }
+                    black_box(builder.finish())
+                })
+            });
+            g.bench_with_input(id("single-window"), &keys, |b, keys| {
                 b.iter(|| {
                     let mut builder = GrafiteBuilder::new(bits, 1 << 16);
                     for k in keys {

@@ -29,7 +29,7 @@ use clap::{Parser, ValueEnum};
 use plotters::prelude::*;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
-use siftdb::filter::{GrafiteBuilder, GrafiteFilter};
+use siftdb::filter::{SegmentedGrafite, SegmentedGrafiteBuilder};
 use siftdb::{BinaryFuse, CacheLocalBloom, FilterPolicy, LevelDbBloom, Ribbon};
 
 #[derive(Parser, Debug)]
@@ -240,12 +240,12 @@ fn run_range(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "bits used"
     );
     for bits in [12.0, 16.0, 20.0, 24.0] {
-        let mut builder = GrafiteBuilder::new(bits, 1 << 16);
+        let mut builder = SegmentedGrafiteBuilder::new(bits, 1 << 16);
         for &x in &ints {
             builder.add_key(&key(x));
         }
         let bytes = builder.finish();
-        let filter = GrafiteFilter::from_bytes(&bytes).ok_or("filter did not read back")?;
+        let filter = SegmentedGrafite::from_bytes(&bytes).ok_or("filter did not read back")?;
         let used = filter.memory_bytes() as f64 * 8.0 / ints.len() as f64;
         for exp in 0..=16u32 {
             let width = 1u64 << exp;

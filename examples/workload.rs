@@ -23,15 +23,15 @@
 //! measured false positive rate and data blocks read per Get. `--json` prints one JSON object per
 //! phase on stdout instead (the rest goes to stderr).
 //!
-//! Short range scans (`scanempty`, `scanhit`) need `--key-format binary`: keys are then a fixed
-//! 8-byte head and a big-endian 64-bit number (key `n`'s a bijective scramble of `n`, so keys are
-//! spread over the whole number space), and a range of `--scan-width` numbers is a range of that
-//! many integers in a range filter's key space. `scanempty` asks ranges holding no key, starting
+//! Short range scans (`scanempty`, `scanhit`) need keys of `--key-format binary` (a fixed head
+//! and a 64-bit number), `tenants` (`--tenants` tenant ids and 8-byte ids below 2^40) or
+//! `strings` (`user:<id>:<field>`); `examples/common/key_formats.rs` describes them and what a
+//! range of `--scan-width` keys is in each. `scanempty` asks ranges holding no key, starting
 //! anywhere (uniform) or, with `--correlated`, just after a present key; `scanhit` ranges holding
 //! one present key. With `--range-filter-bits` the store builds Grafite range filters:
 //!
-//! cargo run --release --example workload -- --key-format binary --range-filter-bits 20 \
-//!     --phases fillrandom,scanempty,scanhit --scan-width 256
+//! cargo run --release --example workload -- --key-format tenants --key-size 12 \
+//!     --range-filter-bits 20 --phases fillrandom,scanempty,scanhit --scan-width 256
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
+use key_formats::Keys;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -54,6 +55,8 @@ use siftdb::{
 };
 use value_generator::ValueGenerator;
 
+#[path = "common/key_formats.rs"]
+mod key_formats;
 #[path = "common/value_generator.rs"]
 mod value_generator;
 
@@ -189,9 +192,13 @@ struct Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     max_total_wal_mb: Option<u64>,
     /// How key numbers become keys: zero-padded decimals, or (for range scans) a fixed head and
-    /// a scrambled big-endian number (`--key-size` 9 to 1024; the number is the last 8 bytes).
+    /// a scrambled big-endian number, tenants and ids (`--key-size` 9 to 1024 for both; the
+    /// number or id is the last 8 bytes), or `user:<id>:<field>` strings (of their own lengths).
     #[arg(long, value_enum, default_value_t = KeyFormat::Decimal)]
     key_format: KeyFormat,
+    /// Tenants of `--key-format tenants`.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    tenants: u64,
     /// Build Grafite range filters of this many bits per key (`Options::range_filter`).
     #[arg(long, value_parser = parse_range_filter_bits)]
     range_filter_bits: Option<f64>,
@@ -212,6 +219,10 @@ enum KeyFormat {
     Decimal,
     /// A fixed head, then a scrambled big-endian 64-bit number.
     Binary,
+    /// A tenant id, then a big-endian id below 2^40.
+    Tenants,
+    /// `user:<id>:<field>`.
+    Strings,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -226,9 +237,9 @@ enum Phase {
     /// `scan_prefix` of present (`--hit-ratio`) and missing prefixes; tables whose filter rules
     /// the prefix out are skipped.
     Seekprefix,
-    /// Short scans of `--scan-width` integers that find nothing (`--key-format binary`).
+    /// Short scans of `--scan-width` keys that find nothing (not with `--key-format decimal`).
     Scanempty,
-    /// Short scans of `--scan-width` integers holding one present key (`--key-format binary`).
+    /// Short scans of `--scan-width` keys holding one present key (not with decimal keys).
     Scanhit,
 }
 
@@ -371,35 +382,41 @@ fn record(h: &mut Histogram<u64>, elapsed: Duration, n: u64) {
     }
 }
 
-/// Key `n` as `format` makes it, of exactly `size` bytes.
-fn key(n: u64, size: usize, format: KeyFormat, buf: &mut Vec<u8>) {
-    buf.clear();
-    match format {
-        KeyFormat::Decimal => {
-            let mut s = String::with_capacity(size);
-            let _ = write!(s, "{n:0size$}");
-            buf.extend_from_slice(s.as_bytes());
+/// How a run makes its keys.
+#[derive(Clone, Copy, Debug)]
+struct KeySpec {
+    size: usize,
+    /// The keys of the formats that short scans run on.
+    scan_keys: Option<Keys>,
+}
+
+impl KeySpec {
+    fn of(args: &Args) -> KeySpec {
+        let size = usize::from(args.key_size);
+        KeySpec {
+            size,
+            scan_keys: match args.key_format {
+                KeyFormat::Decimal => None,
+                KeyFormat::Binary => Some(Keys::binary(size)),
+                KeyFormat::Tenants => Some(Keys::tenants(size, args.tenants)),
+                KeyFormat::Strings => Some(Keys::strings()),
+            },
         }
-        KeyFormat::Binary => binary_key(scramble(n), size, buf),
     }
-}
 
-/// The head of binary keys, cut or repeated to length.
-const BINARY_HEAD: &[u8] = b"siftkey:";
-
-/// A binary key: the head to `size − 8` bytes, then `x` big-endian.
-fn binary_key(x: u64, size: usize, buf: &mut Vec<u8>) {
-    buf.clear();
-    buf.extend(BINARY_HEAD.iter().cycle().take(size - 8));
-    buf.extend_from_slice(&x.to_be_bytes());
-}
-
-/// A bijection of the 64-bit numbers (splitmix64's finaliser), spreading key numbers over them.
-fn scramble(n: u64) -> u64 {
-    let mut z = n;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    /// Key `n`: a zero-padded decimal of exactly `size` bytes, or a key of the scan formats.
+    fn key(&self, n: u64, buf: &mut Vec<u8>) {
+        match self.scan_keys {
+            Some(keys) => keys.key(n, buf),
+            None => {
+                buf.clear();
+                let size = self.size;
+                let mut s = String::with_capacity(size);
+                let _ = write!(s, "{n:0size$}");
+                buf.extend_from_slice(s.as_bytes());
+            }
+        }
+    }
 }
 
 /// What one phase measured.
@@ -426,7 +443,8 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let digits = match args.key_format {
         KeyFormat::Decimal => (2 * args.keys + 1).to_string().len(),
-        KeyFormat::Binary => 9,
+        KeyFormat::Binary | KeyFormat::Tenants => 9,
+        KeyFormat::Strings => 0,
     };
     if usize::from(args.key_size) < digits {
         eprintln!(
@@ -448,8 +466,10 @@ fn main() -> ExitCode {
         .phases
         .iter()
         .any(|p| matches!(p, Phase::Scanempty | Phase::Scanhit));
-    if short_scans && (args.key_format != KeyFormat::Binary || args.keyspaces > 1) {
-        eprintln!("error: scanempty and scanhit need --key-format binary and one keyspace");
+    if short_scans && (args.key_format == KeyFormat::Decimal || args.keyspaces > 1) {
+        eprintln!(
+            "error: scanempty and scanhit need binary, tenants or strings keys, and one keyspace"
+        );
         return ExitCode::from(2);
     }
     match run(&args) {
@@ -672,8 +692,14 @@ fn configuration(
     dir: &std::path::Path,
 ) -> String {
     let keys = match args.key_format {
-        KeyFormat::Decimal => "zero-padded decimals",
-        KeyFormat::Binary => "a fixed head and a scrambled number",
+        KeyFormat::Decimal => "zero-padded decimals".to_string(),
+        KeyFormat::Binary => "a fixed head and a scrambled number".to_string(),
+        KeyFormat::Tenants => format!("{} tenants' ids", args.tenants),
+        KeyFormat::Strings => "user:<id>:<field> strings".to_string(),
+    };
+    let size = match args.key_format {
+        KeyFormat::Strings => "varying length".to_string(),
+        _ => format!("{} bytes", args.key_size),
     };
     let codecs = match kind.bottommost {
         Some(c) => format!("{} blocks ({c} in the bottommost level)", kind.compression),
@@ -710,11 +736,10 @@ fn configuration(
         _ => "no range filters".to_string(),
     };
     format!(
-        "siftdb workload: {} keys of {} bytes ({keys}); values of {} bytes that compress to \
+        "siftdb workload: {} keys of {size} ({keys}); values of {} bytes that compress to \
          about {:.0} % of their size; {codecs}; {filter}; {range}; {} read thread{}; the store in \
          {}",
         args.keys,
-        args.key_size,
         args.value_size,
         100.0 * args.compression_ratio,
         args.threads,
@@ -822,13 +847,14 @@ fn write_phase(
     let pb = progress(Some(n), name);
     let before = db.statistics();
     let sync = WriteOptions { sync: true };
-    let (key_size, value_size) = (args.key_size as usize, args.value_size as usize);
+    let value_size = args.value_size as usize;
+    let keys = KeySpec::of(args);
     let mut latencies = latency_histogram();
     let mut k = Vec::new();
     let mut wal_peak = None;
     let start = Instant::now();
     for (i, &idx) in order.iter().enumerate() {
-        key(idx * 2, key_size, args.key_format, &mut k);
+        keys.key(idx * 2, &mut k);
         let value = values.next(value_size);
         let target = home(db, spaces, idx);
         let t = Instant::now();
@@ -888,7 +914,7 @@ fn read_phase(
             let prefix_len = usize::from(args.prefix_len.unwrap_or(args.key_size)).min(key_size);
             let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(1000 + t));
             let batch = u64::from(args.batch);
-            let format = args.key_format;
+            let spec = KeySpec::of(args);
             std::thread::spawn(move || -> Result<(Histogram<u64>, u64), siftdb::Error> {
                 let mut latencies = latency_histogram();
                 let mut found = 0u64;
@@ -906,7 +932,7 @@ fn read_phase(
                                 Phase::Readmissing => false,
                                 _ => rng.gen_bool(hit_ratio),
                             };
-                            key(idx * 2 + u64::from(!present), key_size, format, &mut k);
+                            spec.key(idx * 2 + u64::from(!present), &mut k);
                             keys.push(k.clone());
                         }
                         let t = Instant::now();
@@ -930,7 +956,7 @@ fn read_phase(
                         _ => rng.gen_bool(hit_ratio),
                     };
                     // Present keys are even, missing ones odd: between two present keys.
-                    key(idx * 2 + u64::from(!present), key_size, format, &mut k);
+                    spec.key(idx * 2 + u64::from(!present), &mut k);
                     let t = Instant::now();
                     let hit = if phase == Phase::Seekprefix {
                         let mut rows = 0u64;
@@ -1012,32 +1038,42 @@ fn scan_phase(db: &Db) -> Result<PhaseResult, siftdb::Error> {
     })
 }
 
-/// Short scans of `--scan-width` integers, `--reads` of them on one thread: over ranges holding
+/// Short scans of `--scan-width` keys, `--reads` of them on one thread: over ranges holding
 /// nothing (`scanempty`: anywhere, or with `--correlated` just after a present key), or holding
 /// one present key somewhere in them (`scanhit`). `found` counts the entries the scans returned.
 fn short_scan_phase(args: &Args, db: &Db, phase: Phase) -> Result<PhaseResult, siftdb::Error> {
     let name = phase_name(phase);
     let pb = progress(Some(args.reads), name);
     let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(77));
-    let (size, width) = (usize::from(args.key_size), args.scan_width);
-    let (mut lo, mut hi) = (Vec::new(), Vec::new());
+    let width = args.scan_width;
+    let Some(keys) = KeySpec::of(args).scan_keys else {
+        return Err(siftdb::Error::InvalidArgument(
+            "short scans need binary, tenants or strings keys".to_string(),
+        ));
+    };
+    let (mut k, mut lo, mut hi) = (Vec::new(), Vec::new(), Vec::new());
     let mut latencies = latency_histogram();
     let mut found = 0u64;
     let before = db.statistics();
     let start = Instant::now();
     for i in 0..args.reads {
-        let mut present = || scramble(rng.gen_range(0..args.keys) * 2);
-        let first = match phase {
+        let present = rng.gen_range(0..args.keys) * 2;
+        match phase {
             Phase::Scanhit => {
-                let x = present();
-                x.saturating_sub(rng.gen_range(0..width))
+                keys.key(present, &mut k);
+                key_formats::minus(&k, rng.gen_range(0..width), &mut lo);
+                key_formats::plus(&lo, width - 1, &mut hi);
             }
-            _ if args.correlated => present().wrapping_add(1),
-            _ => rng.gen(),
-        };
-        let last = first.saturating_add(width - 1);
-        binary_key(first, size, &mut lo);
-        binary_key(last, size, &mut hi);
+            _ if args.correlated => {
+                keys.key(present, &mut k);
+                key_formats::plus(&k, 1, &mut lo);
+                key_formats::plus(&k, width, &mut hi);
+            }
+            _ => {
+                keys.anywhere(&mut rng, &mut lo);
+                key_formats::plus(&lo, width - 1, &mut hi);
+            }
+        }
         let t = Instant::now();
         for row in db.scan(lo.as_slice()..=hi.as_slice()) {
             row?;

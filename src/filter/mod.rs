@@ -28,5 +28,7 @@ pub(crate) use config::PolicyRegistry;
 pub use config::{Filter, FilterLayout, DEFAULT_PARTITION_BYTES};
 pub use leveldb_bloom::LevelDbBloom;
 pub use policy::{FilterBitsBuilder, FilterPolicy, FilterProbe};
-pub use range::{GrafiteBuilder, GrafiteFilter, RangeFilter};
+pub use range::{
+    GrafiteBuilder, GrafiteFilter, RangeFilter, SegmentedGrafite, SegmentedGrafiteBuilder,
+};
 pub use ribbon::Ribbon;

@@ -7,8 +7,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::filter::range::GRAFITE_BLOCK;
-use crate::filter::{Filter, GrafiteBuilder, RangeFilter};
+use crate::filter::range::SEGMENTED_GRAFITE_BLOCK;
+use crate::filter::{Filter, RangeFilter, SegmentedGrafiteBuilder};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
     compare_internal, internal_key, parse_internal_key, user_key, ValueKind, MAX_SEQUENCE,
@@ -77,7 +77,7 @@ pub(crate) struct TableBuilder {
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     filter: Option<Box<dyn FilterBlockBuilder>>,
-    range_filter: Option<GrafiteBuilder>,
+    range_filter: Option<SegmentedGrafiteBuilder>,
     smallest: Vec<u8>,
     last_key: Vec<u8>,
     props: TableProperties,
@@ -244,7 +244,7 @@ impl TableBuilder {
         if let Some(mut r) = self.range_filter.take() {
             let bytes = r.finish();
             let handle = write_block(&mut self.out, &mut self.offset, &bytes, None)?;
-            meta.push((GRAFITE_BLOCK.to_string(), handle));
+            meta.push((SEGMENTED_GRAFITE_BLOCK.to_string(), handle));
         }
         if let (Some(first), Some(last)) =
             (self.range_tombstones.first(), self.range_tombstones.last())

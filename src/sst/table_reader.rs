@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::filter::range::GRAFITE_BLOCK;
-use crate::filter::{GrafiteFilter, PolicyRegistry};
+use crate::filter::range::{RangeFilterFormat, TableRangeFilter};
+use crate::filter::PolicyRegistry;
 use crate::fs::{io_at, read_exact_at};
 use crate::prefix::PrefixExtractor;
 use crate::range_tombstones::FragmentedRangeTombstones;
@@ -43,7 +43,7 @@ pub(crate) enum CachedBlock {
     /// An index block and its search array, when index blocks are charged to the cache.
     Index(Arc<IndexBlock>),
     /// A range filter, decoded, when filters are charged to the cache.
-    RangeFilter(Arc<GrafiteFilter>),
+    RangeFilter(Arc<TableRangeFilter>),
 }
 
 impl CachedBlock {
@@ -79,14 +79,14 @@ pub(crate) struct MetaBlockPlacement {
 
 /// A table's range filter, kept with the table or shared with the block cache.
 pub(crate) enum RangeFilterRef<'a> {
-    Kept(&'a GrafiteFilter),
-    Cached(Arc<GrafiteFilter>),
+    Kept(&'a TableRangeFilter),
+    Cached(Arc<TableRangeFilter>),
 }
 
 impl std::ops::Deref for RangeFilterRef<'_> {
-    type Target = GrafiteFilter;
+    type Target = TableRangeFilter;
 
-    fn deref(&self) -> &GrafiteFilter {
+    fn deref(&self) -> &TableRangeFilter {
         match self {
             RangeFilterRef::Kept(f) => f,
             RangeFilterRef::Cached(f) => f,
@@ -102,12 +102,12 @@ pub(crate) struct TableReader {
     file_len: u64,
     index: IndexPlacement,
     filter: Option<TableFilter>,
-    /// Where its range filter block is, if it has one.
-    range_filter_handle: Option<BlockHandle>,
+    /// Where its range filter block is, if it has one, and the block's format.
+    range_filter_handle: Option<(BlockHandle, RangeFilterFormat)>,
     /// Its range filter, read when a bounded read first asks it (a table that compaction alone
     /// opens never reads it) and kept in memory from then on, unless filters are charged to the
     /// block cache: then it is read through the cache each time and this stays empty.
-    range_filter: OnceLock<GrafiteFilter>,
+    range_filter: OnceLock<TableRangeFilter>,
     /// Index and filter blocks are charged to the block cache.
     charged: bool,
     /// The store's prefix extractor, if the filter holds its prefixes.
@@ -220,8 +220,8 @@ impl TableReader {
                 let block = read_block(&file, path, handle, file_len)?;
                 let tombstones = FragmentedRangeTombstones::decode(block).map_err(bad)?;
                 range_tombstones = (!tombstones.is_empty()).then(|| Arc::new(tombstones));
-            } else if name == GRAFITE_BLOCK.as_bytes() {
-                range_filter_handle = Some(handle);
+            } else if let Some(format) = RangeFilterFormat::of_block(name) {
+                range_filter_handle = Some((handle, format));
             } else if filter.is_none() {
                 filter = TableFilter::open(
                     name,
@@ -295,12 +295,12 @@ impl TableReader {
     /// `Error::Corruption` naming the file if the range filter block is damaged or malformed;
     /// `Error::Io` if it cannot be read.
     pub(crate) fn range_filter(&self) -> Result<Option<RangeFilterRef<'_>>> {
-        let Some(handle) = self.range_filter_handle else {
+        let Some((handle, format)) = self.range_filter_handle else {
             return Ok(None);
         };
         if self.charged {
             let parse = |raw: Vec<u8>| {
-                GrafiteFilter::from_bytes(&raw).map(|f| CachedBlock::RangeFilter(Arc::new(f)))
+                TableRangeFilter::read(format, &raw).map(|f| CachedBlock::RangeFilter(Arc::new(f)))
             };
             return match self.cached_block(handle, BlockKind::Filter, parse)? {
                 CachedBlock::RangeFilter(f) => Ok(Some(RangeFilterRef::Cached(f))),
@@ -314,7 +314,7 @@ impl TableReader {
             return Ok(Some(RangeFilterRef::Kept(filter)));
         }
         let block = read_block(&self.file, &self.path, handle, self.file_len)?;
-        let filter = GrafiteFilter::from_bytes(&block)
+        let filter = TableRangeFilter::read(format, &block)
             .ok_or_else(|| self.corrupt("malformed range filter block"))?;
         // Two reads may load it at once: the one kept is counted.
         if self.range_filter.set(filter).is_ok() {
@@ -327,8 +327,8 @@ impl TableReader {
 
     /// The stored size of its range filter block, if it has one, and the filter if it is already
     /// kept in memory: what a report can show without reading any table's filter.
-    pub(crate) fn range_filter_if_read(&self) -> Option<(u64, Option<&GrafiteFilter>)> {
-        let handle = self.range_filter_handle?;
+    pub(crate) fn range_filter_if_read(&self) -> Option<(u64, Option<&TableRangeFilter>)> {
+        let (handle, _) = self.range_filter_handle?;
         Some((handle.size, self.range_filter.get()))
     }
 
@@ -531,7 +531,7 @@ mod iter_tests {
         // Asked again: the same filter, counted once.
         table.range_filter().unwrap();
         assert_eq!(gauge(&table), before + bytes_kept);
-        let handle = table.range_filter_handle.unwrap();
+        let (handle, _) = table.range_filter_handle.unwrap();
         drop(table);
 
         let mut bytes = std::fs::read(&path).unwrap();
@@ -585,7 +585,7 @@ mod iter_tests {
         table.range_filter().unwrap().expect("a range filter");
         assert_eq!(ticks(&table), (miss0 + 1, hit0 + 1));
         // Evicted, it is read from the file again and answers the same.
-        let handle = table.range_filter_handle.unwrap();
+        let (handle, _) = table.range_filter_handle.unwrap();
         table
             .cache
             .remove(&table.cache.key(table.number, handle.offset));

@@ -22,6 +22,7 @@ mod operations;
 mod prefix;
 mod range_deletes;
 mod range_deletes_txn;
+mod range_filters_compat;
 mod rate_limit;
 mod shared_cache;
 mod snapshots;

@@ -1,5 +1,5 @@
 //! What the store does with its tables: compaction, compaction filters, compression, the block
-//! cache, filters and their bits per level (Monkey).
+//! cache, filters and their bits per level (Monkey), range filters' false positive rates.
 //!
 //! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test tables <module>::` runs one module.
 
@@ -12,3 +12,4 @@ mod compaction_filter;
 mod compression;
 mod filters;
 mod monkey;
+mod range_filter_rates;

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use crate::db::tree::Tree;
 use crate::db::version::FileMeta;
 use crate::error::Result;
+use crate::filter::range::RangeCheck;
 use crate::iter::MergingIterator;
 use crate::key::{compare_bytes, user_key};
 use crate::stats::Stats;
@@ -88,7 +89,7 @@ pub(crate) enum RangeAnswer {
     /// The table has no range filter: read.
     NoRangeFilter,
     /// The range, clamped to the table's keys, is `width` integers, wider than its filter
-    /// answers: read.
+    /// answers (or holds a whole segment of its keys): read.
     TooWide { width: u64 },
     /// The filter was asked about a range of `width` integers; `maybe` false leaves the table out.
     Filtered { width: u64, maybe: bool },
@@ -131,19 +132,14 @@ pub(crate) fn answer(
         }
         _ => Bound::Included(f.largest_user()),
     };
-    let Some((lo, hi)) = filter.integer_range_between(lo, hi) else {
-        return Ok(RangeAnswer::Filtered {
+    Ok(match filter.check(lo, hi) {
+        // No key of the table can lie in the range: as good as a "no" of the filter.
+        RangeCheck::Absent => RangeAnswer::Filtered {
             width: 1,
             maybe: false,
-        });
-    };
-    let width = (hi - lo).saturating_add(1);
-    if width > filter.max_range() {
-        return Ok(RangeAnswer::TooWide { width });
-    }
-    Ok(RangeAnswer::Filtered {
-        width,
-        maybe: filter.may_contain_integers(lo, hi),
+        },
+        RangeCheck::TooWide { width } => RangeAnswer::TooWide { width },
+        RangeCheck::Asked { width, maybe } => RangeAnswer::Filtered { width, maybe },
     })
 }
 

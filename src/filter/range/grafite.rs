@@ -1,4 +1,4 @@
-//! Grafite (Costa, Fariña and Venturini, SIGMOD 2024): a range filter whose false positive rate
+//! Grafite (Costa, Ferragina and Vinciguerra, SIGMOD 2024): a range filter whose false positive rate
 //! for a range of `ℓ ≤ L` integers is at most about `ℓ / 2^(B − 2)` with `B` bits per key,
 //! whatever the keys and the queries, including queries that start just past a key.
 //!
@@ -13,14 +13,17 @@
 //! "maybe" for an empty one with probability at most `n · ℓ / r`. A mixing hash
 //! stands in for the paper's pairwise-independent `q`.
 //!
-//! Its bytes are the table's range filter block; their layout is in `docs/table_format.md`,
-//! *Range filter block*.
+//! This file holds the hash and the query both formats share, and the single-window format: one
+//! Grafite over every key's 8 bytes after the table's common prefix, which tables were written in
+//! before segments (`segmented.rs`) and which the store still reads. Its bytes' layout is in
+//! `docs/table_format.md`, *Range filter block*.
 
 use std::ops::Bound;
 
 use super::elias_fano::EliasFano;
-use super::key_map::{position, KeyMapper, Position};
+use super::key_map::{integer_range, KeyMapper};
 use super::spare_integers;
+use super::RangeCheck;
 use crate::coding::{put_length_prefixed, Decoder};
 
 /// The format byte a Grafite filter's bytes start with.
@@ -38,10 +41,12 @@ fn block_offset(block: u64, seed: u64, r: u64) -> u64 {
     ((u128::from(z) * u128::from(r)) >> 64) as u64
 }
 
-/// `h(x) = (q(⌊x / L⌋) + x mod L) mod r`, for `L = 2^shift`.
+/// `h(x) = (q(⌊x / L⌋ ⊕ context) + x mod L) mod r`, for `L = 2^shift`: `context` (0 in the
+/// single-window format) names the set of integers `x` belongs to, so that equal integers of two
+/// contexts fall in unrelated blocks.
 #[inline]
-fn hash(x: u64, shift: u32, r: u64) -> u64 {
-    let offset = block_offset(x >> shift, SEED, r);
+pub(super) fn hash(x: u64, context: u64, shift: u32, r: u64) -> u64 {
+    let offset = block_offset((x >> shift) ^ context, SEED, r);
     let mut within = x & low_mask(shift);
     if within >= r {
         within %= r;
@@ -66,7 +71,7 @@ fn low_mask(bits: u32) -> u64 {
 
 /// The block size for ranges up to `max_range` integers: the power of two at or above it (at most
 /// 2^63).
-fn block_size_for(max_range: u64) -> u64 {
+pub(super) fn block_size_for(max_range: u64) -> u64 {
     max_range
         .max(1)
         .checked_next_power_of_two()
@@ -77,7 +82,7 @@ fn block_size_for(max_range: u64) -> u64 {
 /// that takes at most four passes (a table's hashes: `bound` is about `n · 2^(bits − 2)`), which
 /// beats a comparison sort several times over; else the standard sort. Every pass's digit counts
 /// are taken in one read of the input.
-fn sort_below(values: &mut Vec<u64>, bound: u64) {
+pub(super) fn sort_below(values: &mut Vec<u64>, bound: u64) {
     const DIGIT: u32 = 11;
     const BUCKETS: usize = 1 << DIGIT;
     const MASK: u64 = (1 << DIGIT) - 1;
@@ -114,7 +119,7 @@ fn sort_below(values: &mut Vec<u64>, bound: u64) {
 }
 
 /// The hash range for `n` keys at `bits_per_key`: `n · 2^(bits − 2)`, at least 1.
-fn hash_range(n: u64, bits_per_key: f64) -> u64 {
+pub(super) fn hash_range(n: u64, bits_per_key: f64) -> u64 {
     let r = n as f64 * (bits_per_key - 2.0).exp2();
     if r >= u64::MAX as f64 {
         u64::MAX
@@ -160,7 +165,7 @@ impl GrafiteBuilder {
         let l = self.max_range;
         let shift = l.trailing_zeros();
         for x in values.iter_mut() {
-            *x = hash(*x, shift, r);
+            *x = hash(*x, 0, shift, r);
         }
         sort_below(&mut values, r);
         // The sequence reserves its own bytes.
@@ -175,7 +180,25 @@ impl GrafiteBuilder {
     }
 }
 
-fn clamp_bits(bits_per_key: f64) -> f64 {
+/// The header both formats' bytes start with: their format byte, then bits per key and
+/// `max_range`; the bits per key, `max_range` and the bytes after, if `bytes` start with `format`
+/// and a well-formed header.
+pub(super) fn read_header(bytes: &[u8], format: u8) -> Option<(f64, u64, &[u8])> {
+    let (&found, rest) = bytes.split_first()?;
+    if found != format {
+        return None;
+    }
+    let (bits, rest) = rest.split_first_chunk::<8>()?;
+    let bits_per_key = f64::from_bits(u64::from_le_bytes(*bits));
+    let (max_range, rest) = rest.split_first_chunk::<8>()?;
+    let max_range = u64::from_le_bytes(*max_range);
+    if !max_range.is_power_of_two() || clamp_bits(bits_per_key) != bits_per_key {
+        return None;
+    }
+    Some((bits_per_key, max_range, rest))
+}
+
+pub(super) fn clamp_bits(bits_per_key: f64) -> f64 {
     if bits_per_key.is_nan() {
         3.0
     } else {
@@ -213,17 +236,7 @@ impl GrafiteFilter {
     /// Reads a filter from the bytes [`GrafiteBuilder::finish`] wrote; `None` if they are not a
     /// well-formed Grafite filter.
     pub fn from_bytes(bytes: &[u8]) -> Option<GrafiteFilter> {
-        let (&format, rest) = bytes.split_first()?;
-        if format != FORMAT_GRAFITE {
-            return None;
-        }
-        let (bits, rest) = rest.split_first_chunk::<8>()?;
-        let bits_per_key = f64::from_bits(u64::from_le_bytes(*bits));
-        let (max_range, rest) = rest.split_first_chunk::<8>()?;
-        let max_range = u64::from_le_bytes(*max_range);
-        if !max_range.is_power_of_two() || clamp_bits(bits_per_key) != bits_per_key {
-            return None;
-        }
+        let (bits_per_key, max_range, rest) = read_header(bytes, FORMAT_GRAFITE)?;
         let mut reader = Decoder::new(rest);
         let prefix = reader.length_prefixed()?;
         let rest = reader.remaining();
@@ -286,28 +299,7 @@ impl GrafiteFilter {
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
     ) -> Option<(u64, u64)> {
-        let lo = match lower {
-            Bound::Unbounded => 0,
-            Bound::Included(k) | Bound::Excluded(k) => match position(&self.prefix, k) {
-                Position::Below => 0,
-                Position::At(x) => x,
-                Position::Above => return None,
-            },
-        };
-        let hi = match upper {
-            Bound::Unbounded => u64::MAX,
-            Bound::Included(k) | Bound::Excluded(k) => match position(&self.prefix, k) {
-                Position::Above => u64::MAX,
-                Position::Below => return None,
-                Position::At(x)
-                    if matches!(upper, Bound::Excluded(_)) && maps_exactly(&self.prefix, k) =>
-                {
-                    x.checked_sub(1)?
-                }
-                Position::At(x) => x,
-            },
-        };
-        (lo <= hi).then_some((lo, hi))
+        integer_range(&self.prefix, lower, upper)
     }
 
     /// Whether its table may hold a key `k` with `lower ≤ k ≤ upper` (each `None` for unbounded).
@@ -321,39 +313,22 @@ impl GrafiteFilter {
 
     /// Whether its table may hold a key whose integer lies in `[lo, hi]`.
     pub fn may_contain_integers(&self, lo: u64, hi: u64) -> bool {
-        if lo > hi || self.hashes.len() == 0 {
-            return false;
-        }
-        let width = hi - lo;
-        let r = self.hashes.universe();
-        if width >= self.max_range || width >= r - 1 {
-            return true;
-        }
-        let l = self.max_range;
-        let shift = l.trailing_zeros();
-        let (first_block, last_block) = (lo >> shift, hi >> shift);
-        if first_block == last_block {
-            self.any_in_block(lo, width)
-        } else {
-            let end_of_first = (first_block << shift) | (l - 1);
-            self.any_in_block(lo, end_of_first - lo)
-                || self.any_in_block(last_block << shift, hi - (last_block << shift))
-        }
+        any_in_range(&self.hashes, self.max_range, 0, lo, hi)
     }
 
-    /// Whether a stored hash lies in the hashes of `[x, x + width]`, one block's integers.
-    fn any_in_block(&self, x: u64, width: u64) -> bool {
-        let r = self.hashes.universe();
-        if width >= r - 1 {
-            return true;
+    /// What it answers for the keys between `lower` and `upper`: nothing can lie there, the
+    /// range is too wide to ask, or the filter's answer and the range's width in integers.
+    pub(crate) fn check(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> RangeCheck {
+        let Some((lo, hi)) = self.integer_range_between(lower, upper) else {
+            return RangeCheck::Absent;
+        };
+        let width = (hi - lo).saturating_add(1);
+        if width > self.max_range {
+            return RangeCheck::TooWide { width };
         }
-        let start = hash(x, self.max_range.trailing_zeros(), r);
-        match start.checked_add(width).filter(|&end| end < r) {
-            Some(end) => self.hashes.any_in(start, end),
-            None => {
-                let wrapped_end = (u128::from(start) + u128::from(width) - u128::from(r)) as u64;
-                self.hashes.any_in(start, r - 1) || self.hashes.any_in(0, wrapped_end)
-            }
+        RangeCheck::Asked {
+            width,
+            maybe: self.may_contain_integers(lo, hi),
         }
     }
 
@@ -364,11 +339,55 @@ impl GrafiteFilter {
     }
 }
 
-/// Whether `bound`, which starts with `prefix`, is the prefix and 1 to 8 more bytes, the last not
-/// zero: then no key below it maps to its integer.
-fn maps_exactly(prefix: &[u8], bound: &[u8]) -> bool {
-    let tail = bound.len().saturating_sub(prefix.len());
-    (1..=8).contains(&tail) && bound.last().is_some_and(|&b| b != 0)
+/// Whether `hashes`, built with blocks of `max_range` integers, may hold the hash of an integer of
+/// `context` in `[lo, hi]`: a range of at most `max_range` integers meets at most two blocks, in
+/// each of which its integers hash into one interval (wrapping at `r`); a wider range is "maybe".
+pub(super) fn any_in_range(
+    hashes: &EliasFano,
+    max_range: u64,
+    context: u64,
+    lo: u64,
+    hi: u64,
+) -> bool {
+    if lo > hi || hashes.len() == 0 {
+        return false;
+    }
+    let width = hi - lo;
+    let r = hashes.universe();
+    if width >= max_range || width >= r - 1 {
+        return true;
+    }
+    let shift = max_range.trailing_zeros();
+    let (first_block, last_block) = (lo >> shift, hi >> shift);
+    if first_block == last_block {
+        any_in_block(hashes, shift, context, lo, width)
+    } else {
+        let end_of_first = (first_block << shift) | (max_range - 1);
+        any_in_block(hashes, shift, context, lo, end_of_first - lo)
+            || any_in_block(
+                hashes,
+                shift,
+                context,
+                last_block << shift,
+                hi - (last_block << shift),
+            )
+    }
+}
+
+/// Whether a stored hash lies in the hashes of `[x, x + width]`, one block's integers.
+fn any_in_block(hashes: &EliasFano, shift: u32, context: u64, x: u64, width: u64) -> bool {
+    let r = hashes.universe();
+    if width >= r - 1 {
+        return true;
+    }
+    let start = hash(x, context, shift, r);
+    match start.checked_add(width).filter(|&end| end < r) {
+        Some(end) => hashes.any_in(start, end),
+        None => {
+            let wrapped_end = (u128::from(start) + u128::from(width) - u128::from(r)) as u64;
+            hashes.any_in(start, r - 1) || hashes.any_in(0, wrapped_end)
+        }
+    }
 }
 
 /// The false positive rate theory gives a Grafite filter of `bits_per_key` and `max_range` for an

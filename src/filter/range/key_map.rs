@@ -11,6 +11,8 @@
 //! A bound that does not start with the prefix sorts below or above every key of the table, and
 //! is clamped there ([`Position`]).
 
+use std::ops::Bound;
+
 use super::spare_integers;
 
 /// Where a query bound falls among the integers a table's keys map to.
@@ -51,6 +53,46 @@ pub(crate) fn position(prefix: &[u8], bound: &[u8]) -> Position {
     }
 }
 
+/// The integer range `[lo, hi]` that the keys in `(lower, upper)` (each bound included, excluded
+/// or unbounded) starting with `prefix` map into, or `None` if no such key can lie there. An
+/// excluded upper bound that is the prefix and 1 to 8 more bytes, the last not zero, excludes its
+/// own integer: every key below it maps below it (a key mapping to the same integer would be the
+/// bound with zero bytes after it, so above it). So `[a, a + w)` asks about `w` integers, not
+/// `w + 1`.
+pub(crate) fn integer_range(
+    prefix: &[u8],
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+) -> Option<(u64, u64)> {
+    let lo = match lower {
+        Bound::Unbounded => 0,
+        Bound::Included(k) | Bound::Excluded(k) => match position(prefix, k) {
+            Position::Below => 0,
+            Position::At(x) => x,
+            Position::Above => return None,
+        },
+    };
+    let hi = match upper {
+        Bound::Unbounded => u64::MAX,
+        Bound::Included(k) | Bound::Excluded(k) => match position(prefix, k) {
+            Position::Above => u64::MAX,
+            Position::Below => return None,
+            Position::At(x) if matches!(upper, Bound::Excluded(_)) && maps_exactly(prefix, k) => {
+                x.checked_sub(1)?
+            }
+            Position::At(x) => x,
+        },
+    };
+    (lo <= hi).then_some((lo, hi))
+}
+
+/// Whether `bound`, which starts with `prefix`, is the prefix and 1 to 8 more bytes, the last not
+/// zero: then no key below it maps to its integer.
+fn maps_exactly(prefix: &[u8], bound: &[u8]) -> bool {
+    let tail = bound.len().saturating_sub(prefix.len());
+    (1..=8).contains(&tail) && bound.last().is_some_and(|&b| b != 0)
+}
+
 /// The length of the common prefix of `a` and `b`.
 pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -58,7 +100,7 @@ pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 
 /// Whether `key` starts with `prefix`, compared eight bytes at a time: called for every key a
 /// table gets, where the prefix is short and a call to `memcmp` costs more than the comparison.
-fn has_prefix(key: &[u8], prefix: &[u8]) -> bool {
+pub(super) fn has_prefix(key: &[u8], prefix: &[u8]) -> bool {
     let Some(head) = key.get(..prefix.len()) else {
         return false;
     };
@@ -114,6 +156,20 @@ impl KeyMapper {
         }
         self.max_len = self.max_len.max(key.len());
         self.values.push(window(key, self.prefix_len));
+    }
+
+    /// The bytes every key added so far starts with (empty before the first).
+    pub(crate) fn prefix(&self) -> &[u8] {
+        self.first
+            .as_ref()
+            .map_or(&[], |first| &first[..self.prefix_len])
+    }
+
+    /// Whether `key` starts with every byte the keys added so far share (true before the first).
+    pub(crate) fn shares_prefix(&self, key: &[u8]) -> bool {
+        self.first
+            .as_ref()
+            .is_none_or(|first| has_prefix(key, &first[..self.prefix_len]))
     }
 
     /// Keys added (repeats counted).

@@ -1,0 +1,227 @@
+//! What a comparison prints: the phases side by side, the filters' tickers and sizes, and the
+//! JSON line.
+
+use crate::engines::WriteStats;
+use crate::phases::ScanPlan;
+use crate::run::{Outcome, Workload};
+use crate::KeyFormatArg;
+
+/// "n/a" for a figure a store does not expose, else the figure in `format`'s way.
+pub(crate) fn or_na<T>(v: Option<T>, format: impl FnOnce(T) -> String) -> String {
+    v.map_or("n/a".to_string(), format)
+}
+
+/// The fill's (and the overwrite's) time per key, write amplification and stalls per store.
+pub(crate) fn print_writes(results: &[(&str, Outcome)], keys: u64, overwrite: bool) {
+    println!("\nwrites (w-amp: bytes of tables written by flushes and compactions / bytes put):");
+    println!(
+        "{:<14} {:>12} {:>14} {:>14} {:>9} {:>9}",
+        "store", "fill µs/op", "w-amp fill end", "w-amp settled", "stall s", "stall %"
+    );
+    for (name, r) in results {
+        let us_per_op = r.fill_secs * 1e6 / keys as f64;
+        let amp = |s: Option<WriteStats>| or_na(s, |s| format!("{:.2}", s.amplification()));
+        let (stall_s, stall_pct) = match r.stall() {
+            Some((s, pct)) => (format!("{s:.2}"), format!("{pct:.1}")),
+            None => ("n/a".to_string(), "n/a".to_string()),
+        };
+        println!(
+            "{name:<14} {us_per_op:>12.2} {:>14} {:>14} {stall_s:>9} {stall_pct:>9}",
+            amp(r.writes_fill_end),
+            amp(r.writes_settled)
+        );
+    }
+
+    if overwrite {
+        println!("\noverwrite (its own table bytes over its own bytes put, and its stalls):");
+        println!(
+            "{:<14} {:>12} {:>14} {:>14} {:>9} {:>9}",
+            "store", "µs/op", "w-amp end", "w-amp settled", "stall s", "stall %"
+        );
+        for (name, r) in results {
+            let Some(o) = r.overwrite else { continue };
+            let amp = |s: Option<WriteStats>| or_na(s, |s| format!("{:.2}", s.amplification()));
+            let (stall_s, stall_pct) = match o.stall() {
+                Some((s, pct)) => (format!("{s:.2}"), format!("{pct:.1}")),
+                None => ("n/a".to_string(), "n/a".to_string()),
+            };
+            println!(
+                "{name:<14} {:>12.2} {:>14} {:>14} {stall_s:>9} {stall_pct:>9}",
+                o.secs * 1e6 / keys as f64,
+                amp(o.end),
+                amp(o.settled)
+            );
+        }
+    }
+}
+
+pub(crate) fn print_bloom_tickers(results: &[(&str, Outcome)], reads: usize) {
+    println!("\nbloom tickers during readmissing ({reads} gets of absent keys):");
+    println!(
+        "{:<14} {:>12} {:>14} {:>19} {:>10} {:>11}",
+        "store", "useful", "full.positive", "full.true.positive", "fp-rate", "probes/get"
+    );
+    for (name, r) in results {
+        match r.bloom {
+            Some((u, p, tp)) => {
+                let fp = or_na(r.fp_rate(), |f| format!("{:.3}%", f * 100.0));
+                let probes = (u + p) as f64 / reads.max(1) as f64;
+                println!("{name:<14} {u:>12} {p:>14} {tp:>19} {fp:>10} {probes:>11.2}");
+            }
+            None => println!(
+                "{name:<14} {:>12} {:>14} {:>19} {:>10} {:>11}",
+                "n/a", "n/a", "n/a", "n/a", "n/a"
+            ),
+        }
+    }
+}
+
+pub(crate) fn print_filter_sizes(results: &[(&str, Outcome)], keys: u64) {
+    println!("\nfilter size after the reads (target: 10 bits/key x {keys} keys):");
+    for (name, r) in results {
+        match r.filter_bytes {
+            Some(b) => println!(
+                "{name:<14} {b:>12} bytes {:>8.3} bits/key {:>+7.2}% vs target",
+                b as f64 * 8.0 / keys as f64,
+                (b as f64 * 8.0 / (10.0 * keys as f64) - 1.0) * 100.0
+            ),
+            None => println!("{name:<14} {:>12}", "n/a"),
+        }
+    }
+}
+
+/// The ops/s of `siftdb-range`, if run, else of `siftdb`: what the ratios compare to.
+pub(crate) fn reference<'a>(results: &'a [(&str, Outcome)]) -> Option<&'a [f64]> {
+    ["siftdb-range", "siftdb"]
+        .iter()
+        .find_map(|want| results.iter().find(|(n, _)| n == want))
+        .map(|r| r.1.ops.as_slice())
+}
+
+/// ops/s per phase and store, the reference's ratio to each; for short scans also the filter
+/// checks and the tables they ruled out per scan, and data blocks asked per scan.
+pub(crate) fn print_phases(results: &[(&str, Outcome)], phases: &[String], reads: usize) {
+    let sift = reference(results);
+    println!(
+        "\n{:<18} {:>14} {:>14} {:>10} {:>13} {:>15} {:>12}",
+        "phase", "store", "ops/s", "siftdb/x", "checks/scan", "ruled out/scan", "blocks/scan"
+    );
+    for (p, phase) in phases.iter().enumerate() {
+        for (name, r) in results {
+            let ratio = sift
+                .map(|s| format!("{:.2}", s[p] / r.ops[p]))
+                .unwrap_or_default();
+            let per_scan = |x: u64| format!("{:.3}", x as f64 / reads.max(1) as f64);
+            // The short-scan phases come last, after the fill (and the overwrite).
+            let first_scan = phases.len() - r.scan_counters.len();
+            let (checks, ruled_out, blocks) =
+                match p.checked_sub(first_scan).map(|i| r.scan_counters.get(i)) {
+                    Some(Some(Some(c))) => (
+                        per_scan(c.checked),
+                        per_scan(c.ruled_out),
+                        per_scan(c.blocks),
+                    ),
+                    Some(Some(None)) => ("n/a".to_string(), "n/a".to_string(), "n/a".to_string()),
+                    _ => Default::default(),
+                };
+            println!(
+                "{phase:<18} {name:>14} {:>14.0} {ratio:>10} {checks:>13} {ruled_out:>15} {blocks:>12}",
+                r.ops[p]
+            );
+        }
+    }
+}
+
+/// The results as one JSON line.
+pub(crate) fn print_json(
+    results: &[(&str, Outcome)],
+    phases: &[String],
+    w: Workload,
+    scans: Option<&ScanPlan>,
+    key_format: KeyFormatArg,
+) {
+    let (keys, reads) = (w.keys, w.reads);
+    let stores: Vec<String> = results
+            .iter()
+            .map(|(name, r)| {
+                let mut fields: Vec<String> = phases
+                    .iter()
+                    .zip(&r.ops)
+                    .map(|(p, v)| format!("\"{p}\":{v:.0}"))
+                    .collect();
+                fields.push(format!(
+                    "\"fill_us_per_op\":{:.3}",
+                    r.fill_secs * 1e6 / keys as f64
+                ));
+                if let Some(s) = r.writes_fill_end {
+                    fields.push(format!("\"wamp_fill_end\":{:.4}", s.amplification()));
+                }
+                if let Some(s) = r.writes_settled {
+                    fields.push(format!("\"wamp_settled\":{:.4}", s.amplification()));
+                }
+                if let Some((secs, pct)) = r.stall() {
+                    fields.push(format!("\"stall_s\":{secs:.3},\"stall_pct\":{pct:.2}"));
+                }
+                if let Some(o) = r.overwrite {
+                    fields.push(format!(
+                        "\"overwrite_us_per_op\":{:.3}",
+                        o.secs * 1e6 / keys as f64
+                    ));
+                    if let Some(s) = o.end {
+                        fields.push(format!("\"overwrite_wamp_end\":{:.4}", s.amplification()));
+                    }
+                    if let Some(s) = o.settled {
+                        fields.push(format!(
+                            "\"overwrite_wamp_settled\":{:.4}",
+                            s.amplification()
+                        ));
+                    }
+                    if let Some((secs, pct)) = o.stall() {
+                        fields.push(format!(
+                            "\"overwrite_stall_s\":{secs:.3},\"overwrite_stall_pct\":{pct:.2}"
+                        ));
+                    }
+                }
+                if let Some((u, p, tp)) = r.bloom {
+                    fields.push(format!(
+                        "\"bloom_useful\":{u},\"bloom_full_positive\":{p},\"bloom_full_true_positive\":{tp}"
+                    ));
+                }
+                if let Some(fp) = r.fp_rate() {
+                    fields.push(format!("\"fp_rate\":{fp}"));
+                }
+                if let Some(b) = r.filter_bytes {
+                    fields.push(format!("\"filter_bytes\":{b}"));
+                }
+                for (phase, c) in phases.iter().skip(1).zip(&r.scan_counters) {
+                    if let Some(c) = c {
+                        fields.push(format!(
+                            "\"{phase}_counters\":{{\"checked\":{},\"ruled_out\":{},\"blocks\":{}}}",
+                            c.checked, c.ruled_out, c.blocks
+                        ));
+                    }
+                }
+                format!("\"{name}\":{{{}}}", fields.join(","))
+            })
+            .collect();
+    let scan_fields = match scans {
+        Some(plan) => format!(
+            "\"scan_widths\":{:?},\"key_format\":\"{}\",\"range_filter_bits\":{},\"rocksdb_prefix_len\":{},",
+            plan.widths,
+            key_format.name(),
+            w.range_filter_bits,
+            w.rocksdb_prefix.json()
+        ),
+        None => String::new(),
+    };
+    println!(
+            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},\"siftdb_monkey\":{},\"siftdb_ribbon\":{},{scan_fields}\"stores\":{{{}}}}}",
+            w.batch,
+            w.compacted,
+            w.shape.name(),
+            w.compression_ratio.map_or("null".to_string(), |r| r.to_string()),
+            w.siftdb_monkey,
+            w.siftdb_ribbon,
+            stores.join(",")
+        );
+}
