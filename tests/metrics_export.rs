@@ -4,6 +4,8 @@
 //! facade is handed.
 #![cfg(feature = "metrics")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -219,16 +221,7 @@ fn every_ticker_is_exported_per_keyspace_and_sums_to_the_stores_statistics() {
         events.statistics().ticker(Ticker::BloomFilterUseful)
     );
     let tables: f64 = matching(&gauges, "siftdb.level.tables", in_store).sum();
-    let files = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "sst")
-        })
-        .count();
+    let files = common::names_with_ext(dir.path(), "sst").len();
     assert_eq!(tables as usize, files);
     assert_eq!(
         matching(&gauges, "siftdb.level.tables", in_store).count(),

@@ -1,5 +1,5 @@
-//! Helpers of the backup tests: a store's contents keyspace by keyspace, values that do not
-//! compress, and a backup restored and opened.
+//! Helpers of the backup tests: a store's contents keyspace by keyspace, and a backup restored
+//! and opened.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,19 +20,6 @@ pub fn store_contents(db: &Db) -> Contents {
                 .map(|r| r.unwrap_or_else(|e| panic!("scan of keyspace {name}: {e}")))
                 .collect();
             (name, entries)
-        })
-        .collect()
-}
-
-/// `len` bytes that do not compress, the same for the same `seed`.
-pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
         })
         .collect()
 }

@@ -1,12 +1,13 @@
 //! Helpers shared by the whole-store tests: long-mode switches, scratch directories, copying and
-//! listing a store's files, the keys several tests write, and (for the tests that take a table
-//! file apart by hand) parsers that read the format of docs/table_format.md directly, not through
-//! the crate, so a test can aim at one region; and, for those that forge damage behind valid
-//! checksums, a block's trailer and WAL records (docs/log_format.md) framed again. `child.rs`: running the test binary as a child to
-//! kill. `gate.rs`: a filter policy whose builder holds a flush at a gate. `keyspaces.rs`: a
-//! keyspace's contents and tables, the error a dropped one gives, the bytes of the WALs.
-//! `backups.rs`: a store's contents by keyspace, and a backup restored and opened.
-//! `power_cuts.rs`: the pieces of the power-cut loops. `ManualClock`: a clock moved by hand.
+//! listing a store's files, the keys and incompressible values several tests write, and (for the
+//! tests that take a table file apart by hand) parsers that read the format of docs/table_format.md
+//! directly, not through the crate, so a test can aim at one region; and, for those that forge
+//! damage behind valid checksums, a block's trailer and WAL records (docs/log_format.md) framed
+//! again. `child.rs`: running the test binary as a child to kill. `gate.rs`: a filter policy whose
+//! builder holds a flush at a gate. `keyspaces.rs`: a keyspace's contents and tables, the error a
+//! dropped one gives, the bytes of the WALs. `backups.rs`: a store's contents by keyspace, and a
+//! backup restored and opened. `power_cuts.rs`: the pieces of the power-cut loops. `ManualClock`: a
+//! clock moved by hand.
 
 // Every test binary uses only some of these helpers; in each, the others would warn as dead
 // code.
@@ -121,6 +122,19 @@ pub fn manifest(dir: &Path) -> PathBuf {
 /// Key `i` of the tests that write `key00000`, `key00001`, ….
 pub fn key(i: usize) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
+}
+
+/// `len` bytes that do not compress, the same for the same `seed`.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
 
 /// Flushes `db` and then compacts it, calling `check` after each, then reopens the store in `dir`

@@ -12,15 +12,7 @@ use siftdb::{Db, Options, Statistics, Ticker, NUM_LEVELS};
 
 /// 100 bytes that snappy cannot shrink much, so that the keys fill several levels.
 fn value(round: u32, i: u32) -> Vec<u8> {
-    let mut x = u64::from(round) << 32 | u64::from(i) | 1;
-    (0..100)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    common::noise(u64::from(round) << 32 | u64::from(i), 100)
 }
 
 fn key(i: u32) -> Vec<u8> {

@@ -25,7 +25,8 @@
 //! `SIFTDB_BACKUP_CUTS=n`: any number.
 
 use crate::common;
-use common::backups::{noise, store_contents, Contents};
+use common::backups::{store_contents, Contents};
+use common::noise;
 use common::power_cuts::{power_fails, tiny_options, Tally};
 use common::{env_number, file_names, long, scratch};
 

@@ -5,8 +5,9 @@
 //! `tests/sigkill/backup_sigkill.rs`.
 
 use crate::common;
-use common::backups::{noise, restore_and_open, shared_files, store_contents, Contents};
+use common::backups::{restore_and_open, shared_files, store_contents, Contents};
 use common::keyspaces::assert_invalid_argument_naming;
+use common::noise;
 use common::scratch;
 
 use std::collections::{BTreeMap, BTreeSet};
