@@ -190,7 +190,7 @@ impl WritableFile {
     pub(crate) fn sync(&mut self) -> Result<()> {
         #[cfg(feature = "__fault-injection")]
         if let Some(t) = &self.tracked {
-            return t.sync(&self.file).map_err(io_at(&self.path));
+            return t.sync().map_err(io_at(&self.path));
         }
         self.file.sync_data().map_err(io_at(&self.path))
     }
