@@ -1,0 +1,157 @@
+//! What flushes and compactions write for a chain of merge operands (RocksDB's `MergeHelper`).
+//!
+//! The writer meets a key's versions newest first. When the version it keeps for a snapshot
+//! stripe (the newest, or the newest at or below a live snapshot: `VersionRetention`) is a merge
+//! operand, [`collapse_operands`] gathers it and the older operands of the same stripe, never
+//! crossing a live snapshot, and stops at the first entry that is not one of them:
+//!
+//! - a value of the stripe: the chain resolves on it ([`Chain::Resolved`], a value at the newest
+//!   operand's sequence, which the value beneath then shares a stripe with and so is dropped);
+//! - a tombstone of the stripe, or an entry under a range tombstone of the stripe (or, in a
+//!   compaction, a value the TTL expired, which it made a tombstone), or the end of the key's
+//!   entries where no deeper level holds it: the chain resolves on nothing;
+//! - anything else (a version of another stripe, a value that expires, which may still expire
+//!   under the operands; the end of a flush's memtable, with tables beneath it): the chain stays
+//!   operands, one if the operator's `partial_merge` combines them ([`Chain::Partial`]), else as
+//!   written ([`Chain::AsWritten`]); the writer then keeps the next entry too, which they build
+//!   on.
+//!
+//! An operator that refuses a chain (or a keyspace without one) leaves it as written: the reads
+//! report the refusal, and nothing is lost.
+
+use std::sync::Arc;
+
+use super::snapshot::VersionRetention;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, ValueKind};
+use crate::memtable::MemTableIter;
+use crate::merge_operator::MergeOperator;
+use crate::range_tombstones::FragmentedRangeTombstones;
+
+/// A forward walk over internal keys and their values: a flush's memtable or a compaction's
+/// merged input.
+pub(crate) trait ForwardEntries {
+    fn valid(&self) -> bool;
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+    /// # Errors
+    /// As the walk's source.
+    fn next(&mut self) -> Result<()>;
+}
+
+impl ForwardEntries for MemTableIter {
+    fn valid(&self) -> bool {
+        InternalIterator::valid(self)
+    }
+    fn key(&self) -> &[u8] {
+        InternalIterator::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        InternalIterator::value(self)
+    }
+    fn next(&mut self) -> Result<()> {
+        InternalIterator::next(self)
+    }
+}
+
+/// What a chain of operands becomes in the writer's output.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Chain {
+    /// A value at the newest operand's sequence.
+    Resolved(Vec<u8>),
+    /// One operand at the newest operand's sequence.
+    Partial(Vec<u8>),
+    /// The operands as written: internal key and value, newest first.
+    AsWritten(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+/// What a writer knows when it meets a chain.
+pub(crate) struct ChainRules<'a> {
+    pub(crate) operator: Option<&'a Arc<dyn MergeOperator>>,
+    pub(crate) retention: &'a VersionRetention<'a>,
+    /// The range tombstones over the writer's input.
+    pub(crate) range_tombstones: Option<&'a FragmentedRangeTombstones>,
+    /// The directory of the store, which errors name.
+    pub(crate) dir: &'a std::path::Path,
+}
+
+/// Gathers the chain of operands that starts at the entry `entries` is on (a merge operand the
+/// writer keeps), leaving `entries` on the first entry it does not take. `bottom` says whether
+/// nothing beneath the input holds the key. See the module docs.
+///
+/// # Errors
+/// As `entries`, or `Error::Corruption` for a malformed internal key.
+pub(crate) fn collapse_operands(
+    entries: &mut impl ForwardEntries,
+    rules: &ChainRules<'_>,
+    bottom: impl FnOnce(&[u8]) -> bool,
+) -> Result<Chain> {
+    let malformed = || Error::corruption(rules.dir, "a merge met a malformed internal key");
+    let top = parse_internal_key(entries.key()).ok_or_else(malformed)?;
+    let (user_key, top_seq) = (top.user_key.to_vec(), top.seq);
+    let mut operands = vec![(entries.key().to_vec(), entries.value().to_vec())];
+    // `Some(base)` once the chain resolves on `base` (`None`: on nothing).
+    let mut resolves_on: Option<Option<Vec<u8>>> = None;
+    entries.next()?;
+    loop {
+        if !entries.valid() {
+            break;
+        }
+        let p = parse_internal_key(entries.key()).ok_or_else(malformed)?;
+        if p.user_key != user_key.as_slice() {
+            break;
+        }
+        let stripe = |seq: u64| rules.retention.same_stripe(seq, top_seq);
+        if let Some(t) = rules
+            .range_tombstones
+            .and_then(|t| t.oldest_newer_than(p.user_key, p.seq))
+        {
+            if stripe(t) {
+                resolves_on = Some(None);
+            }
+            return finish(rules, &user_key, operands, resolves_on);
+        }
+        if !stripe(p.seq) {
+            return finish(rules, &user_key, operands, None);
+        }
+        match p.kind {
+            ValueKind::Merge => operands.push((entries.key().to_vec(), entries.value().to_vec())),
+            ValueKind::Value => {
+                resolves_on = Some(Some(entries.value().to_vec()));
+                return finish(rules, &user_key, operands, resolves_on);
+            }
+            ValueKind::Deletion => return finish(rules, &user_key, operands, Some(None)),
+            ValueKind::ExpiringValue | ValueKind::RangeDeletion => {
+                return finish(rules, &user_key, operands, None)
+            }
+        }
+        entries.next()?;
+    }
+    // The key's entries ended.
+    let resolves_on = bottom(&user_key).then_some(None);
+    finish(rules, &user_key, operands, resolves_on)
+}
+
+/// The chain of `operands` (newest first) of `key`, resolved on `resolves_on` if given.
+fn finish(
+    rules: &ChainRules<'_>,
+    key: &[u8],
+    operands: Vec<(Vec<u8>, Vec<u8>)>,
+    resolves_on: Option<Option<Vec<u8>>>,
+) -> Result<Chain> {
+    let Some(operator) = rules.operator else {
+        return Ok(Chain::AsWritten(operands));
+    };
+    let oldest_first: Vec<&[u8]> = operands.iter().rev().map(|(_, v)| v.as_slice()).collect();
+    if let Some(base) = resolves_on {
+        if let Some(v) = operator.full_merge(key, base.as_deref(), &oldest_first) {
+            return Ok(Chain::Resolved(v));
+        }
+    } else if operands.len() > 1 {
+        if let Some(v) = operator.partial_merge(key, &oldest_first) {
+            return Ok(Chain::Partial(v));
+        }
+    }
+    Ok(Chain::AsWritten(operands))
+}
