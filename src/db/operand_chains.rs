@@ -155,3 +155,100 @@ fn finish(
     }
     Ok(Chain::AsWritten(operands))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::internal_key;
+    use crate::merge_operator::{Append, U64Add};
+
+    /// Entries in order, walked forward.
+    struct Listed {
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
+        at: usize,
+    }
+
+    impl ForwardEntries for Listed {
+        fn valid(&self) -> bool {
+            self.at < self.entries.len()
+        }
+        fn key(&self) -> &[u8] {
+            &self.entries[self.at].0
+        }
+        fn value(&self) -> &[u8] {
+            &self.entries[self.at].1
+        }
+        fn next(&mut self) -> Result<()> {
+            self.at += 1;
+            Ok(())
+        }
+    }
+
+    /// `(seq, kind, value)` versions of key "k", newest first, then one of key "l".
+    fn listed(versions: &[(u64, ValueKind, &str)]) -> Listed {
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = versions
+            .iter()
+            .map(|&(seq, kind, v)| (internal_key(b"k", seq, kind), v.as_bytes().to_vec()))
+            .collect();
+        entries.push((internal_key(b"l", 1, ValueKind::Value), b"other".to_vec()));
+        Listed { entries, at: 0 }
+    }
+
+    fn collapse(
+        operator: &Arc<dyn MergeOperator>,
+        snapshots: &[u64],
+        versions: &[(u64, ValueKind, &str)],
+        bottom: bool,
+    ) -> (Chain, usize) {
+        let retention = VersionRetention::new(snapshots);
+        let rules = ChainRules {
+            operator: Some(operator),
+            retention: &retention,
+            range_tombstones: None,
+            dir: std::path::Path::new("test"),
+        };
+        let mut entries = listed(versions);
+        let chain = collapse_operands(&mut entries, &rules, |_| bottom).unwrap();
+        (chain, entries.at)
+    }
+
+    use ValueKind::{Deletion, ExpiringValue, Merge, Value};
+
+    #[test]
+    fn a_chain_resolves_on_a_value_a_tombstone_or_the_bottom_of_its_stripe() {
+        let append: Arc<dyn MergeOperator> = Arc::new(Append::new(","));
+        let ops = [(9, Merge, "c"), (8, Merge, "b")];
+        let on = |base: (u64, ValueKind, &'static str)| [ops[0], ops[1], base];
+        // On a value, which the walk is left on (the writer drops it: same stripe).
+        let (chain, at) = collapse(&append, &[], &on((7, Value, "a")), false);
+        assert_eq!((chain, at), (Chain::Resolved(b"a,b,c".to_vec()), 2));
+        let (chain, _) = collapse(&append, &[], &on((7, Deletion, "")), false);
+        assert_eq!(chain, Chain::Resolved(b"b,c".to_vec()));
+        let (chain, at) = collapse(&append, &[], &ops, true);
+        assert_eq!((chain, at), (Chain::Resolved(b"b,c".to_vec()), 2));
+        // Not at the bottom, or on a value that may expire: one operand, by partial merge.
+        let (chain, _) = collapse(&append, &[], &ops, false);
+        assert_eq!(chain, Chain::Partial(b"b,c".to_vec()));
+        let (chain, at) = collapse(&append, &[], &on((7, ExpiringValue, "a....")), false);
+        assert_eq!((chain, at), (Chain::Partial(b"b,c".to_vec()), 2));
+    }
+
+    #[test]
+    fn a_chain_never_crosses_a_snapshot_and_refused_operands_stay_as_written() {
+        let append: Arc<dyn MergeOperator> = Arc::new(Append::new(","));
+        let versions = [(9, Merge, "c"), (8, Merge, "b"), (7, Value, "a")];
+        // A snapshot at 8 sees "a,b": the chain of 9 stops before 8.
+        let (chain, at) = collapse(&append, &[8], &versions, false);
+        assert_eq!(
+            chain,
+            Chain::AsWritten(vec![(internal_key(b"k", 9, Merge), b"c".to_vec())])
+        );
+        assert_eq!(at, 1);
+        let counter: Arc<dyn MergeOperator> = Arc::new(U64Add);
+        let (chain, _) = collapse(&counter, &[], &versions, true);
+        assert!(
+            matches!(chain, Chain::AsWritten(ref o) if o.len() == 2),
+            "{chain:?}"
+        );
+    }
+}
