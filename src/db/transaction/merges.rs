@@ -117,6 +117,9 @@ pub(super) fn seen(
     .map(Some)
 }
 
+/// A key a transaction wrote and what its reads see of it (`None`: deleted).
+pub(super) type OwnEntry = (Vec<u8>, Option<Vec<u8>>);
+
 /// The transaction's own writes to keyspace `id` of `db` among `writes`, in `lo..` up to `end`,
 /// as its scans see them (operands resolved on the snapshot's values).
 ///
@@ -126,7 +129,7 @@ pub(super) fn own_in_range<'w>(
     db: &Db,
     snapshot: &Snapshot,
     writes: impl Iterator<Item = (&'w Vec<u8>, &'w Write)>,
-) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+) -> Result<Vec<OwnEntry>> {
     writes
         .map(|(k, w)| Ok((k.clone(), seen(db, k, w, || db.get_at(snapshot, k))?)))
         .collect()
