@@ -13,7 +13,7 @@ use crate::db::scan::tombstone_skipping::under_range_tombstones;
 use crate::db::ttl::judge;
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, ValueKind};
+use crate::key::{parse_internal_key, user_key, ValueKind};
 use crate::merge_operator::resolve;
 
 /// The operands of one key, in the order gathered, in buffers kept for the next key.
@@ -43,7 +43,7 @@ impl Operands {
     }
 
     /// The operands, as gathered.
-    fn gathered(&self) -> impl DoubleEndedIterator<Item = &[u8]> {
+    fn gathered(&self) -> impl Iterator<Item = &[u8]> {
         self.buffers[..self.len].iter().map(Vec::as_slice)
     }
 }
@@ -59,8 +59,7 @@ impl Cursor {
             return Ok(());
         };
         self.saved_key.clear();
-        self.saved_key
-            .extend_from_slice(crate::key::user_key(it.key()));
+        self.saved_key.extend_from_slice(user_key(it.key()));
         self.operands.clear();
         self.operands.push(it.value());
         let mut base = false;
@@ -94,18 +93,7 @@ impl Cursor {
             it.next()?;
         }
         // Gathered newest first.
-        let operands: Vec<&[u8]> = self.operands.gathered().rev().collect();
-        let (operator, keyspace) = &self.sources.merging;
-        let existing = base.then_some(self.saved_value.as_slice());
-        let value = resolve(
-            operator.as_ref(),
-            (&self.inner.dir, keyspace),
-            &self.saved_key,
-            existing,
-            &operands,
-        )?;
-        self.saved_value = value;
-        self.stamp = 0;
+        self.resolve_gathered(true, base.then_some(self.saved_value.len()))?;
         self.valid = true;
         self.resolved = true;
         Ok(())
@@ -117,14 +105,26 @@ impl Cursor {
     /// # Errors
     /// As `resolve`.
     pub(super) fn resolve_backward(&mut self, base: bool) -> Result<()> {
-        let operands: Vec<&[u8]> = self.operands.gathered().collect();
-        let existing = base.then(|| &self.saved_value[..self.saved_value.len() - self.stamp]);
+        let base = base.then(|| self.saved_value.len() - self.stamp);
+        self.resolve_gathered(false, base)
+    }
+
+    /// Resolves the operands gathered (`newest_first`, or oldest first) for `saved_key` on the
+    /// first `base` bytes of `saved_value` (if given), into `saved_value`.
+    ///
+    /// # Errors
+    /// As `resolve`.
+    fn resolve_gathered(&mut self, newest_first: bool, base: Option<usize>) -> Result<()> {
+        let mut operands: Vec<&[u8]> = self.operands.gathered().collect();
+        if newest_first {
+            operands.reverse();
+        }
         let (operator, keyspace) = &self.sources.merging;
         let value = resolve(
             operator.as_ref(),
             (&self.inner.dir, keyspace),
             &self.saved_key,
-            existing,
+            base.map(|len| &self.saved_value[..len]),
             &operands,
         )?;
         self.saved_value = value;
