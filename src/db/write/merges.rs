@@ -54,6 +54,19 @@ impl Db {
         if !batch.has_merges() {
             return Ok(());
         }
+        let tree_of = |id: u32| match id == self.tree.id {
+            true => Some(Arc::clone(&self.tree)),
+            false => {
+                let st = self.inner.state.lock();
+                st.trees.get(&id).map(|t| Arc::clone(&t.tree))
+            }
+        };
+        // A keyspace that is gone is refused further on, as for every write.
+        let lacking = |id: u32| tree_of(id).filter(|t| t.options().merge_operator.is_none());
+        // Usually every keyspace the batch writes to has an operator: no need to decode it.
+        if batch.keyspaces().all(|id| lacking(id).is_none()) {
+            return Ok(());
+        }
         let malformed = || Error::InvalidArgument("malformed write batch".into());
         let mut ids = BTreeSet::new();
         for e in BatchEntries::new(batch.encoded()).ok_or_else(malformed)? {
@@ -62,20 +75,8 @@ impl Db {
                 ids.insert(e.keyspace);
             }
         }
-        for id in ids {
-            let tree = match id == self.tree.id {
-                true => Some(Arc::clone(&self.tree)),
-                false => {
-                    let st = self.inner.state.lock();
-                    st.trees.get(&id).map(|t| Arc::clone(&t.tree))
-                }
-            };
-            // A keyspace that is gone is refused further on, as for every write.
-            if let Some(tree) = tree {
-                if tree.options().merge_operator.is_none() {
-                    return Err(no_operator(&tree.name));
-                }
-            }
+        if let Some(tree) = ids.into_iter().find_map(lacking) {
+            return Err(no_operator(&tree.name));
         }
         Ok(())
     }
