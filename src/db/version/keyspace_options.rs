@@ -14,8 +14,8 @@
 //! time, `ttl`. A merge operator is recorded by name as `merge_operator`, and a store opened
 //! without an operator of that name (its merge operator or a registered one) refuses to open
 //! ([`missing_merge_operator`]): its operands could not be read. These lines are written only when
-//! set. `Keyspace::set_options` records a new
-//! record whole; [`changed_options`] names what differs between two.
+//! set. `Keyspace::set_options` records a new record whole; [`changed_options`] names what differs
+//! between two.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -351,7 +351,9 @@ pub(crate) fn missing_merge_operator(keyspace: &str, record: &str, store: &Optio
     {
         if find_merge_operator(name, store).is_none() {
             return Err(Error::InvalidArgument(format!(
-                "keyspace {keyspace} was created with merge operator {name}, which the options                  the store is opened with do not hold (merge_operator, register_merge_operator):                  its merge operands could not be read"
+                "keyspace {keyspace} was created with merge operator {name}, which the options \
+                 the store is opened with do not hold (merge_operator, register_merge_operator): \
+                 its merge operands could not be read"
             )));
         }
     }
