@@ -32,7 +32,9 @@ pub enum CompactionDecision {
 /// at a given time: it is a way to reclaim space, and reads see its decisions only once a
 /// compaction made them (a store always read at snapshots or in transactions sees few of them
 /// until its reads pause). In a keyspace with a [`ttl`](crate::Options::ttl), it sees the values
-/// as you wrote them, without their write time, and expired entries not at all.
+/// as you wrote them, without their write time, and expired entries not at all. Merge operands
+/// ([`Db::merge`](crate::Db::merge)) it does not see, nor the values a compaction merges them
+/// into: those it sees as the newest version of their key in a later compaction.
 ///
 /// **Threads and panics.** It is called from the compaction threads, several at once when a
 /// compaction is split ([`Options::max_subcompactions`](crate::Options::max_subcompactions)). A

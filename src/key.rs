@@ -23,14 +23,17 @@ pub(crate) enum ValueKind {
     /// deleted at this sequence. Only in WAL records and range tombstone blocks, never in data
     /// blocks or the memtable's skiplist.
     RangeDeletion = 2,
-    /// A value that expires: the stored value ends in its expiry time (`db/ttl.rs`). The largest
-    /// kind, so it is the one lookup keys carry ([`SEEK_KIND`]).
+    /// A value that expires: the stored value ends in its expiry time (`db/ttl.rs`).
     ExpiringValue = 3,
+    /// A merge operand: the keyspace's merge operator combines it with the older versions of its
+    /// key when a read or a compaction resolves it (`merge_operator.rs`). The largest kind, so it
+    /// is the one lookup keys carry ([`SEEK_KIND`]).
+    Merge = 4,
 }
 
 /// The kind a lookup key carries: the largest, so that `(key, s, SEEK_KIND)` sorts before every
 /// entry of `key` at sequence `s` and a seek lands on the newest entry visible at `s`.
-pub(crate) const SEEK_KIND: ValueKind = ValueKind::ExpiringValue;
+pub(crate) const SEEK_KIND: ValueKind = ValueKind::Merge;
 
 impl ValueKind {
     pub(crate) fn from_byte(b: u8) -> Option<ValueKind> {
@@ -39,6 +42,7 @@ impl ValueKind {
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::RangeDeletion),
             3 => Some(ValueKind::ExpiringValue),
+            4 => Some(ValueKind::Merge),
             _ => None,
         }
     }

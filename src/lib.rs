@@ -70,6 +70,7 @@ mod key;
 mod key_range;
 mod levels;
 mod memtable;
+mod merge_operator;
 mod options;
 mod pinned_value;
 mod prefetch;
@@ -116,6 +117,7 @@ pub use inspect::{
     FilterCheck, GetAnswer, GetExplanation, GetSource, TableHeld, TableInfo, TableStep,
 };
 pub use key_range::KeyRange;
+pub use merge_operator::{Append, MergeOperator, U64Add};
 pub use options::{
     Compression, Options, WriteOptions, MAX_BLOCK_SIZE, MAX_SIZE_OPTION, MAX_SUBCOMPACTIONS,
     NUM_LEVELS,

@@ -26,6 +26,9 @@ pub(crate) enum NewestEntry<V = Vec<u8>> {
     Value(V),
     /// A value that expires: the stored value, its expiry time at the end (`db/ttl.rs`).
     Expiring(V),
+    /// A merge operand: the read resolves it, and the older versions beneath it, through the
+    /// cursor (`merge_operator.rs`).
+    Merge(V),
     Deleted,
     /// Deleted by a range tombstone (which may lie in a newer memtable or table than the key's
     /// own entries, or have none beneath it).
@@ -43,6 +46,8 @@ pub(crate) struct MemTable {
     /// says there are any, so a memtable without them costs one load.
     range_tombstones: RwLock<MemRangeTombstones>,
     has_range_tombstones: AtomicBool,
+    /// Whether it holds a merge operand: its flush then walks it in a way that can combine them.
+    has_merges: AtomicBool,
 }
 
 /// A memtable's range tombstones as written, and fragmented once a read asks (and again after
@@ -63,6 +68,7 @@ impl MemTable {
             frozen_at: AtomicU64::new(u64::MAX),
             range_tombstones: RwLock::default(),
             has_range_tombstones: AtomicBool::new(false),
+            has_merges: AtomicBool::new(false),
         }
     }
 
@@ -99,8 +105,16 @@ impl MemTable {
             self.has_range_tombstones.store(true, Release);
             return;
         }
+        if kind == ValueKind::Merge {
+            self.has_merges.store(true, Relaxed);
+        }
         self.map
             .insert(InternalKey::new(key, seq, kind), value.to_vec());
+    }
+
+    /// Whether it holds a merge operand (read once no write comes: by its flush).
+    pub(crate) fn has_merges(&self) -> bool {
+        self.has_merges.load(Relaxed)
     }
 
     /// Its range tombstones, fragmented; `None` if it has none.
@@ -156,6 +170,7 @@ impl MemTable {
             match parsed.kind {
                 ValueKind::Value => NewestEntry::Value(entry.value().clone()),
                 ValueKind::ExpiringValue => NewestEntry::Expiring(entry.value().clone()),
+                ValueKind::Merge => NewestEntry::Merge(entry.value().clone()),
                 ValueKind::Deletion | ValueKind::RangeDeletion => NewestEntry::Deleted,
             },
             parsed.seq,

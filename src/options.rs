@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterAllocation, RangeFilter};
 use crate::fs::FileSystem;
 pub use crate::levels::NUM_LEVELS;
+use crate::merge_operator::MergeOperator;
 use crate::prefix::PrefixExtractor;
 use crate::rate_limiter::RateLimiter;
 pub use crate::sst::compression::Compression;
@@ -67,6 +68,8 @@ pub struct Options {
     pub(crate) read_compaction_tuning: ReadCompactionTuning,
     pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
     pub(crate) registered_compaction_filters: Vec<Arc<dyn CompactionFilter>>,
+    pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
+    pub(crate) registered_merge_operators: Vec<Arc<dyn MergeOperator>>,
     pub(crate) ttl: Option<Duration>,
     /// Whether the keyspace's plain values carry their write time (one created with a TTL by a
     /// store older than entries that carry their expiry time); set only from its record.
@@ -174,6 +177,8 @@ impl Default for Options {
             read_compaction_tuning: READ_COMPACTION_TUNING,
             compaction_filter: None,
             registered_compaction_filters: Vec::new(),
+            merge_operator: None,
+            registered_merge_operators: Vec::new(),
             ttl: None,
             write_times: false,
             clock: Arc::new(SystemClock),
@@ -568,6 +573,31 @@ impl Options {
         self
     }
 
+    /// The keyspace's [`MergeOperator`], which lets [`Db::merge`](crate::Db::merge) write
+    /// operands that reads and compactions combine with the value beneath them (see the trait).
+    /// Default: none, and merges are refused with `Error::InvalidArgument`. Given to
+    /// [`Db::open`](crate::Db::open), it is the default keyspace's (and that of keyspaces created
+    /// with [`Db::keyspace`](crate::Db::keyspace)); given to
+    /// [`Db::keyspace_with`](crate::Db::keyspace_with), the new keyspace's. A keyspace records
+    /// it by [name](MergeOperator::name), and a reopened store must find it in the options it
+    /// is opened with (this option, or
+    /// [`register_merge_operator`](Self::register_merge_operator)), or the open fails with
+    /// `Error::InvalidArgument` naming it. Not with a [`ttl`](Self::ttl): operands do not expire.
+    pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
+        self.merge_operator = Some(operator);
+        self
+    }
+
+    /// Makes `operator` known to the store opened with these options, without making it the
+    /// default keyspace's: a keyspace created with it (through
+    /// [`Db::keyspace_with`](crate::Db::keyspace_with) and
+    /// [`merge_operator`](Self::merge_operator)) finds it here by name when the store is
+    /// reopened. Store-wide; call it once per operator.
+    pub fn register_merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
+        self.registered_merge_operators.push(operator);
+        self
+    }
+
     /// Gives the keyspace's entries a time to live: a value put at time *t* (by the store's
     /// [`clock`](Self::clock)) without a time to live of its own is invisible to every read from
     /// *t* + `ttl` on, as if deleted (an older version of its key does not show through), and
@@ -729,6 +759,12 @@ impl Options {
                     "{name} {bytes} is above the largest accepted ({MAX_SIZE_OPTION} bytes, 1 TiB)"
                 )));
             }
+        }
+        if self.ttl.is_some() && self.merge_operator.is_some() {
+            return Err(Error::InvalidArgument(
+                "a keyspace with a ttl takes no merge_operator: merge operands do not expire"
+                    .into(),
+            ));
         }
         if self.ttl.is_some_and(|t| t.is_zero()) {
             return Err(Error::InvalidArgument(

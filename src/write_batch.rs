@@ -76,6 +76,8 @@ pub struct WriteBatch {
     default: bool,
     /// Whether it holds un-targeted entries.
     untargeted: bool,
+    /// Whether it holds merge operands, whose keyspaces the write checks for a merge operator.
+    merges: bool,
     /// Whether it holds what the group commit fills in before logging it: times to live still
     /// relative to the commit, range deletes without an end (`db/write/batch_settling.rs`).
     unsettled: bool,
@@ -151,6 +153,7 @@ impl WriteBatch {
             max_value: 0,
             default: false,
             untargeted: false,
+            merges: false,
             unsettled: false,
             named: None,
         }
@@ -178,6 +181,14 @@ impl WriteBatch {
         ttl: Duration,
     ) -> &mut Self {
         self.put_with_ttl_to(Target::Untargeted, key.as_ref(), value.as_ref(), ttl)
+    }
+
+    /// Adds merge operand `operand` to `key` in the keyspace of the handle that writes the batch,
+    /// for its [merge operator](crate::MergeOperator) to combine with what lies beneath (see
+    /// [`Db::merge`](crate::Db::merge)). The write is refused with `Error::InvalidArgument` if
+    /// that keyspace has no merge operator.
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> &mut Self {
+        self.merge_to(Target::Untargeted, key.as_ref(), operand.as_ref())
     }
 
     /// Removes every key of `range` (any range [`Db::scan`](crate::Db::scan) takes: `a..b`,
@@ -210,6 +221,13 @@ impl WriteBatch {
     pub(crate) fn put_to(&mut self, to: Target, key: &[u8], value: &[u8]) -> &mut Self {
         self.entry(to, ValueKind::Value, key, Some(value));
         self.note(key.len(), value.len());
+        self
+    }
+
+    /// Adds merge operand `operand` to `key` in `to`.
+    pub(crate) fn merge_to(&mut self, to: Target, key: &[u8], operand: &[u8]) -> &mut Self {
+        self.entry(to, ValueKind::Merge, key, Some(operand));
+        self.note(key.len(), operand.len());
         self
     }
 
@@ -265,6 +283,7 @@ impl WriteBatch {
 
     /// Appends an entry of `kind` to `to`: its kind byte, keyspace, key and value.
     pub(crate) fn entry(&mut self, to: Target, kind: ValueKind, key: &[u8], value: Option<&[u8]>) {
+        self.merges |= kind == ValueKind::Merge;
         match to {
             Target::Untargeted => {
                 self.rep.push(kind as u8);
@@ -306,6 +325,11 @@ impl WriteBatch {
     /// Whether it holds entries that name no keyspace.
     pub(crate) fn has_untargeted(&self) -> bool {
         self.untargeted
+    }
+
+    /// Whether it holds merge operands.
+    pub(crate) fn has_merges(&self) -> bool {
+        self.merges
     }
 
     /// Whether the group commit has times to live or range ends to fill in.
@@ -464,9 +488,10 @@ impl<'a> BatchEntries<'a> {
         let key = self.d.length_prefixed()?;
         // A range deletion's "value" is its end key.
         let value = match kind {
-            ValueKind::Value | ValueKind::ExpiringValue | ValueKind::RangeDeletion => {
-                self.d.length_prefixed()?
-            }
+            ValueKind::Value
+            | ValueKind::ExpiringValue
+            | ValueKind::RangeDeletion
+            | ValueKind::Merge => self.d.length_prefixed()?,
             ValueKind::Deletion => &[],
         };
         let seq = self.first.checked_add(self.next)?;
@@ -511,6 +536,9 @@ mod tests {
         b.put(b"k1", b"v1").delete(b"k2").put(b"", b"");
         b.delete_range(&b"a"[..]..&b"c"[..])
             .delete_range(&b"c"[..]..&b"c"[..]);
+        assert!(!b.has_merges());
+        b.merge(b"n", b"+1");
+        assert!(b.has_merges());
         b.set_sequence(100);
         let entries = decode_batch(b.encoded()).unwrap();
         let got: Vec<_> = entries
@@ -524,6 +552,7 @@ mod tests {
                 (101, ValueKind::Deletion, b"k2".to_vec(), vec![]),
                 (102, ValueKind::Value, vec![], vec![]),
                 (103, ValueKind::RangeDeletion, b"a".to_vec(), b"c".to_vec()),
+                (104, ValueKind::Merge, b"n".to_vec(), b"+1".to_vec()),
             ]
         );
         let enc = b.encoded();

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::background::catch_panic;
+use super::operand_chains::{collapse_operands, Chain, ChainRules};
 use super::snapshot::VersionRetention;
 use super::tree::Tree;
 use super::version::edit::{NewFile, VersionEdit};
@@ -13,8 +14,10 @@ use super::{Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::fs::FileSystem;
-use crate::key::parse_internal_key;
+use crate::iter::InternalIterator;
+use crate::key::{internal_key, parse_internal_key, ValueKind};
 use crate::memtable::MemTable;
+use crate::merge_operator::MergeOperator;
 use crate::options::Options;
 use crate::rate_limiter::{IoPriority, Pacer};
 use crate::sst::table_builder::{TableBuilder, TableOptions};
@@ -52,7 +55,8 @@ pub(crate) fn table_options(
 
 /// Writes memtable `mem` as L0 table `number`, keeping of each key only the newest version and
 /// the newest at or below each of `snapshots` (no other reader can see an older one: reads go to
-/// the newest, and scans keep their own memtables), and every range tombstone.
+/// the newest, and scans keep their own memtables), and every range tombstone. Merge operands
+/// are combined by `operator` as far as the memtable reaches (`operand_chains.rs`).
 /// Returns `None`, and leaves no file, if `mem` is empty; on error (or panic) no file is left
 /// either.
 #[allow(clippy::too_many_arguments)]
@@ -64,25 +68,15 @@ pub(crate) fn write_level0_table(
     stats: &Stats,
     snapshots: &[u64],
     mem: &Arc<MemTable>,
+    operator: Option<&Arc<dyn MergeOperator>>,
 ) -> Result<Option<NewFile>> {
     let mut builder = TableBuilder::create(fs, &table_path(dir, number), number, options)?;
     let mut retention = VersionRetention::new(snapshots);
-    // The previous entry's user key, in a buffer reused from entry to entry.
-    let mut last: Option<Vec<u8>> = None;
-    mem.for_each_entry(|key, value| {
-        let parsed = parse_internal_key(key)
-            .ok_or_else(|| Error::corruption(dir, "a memtable held a malformed internal key"))?;
-        if last.as_deref() != Some(parsed.user_key) {
-            let buf = last.get_or_insert_with(Vec::new);
-            buf.clear();
-            buf.extend_from_slice(parsed.user_key);
-            retention.next_key();
-        }
-        if retention.keep(parsed.seq) {
-            builder.add(key, value)?;
-        }
-        Ok(())
-    })?;
+    if mem.has_merges() {
+        write_operand_chains(dir, &mut builder, &mut retention, mem, operator)?;
+    } else {
+        write_entries(dir, &mut builder, &mut retention, mem)?;
+    }
     if let Some(t) = mem.range_tombstones() {
         builder.add_range_tombstones(t.fragments().to_vec());
     }
@@ -99,6 +93,88 @@ pub(crate) fn write_level0_table(
         largest: summary.largest,
         range_tombstones: summary.range_tombstones,
     }))
+}
+
+/// The entries of `mem`, which holds no merge operand, that `retention` keeps, added to `builder`.
+fn write_entries(
+    dir: &Path,
+    builder: &mut TableBuilder,
+    retention: &mut VersionRetention<'_>,
+    mem: &MemTable,
+) -> Result<()> {
+    // The previous entry's user key, in a buffer reused from entry to entry.
+    let mut last: Option<Vec<u8>> = None;
+    mem.for_each_entry(|key, value| {
+        let parsed = parse_internal_key(key)
+            .ok_or_else(|| Error::corruption(dir, "a memtable held a malformed internal key"))?;
+        if last.as_deref() != Some(parsed.user_key) {
+            let buf = last.get_or_insert_with(Vec::new);
+            buf.clear();
+            buf.extend_from_slice(parsed.user_key);
+            retention.next_key();
+        }
+        if retention.keep(parsed.seq) {
+            builder.add(key, value)?;
+        }
+        Ok(())
+    })
+}
+
+/// [`write_entries`] for a memtable holding merge operands: a walk that can gather a chain of
+/// them. Tables may hold older versions of any key, so a chain resolves only on a value or
+/// tombstone of the memtable.
+fn write_operand_chains(
+    dir: &Path,
+    builder: &mut TableBuilder,
+    retention: &mut VersionRetention<'_>,
+    mem: &Arc<MemTable>,
+    operator: Option<&Arc<dyn MergeOperator>>,
+) -> Result<()> {
+    let tombstones = mem.range_tombstones();
+    let mut it = mem.iter();
+    it.seek_to_first()?;
+    let mut last: Vec<u8> = Vec::new();
+    let mut first = true;
+    while it.valid() {
+        let parsed = parse_internal_key(it.key())
+            .ok_or_else(|| Error::corruption(dir, "a memtable held a malformed internal key"))?;
+        if first || last != parsed.user_key {
+            first = false;
+            last.clear();
+            last.extend_from_slice(parsed.user_key);
+            retention.next_key();
+        }
+        if !retention.keep(parsed.seq) {
+            it.next()?;
+            continue;
+        }
+        if parsed.kind != ValueKind::Merge {
+            builder.add(it.key(), it.value())?;
+            it.next()?;
+            continue;
+        }
+        let seq = parsed.seq;
+        let rules = ChainRules {
+            operator,
+            retention,
+            range_tombstones: tombstones.as_deref(),
+            dir,
+        };
+        match collapse_operands(&mut it, &rules, |_| false)? {
+            Chain::Resolved(v) => builder.add(&internal_key(&last, seq, ValueKind::Value), &v)?,
+            Chain::Partial(v) => {
+                builder.add(&internal_key(&last, seq, ValueKind::Merge), &v)?;
+                retention.keep_next();
+            }
+            Chain::AsWritten(operands) => {
+                for (k, v) in &operands {
+                    builder.add(k, v)?;
+                }
+                retention.keep_next();
+            }
+        }
+    }
+    Ok(())
 }
 
 impl DbInner {
@@ -136,6 +212,7 @@ impl DbInner {
                 &tree.stats,
                 &self.snapshots.sequences(),
                 &mem,
+                tree.options().merge_operator.as_ref(),
             )
         })?;
         if file.is_none() {

@@ -418,6 +418,7 @@ impl DbInner {
         lookup.filter = options.filter.clone();
         lookup.prefix_extractor = options.prefix_extractor.clone();
         lookup.compaction_filter = options.compaction_filter.clone();
+        lookup.merge_operator = options.merge_operator.clone();
         let options = restore(name, &record, &lookup)?;
         Ok((record, options))
     }
@@ -493,6 +494,16 @@ impl WriteBatch {
     /// Removes `key` from `keyspace` (see [`put_in`](Self::put_in)).
     pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
         self.delete_to(target(keyspace), key.as_ref())
+    }
+
+    /// [`merge`](Self::merge) into `keyspace` (see [`put_in`](Self::put_in)).
+    pub fn merge_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.merge_to(target(keyspace), key.as_ref(), operand.as_ref())
     }
 
     /// [`put_with_ttl`](Self::put_with_ttl) in `keyspace` (see [`put_in`](Self::put_in)).

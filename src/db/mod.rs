@@ -19,6 +19,7 @@ mod file_accounting;
 mod flush;
 pub(crate) mod keyspace;
 mod open;
+mod operand_chains;
 mod property;
 pub(crate) mod read;
 pub(crate) mod scan;

@@ -27,7 +27,7 @@ use super::version::filename::{
     check_store_path, current_path, current_temp_path, list_files, lock_path, log_path,
     manifest_name, numbers_used_up, table_path, FileKind, MAX_FILE_NUMBER,
 };
-use super::version::keyspace_options::restore;
+use super::version::keyspace_options::{missing_merge_operator, restore};
 use super::version::manifest::{
     read_edits, Manifest, ManifestCounters, RecoveredManifest, TreeRecords,
 };
@@ -116,7 +116,10 @@ impl Db {
                 let keyspace = (id, record.name.as_str());
                 let table = table_options(o, keyspace, 0, false, o.filter.clone(), store_id);
                 // A store being opened has no snapshots.
-                if let Some(f) = write_level0_table(&fs, dir, number, table, &stats, &[], mem)? {
+                let operator = o.merge_operator.as_ref();
+                if let Some(f) =
+                    write_level0_table(&fs, dir, number, table, &stats, &[], mem, operator)?
+                {
                     added.entry(id).or_default().added.push(f);
                 }
                 Ok(())
@@ -310,13 +313,15 @@ type KeyspaceOptions = BTreeMap<u32, (Options, u64)>;
 /// The options of every keyspace `recovered` names.
 ///
 /// # Errors
-/// `Error::Corruption` naming the MANIFEST if a keyspace's recorded options do not parse.
+/// `Error::Corruption` naming the MANIFEST if a keyspace's recorded options do not parse;
+/// `Error::InvalidArgument` if they name a merge operator `options` do not hold.
 fn keyspace_options(recovered: &RecoveredManifest, options: &Options) -> Result<KeyspaceOptions> {
     let mut out = BTreeMap::new();
     for (&id, record) in &recovered.trees {
         let o = if id == DEFAULT_KEYSPACE_ID {
             options.clone()
         } else {
+            missing_merge_operator(&record.name, &record.options, options)?;
             restore(&record.name, &record.options, options)
                 .map_err(|e| Error::corruption(&recovered.path, e.to_string()))?
         };

@@ -195,6 +195,12 @@ impl<'a> VersionRetention<'a> {
         true
     }
 
+    /// Keeps the next version whatever its stripe: the merge operands kept before it, unresolved,
+    /// build on it (`operand_chains.rs`).
+    pub(crate) fn keep_next(&mut self) {
+        self.last_stripe = usize::MAX;
+    }
+
     /// Whether no live snapshot lies between sequences `a` and `b` (in either order): every
     /// reader sees both or neither.
     pub(crate) fn same_stripe(&self, a: u64, b: u64) -> bool {

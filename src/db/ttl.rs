@@ -87,7 +87,7 @@ impl Expiry {
         match kind {
             ValueKind::ExpiringValue => u64::from(seconds) <= self.now,
             ValueKind::Value => self.written_by.is_some_and(|c| u64::from(seconds) <= c),
-            ValueKind::Deletion | ValueKind::RangeDeletion => false,
+            ValueKind::Deletion | ValueKind::RangeDeletion | ValueKind::Merge => false,
         }
     }
 

@@ -7,6 +7,7 @@ mod common;
 
 mod compaction_filter_snapshots_model;
 mod keyspaces_model;
+mod merge_operator_model;
 mod missing_gets_model;
 mod model_btreemap;
 mod range_deletes_model;

@@ -1,6 +1,7 @@
 //! Whole-store behaviour through the public API: operations, handles, iteration, snapshots,
-//! prefixes, batched Gets, times to live, range deletes, transactions, concurrency, backups,
-//! keyspaces, a block cache shared by stores and the rate limit of table writes.
+//! prefixes, batched Gets, times to live, range deletes, transactions, merge operators,
+//! concurrency, backups, keyspaces, a block cache shared by stores and the rate limit of table
+//! writes.
 //!
 //! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test store <module>::` runs one module.
 
@@ -17,6 +18,7 @@ mod keyspace_copies;
 mod keyspace_wals;
 mod keyspaces;
 mod keyspaces_compat;
+mod merge_operator;
 mod multi_get;
 mod operations;
 mod prefix;

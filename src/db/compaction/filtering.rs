@@ -44,6 +44,7 @@ use std::sync::Arc;
 
 use super::CompactionJob;
 use crate::compaction_filter::{CompactionDecision, CompactionFilter};
+use crate::db::operand_chains::ForwardEntries;
 use crate::db::snapshot::SnapshotList;
 use crate::db::tree::Tree;
 use crate::db::ttl::{append_stamp, missing_stamp, split_stamp, Expiry};
@@ -309,6 +310,21 @@ impl<'a, I: InternalIterator> CompactionInput<'a, I> {
             }
         }
         Ok(())
+    }
+}
+
+impl<I: InternalIterator> ForwardEntries for CompactionInput<'_, I> {
+    fn valid(&self) -> bool {
+        CompactionInput::valid(self)
+    }
+    fn key(&self) -> &[u8] {
+        CompactionInput::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        CompactionInput::value(self)
+    }
+    fn next(&mut self) -> Result<()> {
+        CompactionInput::next(self)
     }
 }
 

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use super::background::catch_panic;
 use super::flush::table_options;
+use super::operand_chains::{collapse_operands, Chain, ChainRules};
 use super::scan::level_iter::LevelIter;
 use super::snapshot::VersionRetention;
 use super::tree::Tree;
@@ -34,7 +35,9 @@ use super::DbInner;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{append_internal_key, lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE};
+use crate::key::{
+    append_internal_key, internal_key, lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE,
+};
 use crate::options::NUM_LEVELS;
 use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 use crate::sst::table_builder::TableBuilder;
@@ -554,6 +557,7 @@ impl DbInner {
         let target_file_size = job.tree.options().target_file_size;
         let mut grandparents =
             GrandparentBoundaries::new(job.version.levels.get(out_level + 1), lo);
+        let operator = job.tree.options().merge_operator.clone();
         let outcome = (|| {
             while it.valid() {
                 let parsed = parse_internal_key(it.key()).ok_or_else(|| {
@@ -604,6 +608,46 @@ impl DbInner {
                         && job
                             .version
                             .is_base_level_for_key(out_level, parsed.user_key));
+                if keep && parsed.kind == ValueKind::Merge {
+                    let seq = parsed.seq;
+                    let rules = ChainRules {
+                        operator: operator.as_ref(),
+                        retention: &retention,
+                        range_tombstones,
+                        dir: &self.dir,
+                    };
+                    let chain = collapse_operands(&mut it, &rules, |k| {
+                        job.version.is_base_level_for_key(out_level, k)
+                    })?;
+                    if builder.is_none() {
+                        builder = Some(create()?);
+                    }
+                    let user_key = last_key.as_deref().unwrap_or_default();
+                    if let Some((_, b)) = builder.as_mut() {
+                        match chain {
+                            Chain::Resolved(v) => {
+                                // A value every snapshot sees, at the bottom: sequence 0, below.
+                                let seq = match bottommost && !retention.snapshot_below(seq) {
+                                    true => 0,
+                                    false => seq,
+                                };
+                                b.add(&internal_key(user_key, seq, ValueKind::Value), &v)?;
+                            }
+                            Chain::Partial(v) => {
+                                b.add(&internal_key(user_key, seq, ValueKind::Merge), &v)?;
+                                retention.keep_next();
+                            }
+                            Chain::AsWritten(operands) => {
+                                for (k, v) in &operands {
+                                    b.add(k, v)?;
+                                }
+                                retention.keep_next();
+                            }
+                        }
+                        cut_pending = b.estimated_file_size() >= target_file_size;
+                    }
+                    continue;
+                }
                 if keep {
                     if builder.is_none() {
                         builder = Some(create()?);

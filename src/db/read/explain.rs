@@ -1,7 +1,10 @@
 //! `Db::explain_get`: what a point lookup would consult and read.
 
+use std::sync::Arc;
+
 use super::range_filtering::{answer, RangeAnswer};
 use super::TableVisit;
+use crate::db::tree::SuperVersion;
 use crate::db::Db;
 use crate::error::Result;
 use crate::filter::FilterProbe;
@@ -129,7 +132,10 @@ impl Db {
                 });
         if let Some((source, hit)) = mem_hit {
             e.source = source;
-            e.answer = answer_of(self.tree.expire_found(&inner.dir, Some(hit))?);
+            e.answer = self.answer_of(
+                self.tree.expire_found(&inner.dir, Some(hit))?,
+                (&sv, key, seq),
+            )?;
             return Ok(e);
         }
 
@@ -158,9 +164,11 @@ impl Db {
                     step.data_block = search.data_block.map(Into::into);
                     step.held = match &search.found {
                         _ if search.covered() => TableHeld::Tombstone,
-                        Some(NewestEntry::Value(v) | NewestEntry::Expiring(v)) => {
-                            TableHeld::Value(v.len())
-                        }
+                        Some(
+                            NewestEntry::Value(v)
+                            | NewestEntry::Expiring(v)
+                            | NewestEntry::Merge(v),
+                        ) => TableHeld::Value(v.len()),
                         Some(NewestEntry::Deleted | NewestEntry::RangeDeleted) => {
                             TableHeld::Tombstone
                         }
@@ -177,21 +185,36 @@ impl Db {
                 level: last.level,
                 file_number: last.file_number,
             };
-            e.answer = answer_of(self.tree.expire_found(&inner.dir, Some(hit))?);
+            e.answer = self.answer_of(
+                self.tree.expire_found(&inner.dir, Some(hit))?,
+                (&sv, key, seq),
+            )?;
         }
         Ok(e)
     }
-}
 
-/// The answer of an entry found, as a Get sees it (an expired value is a tombstone).
-fn answer_of(hit: Option<NewestEntry>) -> GetAnswer {
-    match hit {
-        Some(NewestEntry::Value(v)) => GetAnswer::Value(v),
-        // `expire_found` made an expiring value a value or a tombstone.
-        Some(NewestEntry::Deleted | NewestEntry::RangeDeleted | NewestEntry::Expiring(_)) => {
-            GetAnswer::Deleted
-        }
-        None => GetAnswer::NotFound,
+    /// The answer of an entry found, as a Get sees it (an expired value is a tombstone, merge
+    /// operands of `key` are resolved as of `seq` in `sv`).
+    ///
+    /// # Errors
+    /// As [`read_merged`](Db::read_merged).
+    fn answer_of(
+        &self,
+        hit: Option<NewestEntry>,
+        (sv, key, seq): (&Arc<SuperVersion>, &[u8], u64),
+    ) -> Result<GetAnswer> {
+        Ok(match hit {
+            Some(NewestEntry::Value(v)) => GetAnswer::Value(v),
+            Some(NewestEntry::Merge(_)) => match self.read_merged(sv, key, seq)? {
+                Some(v) => GetAnswer::Value(v),
+                None => GetAnswer::Deleted,
+            },
+            // `expire_found` made an expiring value a value or a tombstone.
+            Some(NewestEntry::Deleted | NewestEntry::RangeDeleted | NewestEntry::Expiring(_)) => {
+                GetAnswer::Deleted
+            }
+            None => GetAnswer::NotFound,
+        })
     }
 }
 

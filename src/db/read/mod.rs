@@ -237,6 +237,7 @@ impl Tree {
                     return Ok(Some(match hit {
                         NewestEntry::Value(v) => NewestEntry::Value(from_memtable(v)),
                         NewestEntry::Expiring(v) => NewestEntry::Expiring(from_memtable(v)),
+                        NewestEntry::Merge(v) => NewestEntry::Merge(from_memtable(v)),
                         NewestEntry::Deleted => NewestEntry::Deleted,
                         NewestEntry::RangeDeleted => NewestEntry::RangeDeleted,
                     }));
@@ -354,7 +355,7 @@ impl Db {
         &self,
         key: &[u8],
         sequence: Option<u64>,
-        from_memtable: impl FnOnce(Vec<u8>) -> T::Value,
+        from_memtable: impl Fn(Vec<u8>) -> T::Value + Copy,
     ) -> Result<Option<T::Value>>
     where
         T::Value: StoredValue,
@@ -376,6 +377,13 @@ impl Db {
             Some(NewestEntry::Value(v)) => {
                 tree.stats.inc(Ticker::NumberKeysFound);
                 Some(v)
+            }
+            Some(NewestEntry::Merge(_)) => {
+                let merged = self.read_merged(&sv, key, seq)?;
+                if merged.is_some() {
+                    tree.stats.inc(Ticker::NumberKeysFound);
+                }
+                merged.map(from_memtable)
             }
             // `expire_found` made an expiring value a value or a tombstone.
             Some(NewestEntry::Deleted | NewestEntry::RangeDeleted | NewestEntry::Expiring(_))

@@ -51,6 +51,8 @@ struct Answers<'t> {
     /// The keyspace asked, which judges expiry, and the store's directory, which its errors name.
     tree: &'t Tree,
     dir: &'t Path,
+    /// The distinct keys whose newest entry is a merge operand, resolved once the walk is done.
+    operands: Vec<usize>,
 }
 
 impl Answers<'_> {
@@ -68,6 +70,10 @@ impl RecordAnswer for Answers<'_> {
             Ok(Some(NewestEntry::Value(v))) => {
                 self.found += 1;
                 Ok(Some(v))
+            }
+            Ok(Some(NewestEntry::Merge(_))) => {
+                self.operands.push(d);
+                Ok(None)
             }
             // `expire_found` made an expiring value a value or a tombstone.
             Ok(
@@ -243,14 +249,15 @@ impl Db {
                 .iter()
                 .map(|k| {
                     let found = tree.get_in::<CopyValue>(&sv, k.as_ref(), seq, |v| v)?;
-                    let found = tree.expire_found(&inner.dir, found)?;
-                    Ok(match found {
-                        Some(NewestEntry::Value(v)) => {
-                            tree.stats.inc(Ticker::NumberKeysFound);
-                            Some(v)
-                        }
+                    let found = match tree.expire_found(&inner.dir, found)? {
+                        Some(NewestEntry::Value(v)) => Some(v),
+                        Some(NewestEntry::Merge(_)) => self.read_merged(&sv, k.as_ref(), seq)?,
                         _ => None,
-                    })
+                    };
+                    if found.is_some() {
+                        tree.stats.inc(Ticker::NumberKeysFound);
+                    }
+                    Ok(found)
                 })
                 .collect();
         }
@@ -276,6 +283,7 @@ impl Db {
             found: 0,
             tree,
             dir: &inner.dir,
+            operands: Vec::new(),
         };
         // Empty memtables (as after a flush) are passed over without building a lookup key.
         if !(sv.mem.is_empty() && sv.imm.iter().all(|m| m.is_empty())) {
@@ -296,6 +304,11 @@ impl Db {
         }
         if tree.sift(&sv.version, seq, &probes, &mut buffers, &mut answers) {
             tree.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
+        }
+        for &d in &answers.operands {
+            let merged = self.read_merged(&sv, probes[d].key(), seq);
+            answers.found += u64::from(matches!(merged, Ok(Some(_))));
+            answers.values[d] = merged;
         }
         drop(sv);
 

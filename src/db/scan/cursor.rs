@@ -7,6 +7,11 @@
 //! the merge is on the last entry *before* every version of the current user key: walking back, the
 //! versions of a user key come oldest first, so the newest visible one is only known once the walk
 //! has passed it; its key and value are then copied into buffers the cursor reuses.
+//!
+//! A key whose newest visible version is a merge operand is resolved as RocksDB's `DBIter` does
+//! (`cursor/operands.rs`): its operands are gathered down to the first version that is not one,
+//! the keyspace's merge operator combines them, and the result is copied into the buffers in
+//! both directions.
 
 use std::ops::Bound;
 use std::path::Path;
@@ -129,6 +134,11 @@ pub struct Cursor {
     saved_value: Vec<u8>,
     /// Bytes of stamp (expiry or write time) at the end of the current value, cut from it.
     stamp: usize,
+    /// Forward: the current entry is a merge's result, in `saved_key` and `saved_value`, and the
+    /// merge is already past its operands.
+    resolved: bool,
+    /// The operands of the key being resolved (`cursor/operands.rs`).
+    operands: operands::Operands,
     /// The error the last move met, until the next seek.
     error: Option<Error>,
 }
@@ -277,6 +287,8 @@ impl Cursor {
             saved_key: Vec::new(),
             saved_value: Vec::new(),
             stamp: 0,
+            resolved: false,
+            operands: operands::Operands::default(),
             error: None,
         }
     }
@@ -340,7 +352,7 @@ impl Cursor {
             return &[];
         }
         match (self.direction, &self.merged) {
-            (Direction::Forward, Some(it)) => user_key(it.key()),
+            (Direction::Forward, Some(it)) if !self.resolved => user_key(it.key()),
             _ => &self.saved_key,
         }
     }
@@ -362,7 +374,7 @@ impl Cursor {
             return &[];
         }
         let stored = match (self.direction, &self.merged) {
-            (Direction::Forward, Some(it)) => it.value(),
+            (Direction::Forward, Some(it)) if !self.resolved => it.value(),
             _ => &self.saved_value,
         };
         &stored[..stored.len().saturating_sub(self.stamp)]
@@ -641,6 +653,7 @@ impl Cursor {
 
     fn fail(&mut self, e: Error) -> Result<()> {
         self.valid = false;
+        self.resolved = false;
         self.saved_key.clear();
         self.saved_value.clear();
         self.error = Some(e.duplicate());
@@ -742,6 +755,9 @@ impl Cursor {
             } else {
                 it.seek_to_first()?;
             }
+        } else if self.resolved {
+            // `saved_key` holds the merged key and the merge is past its operands already.
+            self.resolved = false;
         } else {
             self.saved_key.clear();
             self.saved_key.extend_from_slice(user_key(it.key()));
@@ -755,6 +771,22 @@ impl Cursor {
             self.valid = false;
             return Ok(());
         };
+        if self.direction == Direction::Forward && self.resolved {
+            // The merge is past the merged key's operands (`saved_key`): back before its versions.
+            self.resolved = false;
+            if !it.valid() {
+                it.seek_to_last()?;
+            }
+            while it.valid() && compare_bytes(user_key(it.key()), &self.saved_key).is_ge() {
+                it.prev()?;
+            }
+            if !it.valid() {
+                self.valid = false;
+                self.saved_key.clear();
+                return Ok(());
+            }
+            self.direction = Direction::Reverse;
+        }
         if self.direction == Direction::Forward {
             // The merge is on the current entry: move it before every version of the current key.
             self.saved_key.clear();
@@ -779,6 +811,7 @@ impl Cursor {
     /// is not deleted, skipping (if `skipping`) every version of `saved_key` and of keys before it.
     fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
         self.valid = false;
+        self.resolved = false;
         let Some(it) = self.merged.as_mut() else {
             return Ok(());
         };
@@ -829,6 +862,12 @@ impl Cursor {
                             return Ok(());
                         }
                     }
+                    ValueKind::Merge => {
+                        let hidden = skipping && compare_bytes(p.user_key, &self.saved_key).is_le();
+                        if !hidden {
+                            return self.resolve_forward();
+                        }
+                    }
                 }
             }
             it.next()?;
@@ -843,7 +882,11 @@ impl Cursor {
     /// entry before that key's versions; the key and value are copied.
     fn find_prev_user_entry(&mut self) -> Result<()> {
         self.valid = false;
+        self.resolved = false;
         let mut found = false;
+        // Whether `saved_value` holds the value beneath the operands gathered (if any).
+        let mut base = false;
+        self.operands.clear();
         if let Some(it) = self.merged.as_mut() {
             while it.valid() {
                 let Some(p) = parse_internal_key(it.key()) else {
@@ -879,6 +922,8 @@ impl Cursor {
                         }
                         ValueKind::Deletion => {
                             found = false;
+                            base = false;
+                            self.operands.clear();
                             self.saved_key.clear();
                             self.saved_value.clear();
                             if let Some(piece) = piece {
@@ -896,16 +941,33 @@ impl Cursor {
                         }
                         ValueKind::Value => {
                             found = true;
+                            base = true;
+                            self.operands.clear();
                             self.saved_key.clear();
                             self.saved_key.extend_from_slice(p.user_key);
                             self.saved_value.clear();
                             self.saved_value.extend_from_slice(it.value());
                             self.stamp = stamp;
                         }
+                        ValueKind::Merge => {
+                            // Walking back, a key's versions come oldest first: an operand
+                            // after a value or another operand of its key builds on them.
+                            if !found {
+                                found = true;
+                                base = false;
+                                self.saved_key.clear();
+                                self.saved_key.extend_from_slice(p.user_key);
+                                self.saved_value.clear();
+                            }
+                            self.operands.push(it.value());
+                        }
                     }
                 }
                 it.prev()?;
             }
+        }
+        if found && !self.operands.is_empty() {
+            self.resolve_backward(base)?;
         }
         if found {
             self.valid = true;
@@ -917,5 +979,6 @@ impl Cursor {
     }
 }
 
+mod operands;
 #[cfg(test)]
 mod tests;

@@ -2,10 +2,12 @@
 //! version of each key first, tombstones hiding what they delete; from either end of the range.
 //!
 //! The room also holds `cursor.rs` (`Cursor`, and the merge of memtables and tables under it)
-//! and `level_iter.rs` (the iterator over one level ≥ 1).
+//! and `level_iter.rs` (the iterator over one level ≥ 1); `point_merge.rs` resolves the merge
+//! operands a point read finds, with a cursor over the key.
 
 pub(crate) mod cursor;
 pub(crate) mod level_iter;
+mod point_merge;
 mod sources;
 mod tombstone_skipping;
 

@@ -12,6 +12,7 @@ use crate::db::version::table_cache::TableCache;
 use crate::db::version::FileMeta;
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIterator};
+use crate::merge_operator::MergeOperator;
 
 /// The memtables and tables a cursor merges: a super-version's, with (for a prefix scan) only
 /// the tables that may hold the prefix.
@@ -29,6 +30,16 @@ pub(crate) struct Sources {
     pub(super) expiry: Expiry,
     /// The range filter answers of a bounded read whose truth the first positioning settles.
     pub(super) range_verdicts: Option<Arc<PendingVerdicts>>,
+    /// The keyspace's merge operator, which resolves operands, and its name, which errors name.
+    pub(super) merging: (Option<Arc<dyn MergeOperator>>, Arc<str>),
+}
+
+/// What a cursor of `tree` resolves merge operands with.
+fn merging_of(tree: &Tree) -> (Option<Arc<dyn MergeOperator>>, Arc<str>) {
+    (
+        tree.options().merge_operator.clone(),
+        Arc::from(tree.name.as_str()),
+    )
 }
 
 impl Sources {
@@ -93,6 +104,7 @@ impl Sources {
             tables: Arc::clone(&tree.tables),
             expiry: Expiry::of(tree),
             range_verdicts: ranged.into_pending(),
+            merging: merging_of(tree),
         })
     }
 
@@ -178,6 +190,7 @@ impl Sources {
             tables: Arc::clone(&tree.tables),
             expiry: Expiry::of(tree),
             range_verdicts: None,
+            merging: merging_of(tree),
         }
     }
 }

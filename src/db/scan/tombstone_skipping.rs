@@ -63,8 +63,8 @@ pub(crate) struct SourceTombstones {
 }
 
 /// What entry `p` of a source of age `age()` (asked only if there are range tombstones), of `kind` so far (its own, or a tombstone if
-/// expired), is to a reader at `sequence`: a value a range tombstone covers counts as a
-/// tombstone. With it, the piece of a covering tombstone of a newer source, if any: nothing of
+/// expired), is to a reader at `sequence`: a value or merge operand a range tombstone covers
+/// counts as a tombstone. With it, the piece of a covering tombstone of a newer source, if any: nothing of
 /// this source in that piece is visible, so the walk may jump past it.
 #[inline]
 pub(super) fn under_range_tombstones<'t>(
@@ -74,7 +74,7 @@ pub(super) fn under_range_tombstones<'t>(
     sequence: u64,
     age: impl FnOnce() -> usize,
 ) -> (ValueKind, Option<&'t Fragment>) {
-    if kind != ValueKind::Value || range_tombstones.is_empty() {
+    if !matches!(kind, ValueKind::Value | ValueKind::Merge) || range_tombstones.is_empty() {
         return (kind, None);
     }
     let age = age();

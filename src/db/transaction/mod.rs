@@ -2,10 +2,11 @@
 //! reads at a snapshot plus its own buffered writes, remembers what it read, and commits its
 //! writes as one batch through the group commit, whose leader first checks (`conflict.rs`) that
 //! nothing it read or wrote (`read_set.rs`) changed since the snapshot. `helpers.rs` holds
-//! `Db::update` and `Db::compare_and_swap`, which retry on conflict.
+//! `Db::update` and `Db::compare_and_swap`, which retry on conflict; `merges.rs` its merges.
 
 mod conflict;
 mod helpers;
+mod merges;
 mod read_set;
 mod scan;
 
@@ -379,12 +380,7 @@ impl Transaction {
             batch.range_deletion(Target::In(*id, store), start, end.as_deref());
         }
         for ((id, key), write) in writes {
-            let to = Target::In(id, store);
-            match &write {
-                Write::Put(v) => batch.put_to(to, &key, v),
-                Write::PutWithTtl(v, ttl) => batch.put_with_ttl_to(to, &key, v, *ttl),
-                Write::Delete => batch.delete_to(to, &key),
-            };
+            write.add_to(&mut batch, Target::In(id, store), &key);
             check.keys.insert((id, key));
         }
         let committed = db.write_checked(batch, options, Some(Box::new(check)));
@@ -404,6 +400,7 @@ impl Transaction {
         let value = match &write {
             Write::Put(v) | Write::PutWithTtl(v, _) => v.len(),
             Write::Delete => 0,
+            Write::Merge { operands, .. } => operands.last().map_or(0, Vec::len),
         };
         check_sizes(key.len(), value)?;
         self.writes.insert((id, key.to_vec()), write);
@@ -451,15 +448,31 @@ enum Write {
     Put(Vec<u8>),
     PutWithTtl(Vec<u8>, Duration),
     Delete,
+    /// Merge operands, oldest first, on the write beneath them (`None`: on the snapshot's
+    /// value; never another merge), see `merges.rs`.
+    Merge {
+        under: Option<Box<Write>>,
+        operands: Vec<Vec<u8>>,
+    },
 }
 
 impl Write {
-    /// The value a read sees: `None` for a delete.
-    fn value(&self) -> Option<Vec<u8>> {
+    /// Adds the write of `key` to `batch`, to `to`.
+    fn add_to(&self, batch: &mut WriteBatch, to: Target, key: &[u8]) {
         match self {
-            Write::Put(v) | Write::PutWithTtl(v, _) => Some(v.clone()),
-            Write::Delete => None,
-        }
+            Write::Put(v) => batch.put_to(to, key, v),
+            Write::PutWithTtl(v, ttl) => batch.put_with_ttl_to(to, key, v, *ttl),
+            Write::Delete => batch.delete_to(to, key),
+            Write::Merge { under, operands } => {
+                if let Some(under) = under {
+                    under.add_to(batch, to, key);
+                }
+                for op in operands {
+                    batch.merge_to(to, key, op);
+                }
+                batch
+            }
+        };
     }
 }
 
@@ -491,7 +504,11 @@ fn read(
     let id = db.tree.id;
     let entry = (id, key.to_vec());
     if let Some(written) = writes.get(&entry) {
-        return Ok(written.value());
+        return merges::seen(db, key, written, || {
+            let value = db.get_at(snapshot, key)?;
+            check.keys.insert(entry.clone());
+            Ok(value)
+        });
     }
     let covered = deleted.iter().any(|(ks, start, end)| {
         *ks == id && key >= start.as_slice() && end.as_deref().is_none_or(|e| key < e)
@@ -523,11 +540,14 @@ fn scan<R: KeyRange>(
         Bound::Excluded(k) => Bound::Excluded((id, k.clone())),
         Bound::Unbounded => Bound::Included((id, Vec::new())),
     };
-    let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = writes
+    let own = writes
         .range((lo, Bound::Unbounded))
         .take_while(|((ks, k), _)| *ks == id && crate::key_range::below_end(k, as_ref(&end)))
-        .map(|((_, k), w)| (k.clone(), w.value()))
-        .collect();
+        .map(|((_, k), w)| (k, w));
+    let own = match merges::own_in_range(db, snapshot, own) {
+        Ok(own) => own,
+        Err(e) => return TransactionScan::refused(e),
+    };
     let base = db.scan_at(snapshot, (start.clone(), end.clone()));
     check.ranges.push((id, start, end));
     TransactionScan::new(base, own, deleted_in(deleted, id))

@@ -131,8 +131,17 @@ impl Db {
                 let keyspace = (live.id, live.name.as_str());
                 let table = table_options(o, keyspace, 0, false, o.filter.clone(), inner.store_id);
                 made.push(table_path(dir, number));
-                let added =
-                    write_level0_table(&inner.fs, dir, number, table, &live.stats, &[], &sv.mem)?;
+                let operator = o.merge_operator.as_ref();
+                let added = write_level0_table(
+                    &inner.fs,
+                    dir,
+                    number,
+                    table,
+                    &live.stats,
+                    &[],
+                    &sv.mem,
+                    operator,
+                )?;
                 record.version = Arc::new(record.version.apply(&VersionEdit {
                     added: added.into_iter().collect(),
                     ..Default::default()

@@ -11,8 +11,11 @@
 //! A compaction filter is recorded by name too, and looked for in the options' compaction filter
 //! and registered ones; a time to live is recorded in seconds, as `expire_after` (puts expire
 //! that long after they are written: `ttl.rs`) or, for a keyspace whose values carry their write
-//! time, `ttl`. These lines are written only when set. `Keyspace::set_options` records a new
-//! record whole; [`changed_options`] names what differs between two.
+//! time, `ttl`. A merge operator is recorded by name as `merge_operator`, and a store opened
+//! without an operator of that name (its merge operator or a registered one) refuses to open
+//! ([`missing_merge_operator`]): its operands could not be read. These lines are written only when
+//! set. `Keyspace::set_options` records a new record whole; [`changed_options`] names what differs
+//! between two.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +27,7 @@ use crate::filter::{
     BinaryFuse, CacheLocalBloom, Filter, FilterAllocation, FilterLayout, FilterPolicy,
     LevelDbBloom, RangeFilter, Ribbon,
 };
+use crate::merge_operator::MergeOperator;
 use crate::options::{Compression, Options};
 use crate::prefix::PrefixExtractor;
 
@@ -127,6 +131,9 @@ pub(crate) fn describe(options: &Options) -> String {
     if let Some(f) = &o.compaction_filter {
         record.push_str(&format!("compaction_filter={}\n", f.name()));
     }
+    if let Some(m) = &o.merge_operator {
+        record.push_str(&format!("merge_operator={}\n", m.name()));
+    }
     if let Some(ttl) = o.ttl {
         // A reader that knows neither line refuses the record: it could not read the values.
         let name = if o.write_times { "ttl" } else { "expire_after" };
@@ -148,6 +155,7 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
     let mut o = store.clone();
     // Recorded only when set: a record without them is a keyspace without them.
     o.compaction_filter = None;
+    o.merge_operator = None;
     o.ttl = None;
     o.write_times = false;
     o.range_filter = RangeFilter::none();
@@ -206,6 +214,7 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
             "compaction_filter" => {
                 o.compaction_filter = restore_compaction_filter(name, value, store)
             }
+            "merge_operator" => o.merge_operator = find_merge_operator(value, store),
             "expire_after" => o.ttl = Some(Duration::from_secs(number()?)),
             "ttl" => {
                 o.ttl = Some(Duration::from_secs(number()?));
@@ -318,6 +327,37 @@ fn restore_prefix(keyspace: &str, name: &str, store: &Options) -> Option<PrefixE
         );
     }
     own
+}
+
+/// The merge operator named `name` among `store`'s (its own, then the registered ones).
+fn find_merge_operator(name: &str, store: &Options) -> Option<Arc<dyn MergeOperator>> {
+    store
+        .merge_operator
+        .iter()
+        .chain(&store.registered_merge_operators)
+        .find(|m| m.name() == name)
+        .cloned()
+}
+
+/// `Ok` unless keyspace `keyspace`'s record names a merge operator that `store` (the options a
+/// store is opened with) does not hold.
+///
+/// # Errors
+/// `Error::InvalidArgument` naming the keyspace and the operator.
+pub(crate) fn missing_merge_operator(keyspace: &str, record: &str, store: &Options) -> Result<()> {
+    for name in record
+        .lines()
+        .filter_map(|l| l.strip_prefix("merge_operator="))
+    {
+        if find_merge_operator(name, store).is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "keyspace {keyspace} was created with merge operator {name}, which the options \
+                 the store is opened with do not hold (merge_operator, register_merge_operator): \
+                 its merge operands could not be read"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The compaction filter a `compaction_filter=` line names, found among the store's options.

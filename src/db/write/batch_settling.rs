@@ -128,7 +128,10 @@ fn settle_batch(
                 end.push(0);
                 out.entry(to, e.kind, e.key, Some(&end));
             }
-            ValueKind::RangeDeletion => out.entry(to, e.kind, e.key, Some(e.value)),
+            // Operands carry no stamp: a keyspace with a TTL takes no merge operator.
+            ValueKind::RangeDeletion | ValueKind::Merge => {
+                out.entry(to, e.kind, e.key, Some(e.value))
+            }
             ValueKind::Deletion => out.entry(to, e.kind, e.key, None),
         }
     }

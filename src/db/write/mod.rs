@@ -3,9 +3,11 @@
 //! memtable, publish the sequences. And `sync_wal`, which fsyncs without writing.
 //!
 //! The room also holds `queue.rs` (the writers waiting for their group commit) and
-//! `batch_settling.rs` (what the commit fills in: expiry times, open range ends).
+//! `batch_settling.rs` (what the commit fills in: expiry times, open range ends); `merges.rs`
+//! holds `merge` and the check that a keyspace merged into has a merge operator.
 
 mod batch_settling;
+mod merges;
 pub(crate) mod queue;
 
 use std::collections::BTreeMap;
@@ -124,7 +126,7 @@ impl Db {
     }
 
     /// Where this handle's own writes go: its keyspace.
-    fn target(&self) -> Target {
+    pub(crate) fn target(&self) -> Target {
         match self.tree.id {
             // Un-targeted is the default keyspace's, in fewer bytes.
             DEFAULT_KEYSPACE_ID => Target::Untargeted,
@@ -180,6 +182,7 @@ impl Db {
                 .retargeted(id, self.inner.store_id)
                 .ok_or_else(|| Error::InvalidArgument("malformed write batch".into()))?,
         };
+        self.check_merge_operators(&batch)?;
         match batch.store() {
             Ok(None) => {}
             Ok(Some(store)) if store == self.inner.store_id => {}

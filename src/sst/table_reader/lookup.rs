@@ -100,6 +100,7 @@ pub(crate) trait TakeValue {
         match kind {
             ValueKind::Value => NewestEntry::Value(Self::take(block, it)),
             ValueKind::ExpiringValue => NewestEntry::Expiring(Self::take(block, it)),
+            ValueKind::Merge => NewestEntry::Merge(Self::take(block, it)),
             // A writer never puts a range tombstone in a data block.
             ValueKind::Deletion | ValueKind::RangeDeletion => NewestEntry::Deleted,
         }
