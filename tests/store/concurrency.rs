@@ -244,7 +244,22 @@ fn readers_writer_deletes_and_compactions_stay_consistent_and_finish() {
     }
     drop(done_tx);
 
-    std::thread::sleep(run_for);
+    // At least `run_for`; on a busy machine, on until the writer finished two rounds and a flush,
+    // a compaction and a read-triggered compaction all ran (at most a minute).
+    let started = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let stats = db.statistics();
+        let every_path = round_done.load(Ordering::SeqCst) >= 2
+            && stats.ticker(siftdb::Ticker::Flushes) > 0
+            && stats.ticker(siftdb::Ticker::Compactions) > 0
+            && stats.ticker(siftdb::Ticker::ReadTriggeredCompactions) > 0;
+        if (every_path && started.elapsed() >= run_for)
+            || started.elapsed() > Duration::from_secs(60)
+        {
+            break;
+        }
+    }
     stop.store(true, Ordering::Relaxed);
     // Watchdog: every thread must report within the grace period after being told to stop.
     let deadline = Instant::now() + Duration::from_secs(30);
