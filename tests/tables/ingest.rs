@@ -279,10 +279,10 @@ fn damaged_truncated_foreign_and_overlapping_files_are_refused_and_the_store_is_
         &truncated,
         true,
     );
-    refused(&store, &[garbage.clone()], &garbage, true);
+    refused(&store, std::slice::from_ref(&garbage), &garbage, true);
     refused(&store, &[other.clone(), foreign.clone()], &foreign, false);
-    refused(&store, &[in_users.clone()], &in_users, false);
-    refused(&store, &[copied.clone()], &copied, false);
+    refused(&store, std::slice::from_ref(&in_users), &in_users, false);
+    refused(&store, std::slice::from_ref(&copied), &copied, false);
     refused(
         &store,
         &[good.clone(), overlapping.clone()],
@@ -294,4 +294,37 @@ fn damaged_truncated_foreign_and_overlapping_files_are_refused_and_the_store_is_
     let db = Db::open(&store, options()).unwrap();
     db.ingest(&[&good, &other]).unwrap();
     assert_eq!(contents(&db).len(), 5000 + 100 + 1);
+}
+
+/// The ingest takes a sequence outside the WAL: writes to every keyspace before and after it come
+/// back from the WALs at reopen, in order, over the ingested keys.
+#[test]
+fn writes_to_every_keyspace_around_an_ingest_are_replayed_at_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("db");
+    let db = Db::open(&store, options()).unwrap();
+    let users = db.keyspace("users").unwrap();
+    let orders = db.keyspace("orders").unwrap();
+    orders.put(b"before", b"1").unwrap();
+    users.put(key(1), b"before").unwrap();
+    let t = table(&users, &dir.path().join("t.sst"), 0..100, 1, 1);
+    users.ingest(&[&t]).unwrap();
+    orders.put(b"after", b"2").unwrap();
+    users.put(key(2), b"after").unwrap();
+    db.put(b"default", b"3").unwrap();
+    drop((users, orders, db));
+    let db = Db::open(&store, options()).unwrap();
+    let users = db.keyspace("users").unwrap();
+    let orders = db.keyspace("orders").unwrap();
+    assert_eq!(users.get(key(1)).unwrap(), Some(value(1, 1)));
+    assert_eq!(users.get(key(2)).unwrap(), Some(b"after".to_vec()));
+    assert_eq!(users.get(key(3)).unwrap(), Some(value(3, 1)));
+    assert_eq!(orders.get(b"before").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(orders.get(b"after").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(db.get(b"default").unwrap(), Some(b"3".to_vec()));
+    assert_eq!(
+        db.get(key(1)).unwrap(),
+        None,
+        "the default keyspace is another map"
+    );
 }
