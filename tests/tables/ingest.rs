@@ -328,3 +328,37 @@ fn writes_to_every_keyspace_around_an_ingest_are_replayed_at_reopen() {
         "the default keyspace is another map"
     );
 }
+
+/// A checkpoint, a backup restored and a read-only open of a store holding ingested tables read
+/// them at their sequence, as the store does.
+#[test]
+fn checkpoints_backups_and_read_only_opens_carry_ingested_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("db");
+    let db = Db::open(&store, options()).unwrap();
+    db.put(key(5), b"put before").unwrap();
+    let snapshot = db.snapshot();
+    let t = table(&db, &dir.path().join("t.sst"), 0..100, 1, 1);
+    db.ingest(&[&t]).unwrap();
+    db.put(key(6), b"put after").unwrap();
+    let expected = contents(&db);
+    assert_eq!(expected[&key(5)], value(5, 1));
+    assert_eq!(
+        db.get_at(&snapshot, key(5)).unwrap(),
+        Some(b"put before".to_vec())
+    );
+    drop(snapshot);
+    db.checkpoint(dir.path().join("checkpoint")).unwrap();
+    let mut engine = siftdb::BackupEngine::open(dir.path().join("backups")).unwrap();
+    let id = engine.create_backup(&db).unwrap();
+    engine.restore(id, dir.path().join("restored")).unwrap();
+    drop(db);
+    for copy in ["checkpoint", "restored"] {
+        let db = Db::open(dir.path().join(copy), options()).unwrap();
+        assert_eq!(contents(&db), expected, "{copy}");
+        db.compact().unwrap();
+        assert_eq!(contents(&db), expected, "{copy} compacted");
+    }
+    let db = Db::open_read_only(&store, options()).unwrap();
+    assert_eq!(contents(&db), expected, "read-only");
+}
