@@ -362,3 +362,24 @@ fn checkpoints_backups_and_read_only_opens_carry_ingested_tables() {
     let db = Db::open_read_only(&store, options()).unwrap();
     assert_eq!(contents(&db), expected, "read-only");
 }
+
+/// A WAL may hold writes no memtable holds (to a keyspace dropped since): the ingest starts a new
+/// one, so that replay, which starts past the ingest's sequence, never meets an older record.
+#[test]
+fn an_ingest_after_writes_to_a_dropped_keyspace_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("db");
+    let db = Db::open(&store, options()).unwrap();
+    let doomed = db.keyspace("doomed").unwrap();
+    doomed.put(b"k", b"v").unwrap();
+    drop(doomed);
+    db.drop_keyspace("doomed").unwrap();
+    let t = table(&db, &dir.path().join("t.sst"), 0..10, 1, 1);
+    db.ingest(&[&t]).unwrap();
+    db.put(key(20), b"after").unwrap();
+    drop(db);
+    let db = Db::open(&store, options()).unwrap();
+    assert_eq!(db.get(key(3)).unwrap(), Some(value(3, 1)));
+    assert_eq!(db.get(key(20)).unwrap(), Some(b"after".to_vec()));
+    assert_eq!(db.keyspace_names(), ["default"]);
+}

@@ -195,20 +195,28 @@ fn is_empty(inner: &DbInner, tree: &Tree) -> bool {
 impl DbInner {
     /// Freezes every keyspace's memtable that holds writes and waits until no keyspace has a
     /// frozen memtable left, holding the WAL lock (`wal`) throughout, so no write comes in: then
-    /// every write is in a table and no WAL before the current one is needed.
+    /// every write is in a table and no WAL before the current one is needed. The current WAL
+    /// then holds no record: one that holds writes no memtable does (to a keyspace dropped
+    /// since) is replaced by a new one too, so that replay, which starts past the ingest's
+    /// sequence, never meets an older record.
     ///
     /// # Errors
     /// The background error if a flush fails; `Error::Closed` if the store closes meanwhile.
     fn flush_every_keyspace(&self, wal: &mut WalState) -> Result<()> {
-        let ids: Vec<u32> = {
+        let (ids, written): (Vec<u32>, bool) = {
             let st = self.state.lock();
-            st.trees
+            let ids = st
+                .trees
                 .iter()
                 .filter(|(_, t)| !t.sv.mem.is_empty())
                 .map(|(id, _)| *id)
-                .collect()
+                .collect();
+            (
+                ids,
+                st.wals.get(&wal.log_number).is_some_and(|w| w.bytes > 0),
+            )
         };
-        if !ids.is_empty() {
+        if !ids.is_empty() || written {
             self.switch_memtable(wal, &ids)?;
         }
         let mut st = self.state.lock();
