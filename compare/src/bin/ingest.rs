@@ -321,7 +321,7 @@ struct Args {
     #[arg(long, default_value_t = 0.5)]
     compression_ratio: f64,
     /// The stores, in order.
-    #[arg(long, value_delimiter = ',', default_values_t = [StoreName::Siftdb, StoreName::Rocksdb])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["siftdb", "rocksdb"])]
     stores: Vec<StoreName>,
     /// Then a full and an incremental backup of each ingested store.
     #[arg(long)]
