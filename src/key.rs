@@ -99,6 +99,18 @@ pub(crate) fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
     })
 }
 
+/// Gives the internal key `ikey` sequence `seq`, keeping its user key and kind (nothing if it is
+/// shorter than a tag): how an ingested table's entries, written at 0, are read at the sequence
+/// the store assigned the table.
+#[inline]
+pub(crate) fn set_sequence(ikey: &mut [u8], seq: u64) {
+    if let Some(split) = ikey.len().checked_sub(TAG_LEN) {
+        let tag = &mut ikey[split..];
+        let kind = tag[0];
+        tag.copy_from_slice(&((seq << 8) | u64::from(kind)).to_le_bytes());
+    }
+}
+
 /// The user key of an internal key (the whole slice if it is shorter than a tag).
 #[inline]
 pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {

@@ -104,6 +104,7 @@ pub use db::keyspace::MAX_KEYSPACE_NAME_BYTES;
 pub use db::scan::{cursor::Cursor, Scan};
 pub use db::transaction::{Transaction, TransactionScan};
 pub use db::utilities::backup::{BackupEngine, BackupId, BackupInfo};
+pub use db::utilities::ingest::{ExternalTable, IngestedTable, TableWriter};
 pub use db::{Db, Keyspace, Snapshot};
 /// The former name of [`Cursor`], which [`Db::cursor`] returns (before [`Db::iter`] became an
 /// [`Iterator`], it returned this cursor).

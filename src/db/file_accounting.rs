@@ -207,8 +207,9 @@ fn unnamed_tables(
 /// - its keyspace's drop is recorded;
 /// - it is numbered at or past the oldest table still being written at the last edit, and its
 ///   keyspace is live (a flush's or compaction's output whose edit never landed: its data is
-///   still in the WALs or the tables it would have replaced), or it cannot be read at all (such
-///   an output cut short);
+///   still in the WALs or the tables it would have replaced; or a table an ingest copied in,
+///   recording number 0, whose edit never landed: the caller still has it), or it cannot be read
+///   at all (such an output or copy cut short);
 /// - its keyspace is live and it records no keyspace id: written by an earlier version, whose
 ///   edits did not record the tables in flight. Such a table's data, were its edit lost, is in a
 ///   WAL or table the other checks find missing.
@@ -241,7 +242,11 @@ fn why_unnamed(
         }
         Err(e) => return Err(e),
     };
-    if properties.store_id != recovered.store_id || properties.table_number != number {
+    // A table built outside the store records number 0: one the ingest copied in, whose edit
+    // did not land, is explained like any table in flight.
+    let ingested = properties.external && properties.table_number == 0;
+    if properties.store_id != recovered.store_id || (properties.table_number != number && !ingested)
+    {
         return Ok(Err(format!(
             "not this store's table {number}: it records another store or number"
         )));

@@ -92,6 +92,7 @@ pub(crate) fn write_level0_table(
         smallest: summary.smallest,
         largest: summary.largest,
         range_tombstones: summary.range_tombstones,
+        global_sequence: None,
     }))
 }
 

@@ -42,8 +42,11 @@ pub(crate) struct TableProperties {
     pub(crate) keyspace_id: Option<u32>,
     /// The identity of the store that wrote the table (16 bytes; empty if not recorded).
     pub(crate) store_id: Vec<u8>,
-    /// The file number the table was written under.
+    /// The file number the table was written under (0 for a table built outside the store).
     pub(crate) table_number: u64,
+    /// Built outside the store by a `TableWriter`, for ingestion: every key once, every entry at
+    /// sequence 0 (the store assigns the table one sequence when it ingests it).
+    pub(crate) external: bool,
     /// The table's smallest and largest internal keys.
     pub(crate) smallest_key: Vec<u8>,
     pub(crate) largest_key: Vec<u8>,
@@ -73,6 +76,7 @@ impl Default for TableProperties {
             keyspace_id: None,
             store_id: Vec::new(),
             table_number: 0,
+            external: false,
             smallest_key: Vec::new(),
             largest_key: Vec::new(),
         }
@@ -103,6 +107,9 @@ impl TableProperties {
         num("siftdb.filter.size", self.filter_bytes);
         num("siftdb.filter.keys", self.filter_keys);
         num("siftdb.table.number", self.table_number);
+        if self.external {
+            num("siftdb.external", 1);
+        }
         entries.insert("siftdb.store.id", self.store_id.clone());
         entries.insert("siftdb.smallest.key", self.smallest_key.clone());
         entries.insert("siftdb.largest.key", self.largest_key.clone());
@@ -169,6 +176,7 @@ impl TableProperties {
                 b"siftdb.keyspace" => p.keyspace = text()?,
                 b"siftdb.keyspace.id" => p.keyspace_id = Some(u32::try_from(num()?).ok()?),
                 b"siftdb.table.number" => p.table_number = num()?,
+                b"siftdb.external" => p.external = num()? == 1,
                 b"siftdb.store.id" => p.store_id = v.to_vec(),
                 b"siftdb.smallest.key" => p.smallest_key = v.to_vec(),
                 b"siftdb.largest.key" => p.largest_key = v.to_vec(),
@@ -211,6 +219,7 @@ mod tests {
             keyspace_id: Some(3),
             store_id: vec![7; 16],
             table_number: 42,
+            external: true,
             smallest_key: b"a\x01\0\0\0\0\0\0\0".to_vec(),
             largest_key: b"z\x01\0\0\0\0\0\0\0".to_vec(),
         };

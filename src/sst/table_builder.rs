@@ -123,6 +123,18 @@ impl TableBuilder {
         })
     }
 
+    /// Marks the table as built outside the store, for ingestion: it records number 0 and the
+    /// `siftdb.external` property (`docs/table_format.md`, *Properties block*).
+    pub(crate) fn mark_external(&mut self) {
+        self.props.table_number = 0;
+        self.props.external = true;
+    }
+
+    /// Entries added so far.
+    pub(crate) fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
     /// Whether it holds nothing yet: no entry and no range tombstone.
     pub(crate) fn is_empty(&self) -> bool {
         self.props.num_entries == 0 && self.range_tombstones.is_empty()

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::filter::range::{RangeFilterFormat, TableRangeFilter};
 use crate::filter::PolicyRegistry;
 use crate::fs::{io_at, read_exact_at};
+use crate::key::set_sequence;
 use crate::prefix::PrefixExtractor;
 use crate::range_tombstones::FragmentedRangeTombstones;
 use crate::sst::block::{Block, KeyOrder};
@@ -113,6 +114,8 @@ pub(crate) struct TableReader {
     /// The store's prefix extractor, if the filter holds its prefixes.
     prefix: Option<PrefixExtractor>,
     properties: TableProperties,
+    /// For an ingested table, the sequence every entry is read at (each is stored at 0).
+    global_sequence: Option<u64>,
     /// Its range tombstones, read at open; `None` if it has none.
     range_tombstones: Option<Arc<FragmentedRangeTombstones>>,
     /// The block cache, as its store sees it.
@@ -127,6 +130,9 @@ pub(crate) struct ExpectedTable<'a> {
     pub(crate) size: u64,
     pub(crate) smallest: &'a [u8],
     pub(crate) largest: &'a [u8],
+    /// Set for a table built outside the store and ingested: the sequence its entries are read
+    /// at. Such a table records number 0 and its keys at sequence 0.
+    pub(crate) global_sequence: Option<u64>,
 }
 
 /// Reads and verifies the footer and the metaindex block of the table `file` (at `path`, of
@@ -268,6 +274,7 @@ impl TableReader {
             charged: placement.charge_to_cache,
             prefix,
             properties,
+            global_sequence: expected.and_then(|e| e.global_sequence),
             range_tombstones,
             cache,
             stats,
@@ -361,13 +368,28 @@ fn check_identity(
             "the table belongs to another store".to_string()
         });
     }
-    if props.table_number != number {
-        return Err(format!(
-            "the table was written as number {}, not {number}",
-            props.table_number
-        ));
+    let (mut smallest, mut largest) = (props.smallest_key.clone(), props.largest_key.clone());
+    match expected.global_sequence {
+        Some(seq) => {
+            if !props.external || props.table_number != 0 {
+                return Err(format!(
+                    "the MANIFEST records an ingested table, but the file is the store's table \
+                     number {}",
+                    props.table_number
+                ));
+            }
+            set_sequence(&mut smallest, seq);
+            set_sequence(&mut largest, seq);
+        }
+        None if props.table_number != number => {
+            return Err(format!(
+                "the table was written as number {}, not {number}",
+                props.table_number
+            ));
+        }
+        None => {}
     }
-    if props.smallest_key != expected.smallest || props.largest_key != expected.largest {
+    if smallest != expected.smallest || largest != expected.largest {
         return Err("the table's key range is not the one the MANIFEST records".to_string());
     }
     Ok(())
@@ -596,6 +618,55 @@ mod iter_tests {
         for (k, _) in &entries {
             let user = &k[..k.len() - 8];
             assert!(filter.may_contain(Some(user), Some(user)));
+        }
+    }
+
+    /// An ingested table: each key once, stored at sequence 0, read at the table's sequence. Its
+    /// iterator walks and seeks as one that stored them at that sequence would, and a point
+    /// lookup older than it finds nothing.
+    #[test]
+    fn an_ingested_table_shows_its_entries_at_its_sequence() {
+        let mut rng = StdRng::seed_from_u64(8);
+        let dir = tempfile::tempdir().unwrap();
+        let global = 1000;
+        let mut stored = Vec::new();
+        let mut shown = Vec::new();
+        for i in 0..600u32 {
+            let user = format!("key{i:05}").into_bytes();
+            let kind = if i % 7 == 3 {
+                ValueKind::Deletion
+            } else {
+                ValueKind::Value
+            };
+            let value: Vec<u8> = (0..rng.gen_range(0..40)).map(|_| rng.gen()).collect();
+            stored.push((internal_key(&user, 0, kind), value.clone()));
+            shown.push((internal_key(&user, global, kind), value));
+        }
+        let path = dir.path().join("ingested.sst");
+        write_table(&path, &stored, Compression::None);
+        let mut probes = probes(&shown);
+        for i in (0..610u32).step_by(2) {
+            let user = format!("key{i:05}").into_bytes();
+            for seq in [0, global - 1, global, global + 1, MAX_SEQUENCE] {
+                probes.push(lookup_key(&user, seq));
+                probes.push(internal_key(&user, seq, ValueKind::Deletion));
+            }
+        }
+        let mut table = Arc::into_inner(open(&path, false).unwrap()).unwrap();
+        table.global_sequence = Some(global);
+        let table = Arc::new(table);
+        let mut it = table.iter(true);
+        check_against_model(&mut it, &shown, &probes, &mut rng, 3000);
+        let probe_key = b"key00010";
+        let probe = crate::filter::FilterProbe::new(probe_key);
+        for (seq, found) in [(global - 1, false), (global, true), (MAX_SEQUENCE, true)] {
+            let search = table
+                .search::<lookup::CopyValue>(&lookup_key(probe_key, seq), &probe)
+                .unwrap();
+            assert_eq!(search.found.is_some(), found, "at {seq}");
+            if found {
+                assert_eq!(search.found_sequence, global);
+            }
         }
     }
 

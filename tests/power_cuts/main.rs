@@ -8,6 +8,7 @@ mod common;
 
 mod backup_crash;
 mod durability;
+mod ingest_crash;
 mod keyspace_lifecycle_crash;
 mod keyspaces_crash;
 mod merges_crash;

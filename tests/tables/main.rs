@@ -11,5 +11,6 @@ mod compaction;
 mod compaction_filter;
 mod compression;
 mod filters;
+mod ingest;
 mod monkey;
 mod range_filter_rates;

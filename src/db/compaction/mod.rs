@@ -243,6 +243,7 @@ impl DbInner {
                         smallest: t.smallest.clone(),
                         largest: t.largest.clone(),
                         range_tombstones: t.range_tombstones,
+                        global_sequence: t.global_sequence,
                     })
                     .collect(),
                 ..Default::default()
@@ -515,6 +516,7 @@ impl DbInner {
                 smallest: summary.smallest,
                 largest: summary.largest,
                 range_tombstones: summary.range_tombstones,
+                global_sequence: None,
             });
             Ok(())
         };

@@ -25,6 +25,7 @@ const TAG_NEXT_KEYSPACE_ID: u64 = 13;
 const TAG_RANGE_TOMBSTONES: u64 = 14;
 const TAG_KEYSPACE_OPTIONS: u64 = 15;
 const TAG_OLDEST_TABLE_IN_FLIGHT: u64 = 16;
+const TAG_INGESTED: u64 = 17;
 
 /// A keyspace as the MANIFEST records its creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +46,9 @@ pub(crate) struct NewFile {
     pub(crate) largest: Vec<u8>,
     /// Whether it holds range tombstones (which a scan must see without opening every table).
     pub(crate) range_tombstones: bool,
+    /// For a table built outside the store and ingested (`Db::ingest`): the sequence its
+    /// entries, all written at 0, are read at.
+    pub(crate) global_sequence: Option<u64>,
 }
 
 /// The change one MANIFEST record makes. Tables added and deleted, and `keyspace_log_number`,
@@ -131,6 +135,11 @@ impl VersionEdit {
                 put_varint64(&mut b, TAG_RANGE_TOMBSTONES);
                 put_varint64(&mut b, f.number);
             }
+            if let Some(seq) = f.global_sequence {
+                put_varint64(&mut b, TAG_INGESTED);
+                put_varint64(&mut b, f.number);
+                put_varint64(&mut b, seq);
+            }
         }
         b
     }
@@ -185,6 +194,7 @@ impl VersionEdit {
                             smallest: d.length_prefixed()?.to_vec(),
                             largest: d.length_prefixed()?.to_vec(),
                             range_tombstones: false,
+                            global_sequence: None,
                         })
                     })()
                     .ok_or_else(|| bad("bad new-file entry"))?;
@@ -198,6 +208,15 @@ impl VersionEdit {
                     match e.added.last_mut() {
                         Some(f) if f.number == n => f.range_tombstones = true,
                         _ => return Err(bad("a range tombstone mark names no table just added")),
+                    }
+                }
+                TAG_INGESTED => {
+                    // Follows the new-file entry it marks, as a range tombstone mark does.
+                    let (n, seq) = (|| Some((d.varint64()?, d.varint64()?)))()
+                        .ok_or_else(|| bad("bad ingested-table mark"))?;
+                    match e.added.last_mut() {
+                        Some(f) if f.number == n => f.global_sequence = Some(seq),
+                        _ => return Err(bad("an ingested-table mark names no table just added")),
                     }
                 }
                 TAG_STORE_ID => {
@@ -277,6 +296,7 @@ mod tests {
                 smallest: b"a\0\0\0\0\0\0\0\x01".to_vec(),
                 largest: b"z\0\0\0\0\0\0\0\x01".to_vec(),
                 range_tombstones: true,
+                global_sequence: Some(1 << 33),
             }],
             store_id: Some([3; 16]),
         };
@@ -304,6 +324,7 @@ mod tests {
             smallest: b"a\0\0\0\0\0\0\0\x01".to_vec(),
             largest: b"m\0\0\0\0\0\0\0\x01".to_vec(),
             range_tombstones,
+            global_sequence: None,
         };
         let p = Path::new("MANIFEST-000007");
         let mark = |number: u64| {

@@ -485,6 +485,7 @@ fn tables_of(version: &Version) -> Vec<NewFile> {
                 smallest: f.smallest.clone(),
                 largest: f.largest.clone(),
                 range_tombstones: f.range_tombstones,
+                global_sequence: f.global_sequence,
             })
         })
         .collect()
@@ -612,6 +613,7 @@ mod tests {
             smallest: b"a\x01\0\0\0\0\0\0\0".to_vec(),
             largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
             range_tombstones: false,
+            global_sequence: None,
         }
     }
 

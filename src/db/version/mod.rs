@@ -88,6 +88,8 @@ pub(crate) struct FileMeta {
     largest_lead: u128,
     /// Whether it holds range tombstones.
     pub(crate) range_tombstones: bool,
+    /// The sequence an ingested table's entries are read at (see `NewFile::global_sequence`).
+    pub(crate) global_sequence: Option<u64>,
     /// The table's open reader, once the table cache pins it here.
     reader: OnceLock<PinnedReader>,
     /// What its filter spends, once Monkey allocation has read it from the properties: every flush
@@ -187,6 +189,7 @@ impl FileMeta {
             smallest_lead: leading_bytes(user_key(&f.smallest)),
             largest_lead: leading_bytes(user_key(&f.largest)),
             range_tombstones: f.range_tombstones,
+            global_sequence: f.global_sequence,
             reader: OnceLock::new(),
             filter_spend: OnceLock::new(),
             merging: std::sync::atomic::AtomicBool::new(false),
@@ -448,6 +451,7 @@ impl Version {
                     smallest: internal_key(lo.as_bytes(), 1, ValueKind::Value),
                     largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
                     range_tombstones: false,
+                    global_sequence: None,
                 })
                 .collect(),
             ..Default::default()
@@ -574,6 +578,7 @@ mod tests {
             smallest: internal_key(lo.as_bytes(), 1, ValueKind::Value),
             largest: internal_key(hi.as_bytes(), 1, ValueKind::Value),
             range_tombstones: false,
+            global_sequence: None,
         }
     }
 

@@ -6,7 +6,7 @@
 //! opened through that LRU.
 
 use std::ops::Deref;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -97,6 +97,25 @@ impl TableCache {
         }
     }
 
+    /// Opens the table at `path`, which no MANIFEST names (a file offered for ingestion), with this
+    /// keyspace's filter policies, outside the caches: its blocks go through a small cache of its
+    /// own, so nothing of it is cached under a number of this store.
+    ///
+    /// # Errors
+    /// As [`TableReader::open`].
+    pub(crate) fn open_unnamed(&self, path: &Path) -> Result<Arc<TableReader>> {
+        TableReader::open(
+            path,
+            0,
+            None,
+            MetaBlockPlacement::default(),
+            StoreCache::private(1 << 20, 0.5),
+            Arc::clone(&self.stats),
+            &self.policies,
+        )
+        .map(Arc::new)
+    }
+
     /// The reader of `file`, opening it if it is not open.
     ///
     /// # Errors
@@ -125,6 +144,7 @@ impl TableCache {
                     size: file.size,
                     smallest: &file.smallest,
                     largest: &file.largest,
+                    global_sequence: file.global_sequence,
                 }),
                 self.placement.for_level(file.level),
                 self.blocks.clone(),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::TableReader;
 use crate::error::Result;
 use crate::iter::InternalIterator;
+use crate::key::{compare_internal, set_sequence, user_key, TAG_LEN};
 use crate::sst::block::{BlockIter, KeyOrder};
 use crate::sst::format::BlockHandle;
 
@@ -17,6 +18,8 @@ impl TableReader {
             table: Arc::clone(self),
             data: None,
             fill_cache,
+            global_sequence: self.global_sequence,
+            key: Vec::new(),
         }
     }
 }
@@ -31,6 +34,10 @@ pub(crate) struct TableIter {
     index: Option<BlockIter>,
     data: Option<BlockIter>,
     fill_cache: bool,
+    /// An ingested table's sequence: its entries, stored at 0, are shown at it.
+    global_sequence: Option<u64>,
+    /// The current entry's key at that sequence (ingested tables only).
+    key: Vec<u8>,
 }
 
 impl TableIter {
@@ -104,12 +111,40 @@ impl TableIter {
         Ok(())
     }
 
-    /// Leaves the iterator invalid if `r` is an error.
+    /// Leaves the iterator invalid if `r` is an error; in an ingested table, rewrites the
+    /// current key's sequence.
     fn settle(&mut self, r: Result<()>) -> Result<()> {
         if r.is_err() {
             self.data = None;
         }
+        if let (Some(seq), Some(d)) = (self.global_sequence, self.data.as_ref()) {
+            if d.valid() {
+                self.key.clear();
+                self.key.extend_from_slice(d.key());
+                set_sequence(&mut self.key, seq);
+            }
+        }
         r
+    }
+
+    /// The current key as stored (at 0 in an ingested table).
+    fn stored_key(&self) -> &[u8] {
+        self.data.as_ref().map(BlockIter::key).unwrap_or_default()
+    }
+
+    /// In an ingested table, after a seek that went by stored keys: whether the entry it landed
+    /// on, shown at the table's sequence, sorts before `target` (then the seek moves one on) or
+    /// after it (a seek for the previous moves one back). Each user key is there once, so one
+    /// step is enough.
+    fn shown_order(&self, target: &[u8]) -> Option<std::cmp::Ordering> {
+        let seq = self.global_sequence?;
+        let stored = self.data.as_ref().filter(|d| d.valid())?.key();
+        if target.len() < TAG_LEN || user_key(stored) != user_key(target) {
+            return None;
+        }
+        let mut shown = stored.to_vec();
+        set_sequence(&mut shown, seq);
+        Some(compare_internal(&shown, target))
     }
 
     fn try_seek_to_first(&mut self) -> Result<()> {
@@ -127,7 +162,16 @@ impl TableIter {
         if let Some(d) = self.data.as_mut() {
             d.seek(target);
         }
-        self.skip_exhausted_blocks()
+        self.skip_exhausted_blocks()?;
+        // Stored at 0, an ingested entry of the target's user key is never passed over, but
+        // shown at its sequence it may sort before the target.
+        if self.shown_order(target) == Some(std::cmp::Ordering::Less) {
+            if let Some(d) = self.data.as_mut() {
+                d.next();
+            }
+            self.skip_exhausted_blocks()?;
+        }
+        Ok(())
     }
 
     fn try_seek_to_last(&mut self) -> Result<()> {
@@ -140,6 +184,25 @@ impl TableIter {
     }
 
     fn try_seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        if self.global_sequence.is_none() || target.len() < TAG_LEN {
+            return self.try_seek_for_prev_stored(target);
+        }
+        // The target's user key with the largest tag: the last position of that user key, so
+        // the seek lands on its ingested entry (stored at 0) if there is one; shown at the
+        // table's sequence, that entry may sort after the target.
+        let mut last_of_key = user_key(target).to_vec();
+        last_of_key.extend_from_slice(&[0; TAG_LEN]);
+        self.try_seek_for_prev_stored(&last_of_key)?;
+        if self.shown_order(target) == Some(std::cmp::Ordering::Greater) {
+            if let Some(d) = self.data.as_mut() {
+                d.prev();
+            }
+            self.skip_exhausted_blocks_backward()?;
+        }
+        Ok(())
+    }
+
+    fn try_seek_for_prev_stored(&mut self, target: &[u8]) -> Result<()> {
         // The first block whose index key (≥ each of its keys, < each key of the next block) is
         // ≥ target holds the last key ≤ target, unless all its keys are > target: then the block
         // before it does. Past every index key, the table's last entry is the answer.
@@ -198,7 +261,10 @@ impl InternalIterator for TableIter {
     }
 
     fn key(&self) -> &[u8] {
-        self.data.as_ref().map(BlockIter::key).unwrap_or_default()
+        if self.global_sequence.is_some() && self.valid() {
+            return &self.key;
+        }
+        self.stored_key()
     }
 
     fn value(&self) -> &[u8] {

@@ -465,9 +465,15 @@ impl TableReader {
         if parsed.user_key != ukey {
             return Ok(None);
         }
-        Ok(Some((
-            T::found(block, it, parsed.kind, parsed.seq),
-            parsed.seq,
-        )))
+        let mut seq = parsed.seq;
+        if let Some(global) = self.global_sequence {
+            // An ingested table holds each key once, stored at 0 (so the seek always lands on
+            // it): it is read at the table's sequence, and a lookup older than that sees nothing.
+            if parse_internal_key(lookup).is_some_and(|l| l.seq < global) {
+                return Ok(None);
+            }
+            seq = global;
+        }
+        Ok(Some((T::found(block, it, parsed.kind, seq), seq)))
     }
 }
