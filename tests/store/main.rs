@@ -30,3 +30,4 @@ mod store;
 mod transactions;
 mod ttl;
 mod ttl_compat;
+mod followers;

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::with_lookup_key;
-use crate::db::tree::Tree;
+use crate::db::tree::{SuperVersion, Tree};
 use crate::db::version::table_cache::TableRef;
 use crate::db::version::{FileMeta, Version};
 use crate::db::{Db, Snapshot};
@@ -216,13 +216,13 @@ impl Db {
         keys: &[K],
     ) -> Vec<Result<Option<Vec<u8>>>> {
         self.check_snapshot(snapshot);
-        self.multi_get_at_sequence(keys, Some(snapshot.sequence()))
+        self.multi_get_at_sequence(keys, Some(snapshot))
     }
 
     fn multi_get_at_sequence<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
-        sequence: Option<u64>,
+        snapshot: Option<&Snapshot>,
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let inner = &self.inner;
         let tree = &*self.tree;
@@ -234,8 +234,16 @@ impl Db {
         }
         tree.stats.add(Ticker::NumberKeysRead, keys.len() as u64);
         // As a Get: the super-version first, then the sequence, one view for the whole batch.
-        let sv = tree.current.read();
-        let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
+        // A follower's snapshot pins super-versions of its own.
+        let pinned = snapshot.and_then(|s| s.view_of(tree.id));
+        let current = pinned.is_none().then(|| tree.current.read());
+        let pinned_sv = pinned.as_deref();
+        let Some(sv): Option<&SuperVersion> = pinned_sv.or(current.as_deref().map(|sv| &**sv))
+        else {
+            // Never: one of the two is there.
+            return keys.iter().map(|_| Err(inner.closed_error())).collect();
+        };
+        let seq = snapshot.map_or_else(|| inner.last_sequence.load(Ordering::Acquire), |s| s.sequence());
         if sv.version.range_tombstones {
             // A table's range tombstones apply whatever its filter says, which the batched walk
             // below does not ask: each key walks as a Get does, in the same view.
@@ -297,7 +305,7 @@ impl Db {
         if tree.sift(&sv.version, seq, &probes, &mut buffers, &mut answers) {
             tree.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
         }
-        drop(sv);
+        drop(current);
 
         let Answers {
             mut values,
