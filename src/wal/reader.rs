@@ -465,6 +465,42 @@ mod tests {
         }
     }
 
+    /// A reader coming back from a record's end reads the records after it, across block
+    /// boundaries and a record spanning blocks, with offsets in the file; a torn tail after them
+    /// leaves the offset to come back to.
+    #[test]
+    fn reading_on_from_a_record_end_gives_the_records_after_it() {
+        let (_dir, path) = temp_log();
+        let mut rng = StdRng::seed_from_u64(5);
+        let records: Vec<Vec<u8>> = (0..40)
+            .map(|i| random_bytes(&mut rng, if i % 7 == 3 { 50_000 } else { 900 + i * 31 }))
+            .collect();
+        let ends = write_log(&path, &records);
+        let whole = read_log(&path).unwrap();
+        assert_eq!(whole.ends, ends);
+        for (i, &end) in ends.iter().enumerate() {
+            let rest = read_log_from(&path, end).unwrap();
+            assert_eq!(rest.records, records[i + 1..], "from the end of record {i}");
+            assert_eq!(rest.ends, ends[i + 1..]);
+            assert_eq!(rest.tail, LogTail::Clean);
+        }
+        // An append in progress: half a record more.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mut more = Vec::new();
+        encode_record(&mut more, bytes.len() as u64, &[7u8; 3000]);
+        bytes.extend_from_slice(&more[..more.len() / 2]);
+        std::fs::write(&path, &bytes).unwrap();
+        let tail = read_log_from(&path, ends[30]).unwrap();
+        assert_eq!(tail.records, records[31..]);
+        let LogTail::Torn { valid_len, .. } = tail.tail else {
+            panic!("{:?}", tail.tail)
+        };
+        assert_eq!(valid_len, *ends.last().unwrap());
+        let at_tear = read_log_from(&path, valid_len).unwrap();
+        assert!(at_tear.records.is_empty());
+        assert!(matches!(at_tear.tail, LogTail::Torn { valid_len: v, .. } if v == valid_len));
+    }
+
     #[test]
     fn table_crc_matches_crc32fast() {
         let mut rng = StdRng::seed_from_u64(0);
