@@ -49,7 +49,11 @@ fn main() -> siftdb::Result<()> {
     for k in (0..args.keys).step_by(10) {
         db.put(key(k), [b'v'; 100])?;
     }
-    let follower = Db::open_follower(dir.path().join("db"), dir.path().join("follower"), options())?;
+    let follower = Db::open_follower(
+        dir.path().join("db"),
+        dir.path().join("follower"),
+        options(),
+    )?;
     let stop = Arc::new(AtomicBool::new(false));
     let (writes, reads, found) = (
         Arc::new(AtomicU64::new(0)),
@@ -71,8 +75,13 @@ fn main() -> siftdb::Result<()> {
         }));
     }
     for t in 0..args.readers {
-        let (f, stop, reads, found, keys) =
-            (follower.clone(), stop.clone(), reads.clone(), found.clone(), args.keys);
+        let (f, stop, reads, found, keys) = (
+            follower.clone(),
+            stop.clone(),
+            reads.clone(),
+            found.clone(),
+            args.keys,
+        );
         threads.push(std::thread::spawn(move || -> siftdb::Result<()> {
             let mut rng = StdRng::seed_from_u64(100 + t);
             while !stop.load(Ordering::Relaxed) {
@@ -92,10 +101,16 @@ fn main() -> siftdb::Result<()> {
         threads.push(std::thread::spawn(move || -> siftdb::Result<()> {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(every);
-                let lag = db.snapshot().sequence().saturating_sub(f.snapshot().sequence());
+                let lag = db
+                    .snapshot()
+                    .sequence()
+                    .saturating_sub(f.snapshot().sequence());
                 let started = Instant::now();
                 f.catch_up()?;
-                second.lock().expect("no panics").push((lag, started.elapsed()));
+                second
+                    .lock()
+                    .expect("no panics")
+                    .push((lag, started.elapsed()));
             }
             Ok(())
         }));
@@ -120,8 +135,8 @@ fn main() -> siftdb::Result<()> {
         let this: Vec<_> = std::mem::take(&mut *second.lock().expect("no panics"));
         lags.extend(this.iter().map(|(lag, _)| *lag));
         let mean_lag = this.iter().map(|(l, _)| *l).sum::<u64>() / this.len().max(1) as u64;
-        let catch_up = this.iter().map(|(_, t)| t.as_secs_f64() * 1e3).sum::<f64>()
-            / this.len().max(1) as f64;
+        let catch_up =
+            this.iter().map(|(_, t)| t.as_secs_f64() * 1e3).sum::<f64>() / this.len().max(1) as f64;
         let share = (fd - last_found) as f64 / (r - last_reads).max(1) as f64;
         println!(
             "{sec:>4}  {:>12}  {:>12}  {:>9.0}%  {mean_lag:>14}  {catch_up:>14.2}",

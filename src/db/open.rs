@@ -18,9 +18,9 @@ use parking_lot::{Condvar, Mutex};
 
 use super::background::{catch_panic, spawn_workers};
 use super::dir_lock::locked_error;
-use super::follower::state::Follower;
 use super::file_accounting::{account_for_files, AccountedFiles};
 use super::flush::{table_options, write_level0_table};
+use super::follower::state::Follower;
 use super::keyspace::make_tree;
 use super::tree::TreeState;
 use super::version::edit::VersionEdit;
@@ -314,7 +314,10 @@ pub(super) type KeyspaceOptions = BTreeMap<u32, (Options, u64)>;
 ///
 /// # Errors
 /// `Error::Corruption` naming the MANIFEST if a keyspace's recorded options do not parse.
-pub(super) fn keyspace_options(recovered: &RecoveredManifest, options: &Options) -> Result<KeyspaceOptions> {
+pub(super) fn keyspace_options(
+    recovered: &RecoveredManifest,
+    options: &Options,
+) -> Result<KeyspaceOptions> {
     let mut out = BTreeMap::new();
     for (&id, record) in &recovered.trees {
         let o = if id == DEFAULT_KEYSPACE_ID {
@@ -650,7 +653,8 @@ fn replay_logs(
         let mut replayed = 0;
         if stopped.is_none() {
             for record in &contents.records {
-                let step = replay_record(&path, number, record, keyspaces, None, last_sequence, &mems)?;
+                let step =
+                    replay_record(&path, number, record, keyspaces, None, last_sequence, &mems)?;
                 match step {
                     Replayed::Applied(n) => last_sequence += n,
                     Replayed::Stop(why) => {
@@ -719,8 +723,8 @@ pub(super) fn replay_record(
     last_sequence: u64,
     mems: &BTreeMap<u32, Arc<MemTable>>,
 ) -> Result<Replayed> {
-    let entries =
-        decode_batch(record).ok_or_else(|| Error::corruption(path, "malformed write batch record"))?;
+    let entries = decode_batch(record)
+        .ok_or_else(|| Error::corruption(path, "malformed write batch record"))?;
     let Some(first) = entries.first().map(|e| e.seq) else {
         return Ok(Replayed::Applied(0));
     };

@@ -65,7 +65,8 @@ impl History {
         let allowed = |i: usize| writes[i].0 == k && last.is_none_or(|l| i >= l);
         match found {
             Some(v) => {
-                let i = index_of(v).unwrap_or_else(|| panic!("{how}: key {k}: a value never written"));
+                let i =
+                    index_of(v).unwrap_or_else(|| panic!("{how}: key {k}: a value never written"));
                 assert!(i < writes.len() && allowed(i) && writes[i].1, "{how}: key {k} reads write {i}, older than write {last:?} acknowledged before the catch-up (or not a put of it)");
                 assert_eq!(v, value(i), "{how}: key {k}");
             }
@@ -116,11 +117,11 @@ fn a_follower_reads_at_least_the_writers_acknowledged_prefix() {
     let follower = Db::open_follower(&primary, &own, tiny()).unwrap();
     let mut rng = StdRng::seed_from_u64(seed ^ 0xF011);
     let mut rounds = 0u64;
-    let mut held: Option<siftdb::Scan> = None;
+    let mut held: Option<(siftdb::Scan, usize)> = None;
     loop {
         let finished = done.load(Ordering::Acquire);
         let prefix = history.acknowledged.load(Ordering::Acquire);
-        let before = held.take().map(|scan| (scan, rounds));
+        let before = held.take();
         follower.catch_up().unwrap();
         rounds += 1;
         for _ in 0..50 {
@@ -128,7 +129,7 @@ fn a_follower_reads_at_least_the_writers_acknowledged_prefix() {
             let found = follower.get(key(k)).unwrap();
             history.check(prefix, k, found.as_deref(), "get");
         }
-        if rounds % 8 == 0 {
+        if rounds.is_multiple_of(8) {
             let scanned: BTreeMap<Vec<u8>, Vec<u8>> =
                 follower.iter().map(|kv| kv.unwrap()).collect();
             for k in 0..KEYS {
@@ -136,12 +137,15 @@ fn a_follower_reads_at_least_the_writers_acknowledged_prefix() {
             }
         }
         // A scan made before the last catch-ups, read to the end now: its tables stay readable.
-        if let Some((scan, _)) = before {
-            let n = scan.map(|kv| kv.unwrap()).count();
-            assert!(n <= KEYS as usize);
+        if let Some((scan, then)) = before {
+            let scanned: BTreeMap<Vec<u8>, Vec<u8>> = scan.map(|kv| kv.unwrap()).collect();
+            for k in 0..KEYS {
+                let found = scanned.get(&key(k)).map(|v| &v[..]);
+                history.check(then, k, found, "scan made before the catch-up");
+            }
         }
-        if rounds % 5 == 0 {
-            held = Some(follower.iter());
+        if rounds.is_multiple_of(5) {
+            held = Some((follower.iter(), prefix));
         }
         if finished {
             break;
@@ -154,6 +158,9 @@ fn a_follower_reads_at_least_the_writers_acknowledged_prefix() {
     assert_eq!(ours, theirs, "after {rounds} catch-ups");
     assert!(rounds > 1);
     let compactions = db.statistics().ticker(siftdb::Ticker::Compactions);
-    assert!(compactions > 0, "the writer compacted while the follower read");
+    assert!(
+        compactions > 0,
+        "the writer compacted while the follower read"
+    );
     println!("{writes} writes, {rounds} catch-ups, {compactions} compactions");
 }

@@ -34,7 +34,13 @@ fn contents(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
 fn links(own: &Path) -> usize {
     std::fs::read_dir(own)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".sst"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".sst")
+        })
         .count()
 }
 
@@ -70,7 +76,8 @@ fn a_follower_cut_off_mid_catch_up_reopens_and_catches_up() {
                 db.put(format!("key{k:04}"), format!("{next}-{}", "v".repeat(50)))
                     .unwrap();
                 if rng.gen_ratio(1, 10) {
-                    db.delete(format!("key{:04}", rng.gen_range(0..600u64))).unwrap();
+                    db.delete(format!("key{:04}", rng.gen_range(0..600u64)))
+                        .unwrap();
                 }
                 next += 1;
             }
@@ -95,5 +102,8 @@ fn a_follower_cut_off_mid_catch_up_reopens_and_catches_up() {
         assert_eq!(links(&own), tables_listed(&follower), "after cut {cut}");
     }
     println!("{cuts} power cuts: {cut_inside} inside a catch-up, {caught} after one finished");
-    assert!(cut_inside > 0 && caught > 0, "{cut_inside} cut inside, {caught} caught up");
+    assert!(
+        cut_inside > 0 && caught > 0,
+        "{cut_inside} cut inside, {caught} caught up"
+    );
 }

@@ -63,10 +63,14 @@ fn a_follower_killed_mid_catch_up_reopens_and_catches_up() {
         let _spawns = spawn_lock();
         Db::open(&primary, options(0)).unwrap()
     };
-    let (paused, stop) = (Arc::new(parking_lot::Mutex::new(())), Arc::new(AtomicBool::new(false)));
+    let (paused, stop) = (
+        Arc::new(parking_lot::Mutex::new(())),
+        Arc::new(AtomicBool::new(false)),
+    );
     let written = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (db, paused, stop, written) = (db.clone(), paused.clone(), stop.clone(), written.clone());
+        let (db, paused, stop, written) =
+            (db.clone(), paused.clone(), stop.clone(), written.clone());
         std::thread::spawn(move || {
             for i in 0u64.. {
                 if stop.load(Ordering::Acquire) {
@@ -82,7 +86,10 @@ fn a_follower_killed_mid_catch_up_reopens_and_catches_up() {
         })
     };
     let mut rng = StdRng::seed_from_u64(11);
-    let env = [(FOLLOWER_CHILD, format!("{}|{}", primary.display(), own.display()))];
+    let env = [(
+        FOLLOWER_CHILD,
+        format!("{}|{}", primary.display(), own.display()),
+    )];
     let child = test_name(module_path!(), "follower_child");
     let mut caught = 0;
     for kill in 0..kills() {
@@ -126,7 +133,10 @@ fn follower_writer_child() {
     let Ok(dir) = std::env::var(WRITER_CHILD) else {
         return;
     };
-    let start: u64 = std::env::var("SIFTDB_FOLLOWER_WRITER_START").unwrap().parse().unwrap();
+    let start: u64 = std::env::var("SIFTDB_FOLLOWER_WRITER_START")
+        .unwrap()
+        .parse()
+        .unwrap();
     let db = Db::open(&dir, options(1)).unwrap();
     for i in start.. {
         db.put(key(i), value(i)).unwrap();
@@ -143,7 +153,10 @@ fn prefix_of(db: &Db, acked: Option<u64>, what: &str) -> u64 {
         assert_eq!(v, &value(j as u64), "{what}");
     }
     let m = got.len() as u64;
-    assert!(acked.is_none_or(|a| a < m), "{what}: {m} puts, {acked:?} acknowledged");
+    assert!(
+        acked.is_none_or(|a| a < m),
+        "{what}: {m} puts, {acked:?} acknowledged"
+    );
     m
 }
 
@@ -190,9 +203,16 @@ fn a_follower_outlives_its_writers_kill_and_follows_the_reopened_store() {
             Db::open(&primary, options(1)).unwrap()
         };
         let recovered = prefix_of(&db, acked, &format!("store after kill {kill}"));
-        assert_eq!(recovered, m, "after kill {kill}: the follower read what the store recovers");
+        assert_eq!(
+            recovered, m,
+            "after kill {kill}: the follower read what the store recovers"
+        );
         follower.catch_up().unwrap();
-        assert_eq!(contents(&follower), contents(&db), "after the reopen of kill {kill}");
+        assert_eq!(
+            contents(&follower),
+            contents(&db),
+            "after the reopen of kill {kill}"
+        );
         db.close().unwrap();
         start = m;
     }

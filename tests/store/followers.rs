@@ -28,8 +28,11 @@ fn tables_in(dir: &Path) -> Vec<String> {
 
 fn fill(db: &Db, round: u32, keys: u32) {
     for i in 0..keys {
-        db.put(format!("key{i:05}"), format!("round{round}-{i}-{}", "x".repeat(40)))
-            .unwrap();
+        db.put(
+            format!("key{i:05}"),
+            format!("round{round}-{i}-{}", "x".repeat(40)),
+        )
+        .unwrap();
     }
 }
 
@@ -49,7 +52,10 @@ fn a_follower_reads_the_writers_state_as_of_each_catch_up() {
 
     fill(&db, 1, 300);
     db.delete("key00007").unwrap();
-    assert!(value(&follower, 5).unwrap().starts_with(b"round0-5"), "not yet caught up");
+    assert!(
+        value(&follower, 5).unwrap().starts_with(b"round0-5"),
+        "not yet caught up"
+    );
     let seq = follower.catch_up().unwrap();
     assert_eq!(seq, db.snapshot().sequence());
     assert!(value(&follower, 5).unwrap().starts_with(b"round1-5"));
@@ -62,18 +68,37 @@ fn a_follower_reads_the_writers_state_as_of_each_catch_up() {
     follower.catch_up().unwrap();
     assert!(value(&follower, 5).unwrap().starts_with(b"round2-5"));
     let old = follower.get_at(&snapshot, "key00005").unwrap().unwrap();
-    assert!(old.starts_with(b"round1-5"), "{}", String::from_utf8_lossy(&old));
+    assert!(
+        old.starts_with(b"round1-5"),
+        "{}",
+        String::from_utf8_lossy(&old)
+    );
     assert_eq!(follower.iter_at(&snapshot).count(), 299);
     drop(snapshot);
     let multi = follower.multi_get(&["key00001", "key00007", "nothing"]);
-    assert!(multi[0].as_ref().unwrap().as_ref().unwrap().starts_with(b"round2-1"));
-    assert!(multi[1].as_ref().unwrap().as_ref().unwrap().starts_with(b"round2-7"));
+    assert!(multi[0]
+        .as_ref()
+        .unwrap()
+        .as_ref()
+        .unwrap()
+        .starts_with(b"round2-1"));
+    assert!(multi[1]
+        .as_ref()
+        .unwrap()
+        .as_ref()
+        .unwrap()
+        .starts_with(b"round2-7"));
     assert!(matches!(multi[2], Ok(None)));
     let at = follower.snapshot();
     fill(&db, 3, 10);
     follower.catch_up().unwrap();
     let multi = follower.multi_get_at(&at, &["key00001"]);
-    assert!(multi[0].as_ref().unwrap().as_ref().unwrap().starts_with(b"round2-1"));
+    assert!(multi[0]
+        .as_ref()
+        .unwrap()
+        .as_ref()
+        .unwrap()
+        .starts_with(b"round2-1"));
     let mut cursor = follower.cursor_at(&at);
     cursor.seek("key00001").unwrap();
     assert!(cursor.value().starts_with(b"round2-1"));
@@ -127,10 +152,18 @@ fn a_follower_of_a_directory_without_a_store_is_refused() {
     }
     let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
     let same = Db::open_follower(db.path(), db.path(), Options::default());
-    assert!(matches!(same, Err(Error::InvalidArgument(_))), "{:?}", same.err());
+    assert!(
+        matches!(same, Err(Error::InvalidArgument(_))),
+        "{:?}",
+        same.err()
+    );
     let _f = Db::open_follower(db.path(), &own, Options::default()).unwrap();
     let second = Db::open_follower(db.path(), &own, Options::default());
-    assert!(matches!(second, Err(Error::Locked(_))), "{:?}", second.err());
+    assert!(
+        matches!(second, Err(Error::Locked(_))),
+        "{:?}",
+        second.err()
+    );
 }
 
 #[test]
@@ -152,7 +185,10 @@ fn keyspaces_the_writer_creates_and_drops_appear_and_go_at_a_catch_up() {
     db.drop_keyspace("users").unwrap();
     follower.catch_up().unwrap();
     assert_eq!(follower.keyspace_names(), ["default"]);
-    assert!(their_users.get("alice").is_err(), "a dropped keyspace's handle fails");
+    assert!(
+        their_users.get("alice").is_err(),
+        "a dropped keyspace's handle fails"
+    );
     assert!(tables_in(&own).is_empty(), "{:?}", tables_in(&own));
 }
 
@@ -177,11 +213,22 @@ fn a_table_the_writer_deletes_stays_readable_until_the_follower_lets_go() {
     );
     assert!(first.1.starts_with(b"round0"));
     let rest: Vec<_> = scan.map(|r| r.unwrap()).collect();
-    assert_eq!(rest.len(), 399, "the scan read the deleted tables to the end");
+    assert_eq!(
+        rest.len(),
+        399,
+        "the scan read the deleted tables to the end"
+    );
     assert!(rest.iter().all(|(_, v)| v.starts_with(b"round0")));
     // Let go: only the links of the tables the follower's version lists are left.
     let now = tables_in(&own);
-    assert!(before.iter().all(|t| !now.contains(t)), "{before:?} {now:?}");
+    assert!(
+        before.iter().all(|t| !now.contains(t)),
+        "{before:?} {now:?}"
+    );
     assert_eq!(now, tables_in(&primary));
-    assert!(follower.get("key00003").unwrap().unwrap().starts_with(b"round1"));
+    assert!(follower
+        .get("key00003")
+        .unwrap()
+        .unwrap()
+        .starts_with(b"round1"));
 }

@@ -153,7 +153,13 @@ impl DbInner {
         let installed = table_numbers(self.manifest.lock().trees());
         let wanted = table_numbers(&recovered.trees);
         let new_tables = wanted.difference(&installed).copied();
-        if !link_tables(&self.fs, primary, &self.dir, new_tables, &mut st.unused_links)? {
+        if !link_tables(
+            &self.fs,
+            primary,
+            &self.dir,
+            new_tables,
+            &mut st.unused_links,
+        )? {
             return Ok(None);
         }
 
@@ -172,7 +178,10 @@ impl DbInner {
             .keys()
             .map(|&id| {
                 let mem = live.get(&id).cloned();
-                (id, mem.unwrap_or_else(|| Arc::new(MemTable::new(counters.log_number))))
+                (
+                    id,
+                    mem.unwrap_or_else(|| Arc::new(MemTable::new(counters.log_number))),
+                )
             })
             .collect();
         let (mut position, mut sequence) = match refill {
@@ -311,10 +320,17 @@ impl DbInner {
             tree.mark_dropped();
             self.dropped_names.lock().insert(tree.id, tree.name.clone());
             let empty = SuperVersion::first(Arc::new(MemTable::new(0)), Default::default());
-            drop(std::mem::replace(&mut *tree.current.write(), Arc::new(empty)));
+            drop(std::mem::replace(
+                &mut *tree.current.write(),
+                Arc::new(empty),
+            ));
         }
         let wanted = table_numbers(&recovered.trees);
-        for f in old.trees().values().flat_map(|t| t.version.levels.iter().flatten()) {
+        for f in old
+            .trees()
+            .values()
+            .flat_map(|t| t.version.levels.iter().flatten())
+        {
             if !wanted.contains(&f.number) {
                 f.mark_obsolete(Arc::clone(&self.retire));
             }

@@ -374,7 +374,10 @@ impl Db {
                 &current
             }
         };
-        let seq = snapshot.map_or_else(|| inner.last_sequence.load(Ordering::Acquire), |s| s.sequence());
+        let seq = snapshot.map_or_else(
+            || inner.last_sequence.load(Ordering::Acquire),
+            |s| s.sequence(),
+        );
         let found = tree.get_in::<T>(sv, key, seq, from_memtable)?;
         let found = tree.expire_found(&inner.dir, found)?;
         Ok(match found {

@@ -243,14 +243,17 @@ impl Db {
             // Never: one of the two is there.
             return keys.iter().map(|_| Err(inner.closed_error())).collect();
         };
-        let seq = snapshot.map_or_else(|| inner.last_sequence.load(Ordering::Acquire), |s| s.sequence());
+        let seq = snapshot.map_or_else(
+            || inner.last_sequence.load(Ordering::Acquire),
+            |s| s.sequence(),
+        );
         if sv.version.range_tombstones {
             // A table's range tombstones apply whatever its filter says, which the batched walk
             // below does not ask: each key walks as a Get does, in the same view.
             return keys
                 .iter()
                 .map(|k| {
-                    let found = tree.get_in::<CopyValue>(&sv, k.as_ref(), seq, |v| v)?;
+                    let found = tree.get_in::<CopyValue>(sv, k.as_ref(), seq, |v| v)?;
                     let found = tree.expire_found(&inner.dir, found)?;
                     Ok(match found {
                         Some(NewestEntry::Value(v)) => {

@@ -191,8 +191,12 @@ impl Db {
         let sv = snapshot
             .view_of(self.tree.id)
             .unwrap_or_else(|| self.tree.super_version());
-        Cursor::new(&self.inner, Sources::all_of(sv, &self.tree), snapshot.sequence())
-            .holding_lock(&self.tree)
+        Cursor::new(
+            &self.inner,
+            Sources::all_of(sv, &self.tree),
+            snapshot.sequence(),
+        )
+        .holding_lock(&self.tree)
     }
 
     /// A [`Cursor`] over the keys in `range` alone, as of this call (RocksDB's iterator with

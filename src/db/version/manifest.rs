@@ -349,10 +349,10 @@ impl ManifestState {
     /// `Error::Corruption` naming `path` if the edit cannot follow the ones before.
     pub(crate) fn apply(&mut self, path: &Path, edit: &VersionEdit) -> Result<()> {
         if self.store_id.is_none() {
-            self.store_id = Some(
-                edit.store_id
-                    .ok_or_else(|| Error::corruption(path, "no store identity in the first edit"))?,
-            );
+            self.store_id =
+                Some(edit.store_id.ok_or_else(|| {
+                    Error::corruption(path, "no store identity in the first edit")
+                })?);
             self.trees
                 .insert(DEFAULT_KEYSPACE_ID, TreeRecord::default_keyspace());
             self.counters.next_keyspace_id = DEFAULT_KEYSPACE_ID + 1;
@@ -387,7 +387,8 @@ impl ManifestState {
             counters.next_keyspace_id = counters.next_keyspace_id.max(n);
         }
         let dropping = edit.dropped.and_then(|id| dropped_record(&self.trees, id));
-        apply_to_trees(&mut self.trees, counters, edit).map_err(|what| Error::corruption(path, what))?;
+        apply_to_trees(&mut self.trees, counters, edit)
+            .map_err(|what| Error::corruption(path, what))?;
         self.dropped.extend(dropping);
         self.replaced
             .extend(edit.deleted.iter().map(|&(_, number)| number));
@@ -400,7 +401,9 @@ impl ManifestState {
     /// `Error::Corruption` naming `path` if a counter is missing or not past every file, or if
     /// two tables of a level overlap.
     pub(crate) fn finish(mut self, path: PathBuf) -> Result<RecoveredManifest> {
-        let store_id = self.store_id.ok_or_else(|| Error::corruption(&path, "no store identity in the first edit"))?;
+        let store_id = self
+            .store_id
+            .ok_or_else(|| Error::corruption(&path, "no store identity in the first edit"))?;
         if !(self.have.0 && self.have.1 && self.have.2) {
             return Err(Error::corruption(
                 &path,
