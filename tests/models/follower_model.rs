@@ -13,6 +13,7 @@
 //! sequence.
 
 use crate::common;
+use common::power_cuts::tiny_options as tiny;
 use common::{env_number, long, scratch};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,20 +21,9 @@ use std::sync::{Arc, Mutex};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use siftdb::{Db, Options};
+use siftdb::Db;
 
 const KEYS: u32 = 500;
-
-fn tiny() -> Options {
-    Options::default()
-        .write_buffer_size(4096)
-        .target_file_size(4096)
-        .max_bytes_for_level_base(16 << 10)
-        .level_size_multiplier(4)
-        .level0_compaction_trigger(2)
-        .block_size(512)
-        .block_cache_bytes(256 << 10)
-}
 
 fn key(k: u32) -> Vec<u8> {
     format!("key{k:04}").into_bytes()

@@ -10,22 +10,13 @@
 //! `SIFTDB_FOLLOWER_CUTS=n`: any number.
 
 use crate::common;
-use common::{env_number, long};
+use common::power_cuts::tiny_options as tiny;
+use common::{env_number, long, tables_per_level};
 use std::path::Path;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use siftdb::fault_injection::{FaultInjector, PowerCut};
-use siftdb::{Db, Options};
-
-fn tiny() -> Options {
-    Options::default()
-        .write_buffer_size(4096)
-        .target_file_size(4096)
-        .max_bytes_for_level_base(16 << 10)
-        .level_size_multiplier(4)
-        .level0_compaction_trigger(2)
-        .block_size(512)
-}
+use siftdb::Db;
 
 fn contents(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
     db.iter().map(|kv| kv.unwrap()).collect()
@@ -42,15 +33,6 @@ fn links(own: &Path) -> usize {
                 .ends_with(".sst")
         })
         .count()
-}
-
-fn tables_listed(db: &Db) -> usize {
-    (0..7)
-        .map(|l| {
-            let n = db.property(&format!("siftdb.num-files-at-level{l}"));
-            n.unwrap().parse::<usize>().unwrap()
-        })
-        .sum()
 }
 
 #[test]
@@ -99,7 +81,11 @@ fn a_follower_cut_off_mid_catch_up_reopens_and_catches_up() {
         faults.power_cut(PowerCut::random(cut)).unwrap();
         let follower = Db::open_follower(&primary, &own, tiny()).unwrap();
         assert_eq!(contents(&follower), contents(&db), "after cut {cut}");
-        assert_eq!(links(&own), tables_listed(&follower), "after cut {cut}");
+        assert_eq!(
+            links(&own),
+            tables_per_level(&follower).iter().sum::<usize>(),
+            "after cut {cut}"
+        );
     }
     println!("{cuts} power cuts: {cut_inside} inside a catch-up, {caught} after one finished");
     assert!(

@@ -16,7 +16,7 @@
 
 use crate::common;
 use common::child::{key, options, parse_key, run_child, run_child_lines, spawn_lock, test_name};
-use common::{env_number, long};
+use common::{env_number, long, tables_per_level};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -113,12 +113,7 @@ fn a_follower_killed_mid_catch_up_reopens_and_catches_up() {
         };
         // Links to the tables the follower's version lists, and no more: those the dead one
         // made are gone.
-        let listed: usize = (0..7)
-            .map(|l| {
-                let n = follower.property(&format!("siftdb.num-files-at-level{l}"));
-                n.unwrap().parse::<usize>().unwrap()
-            })
-            .sum();
+        let listed: usize = tables_per_level(&follower).iter().sum();
         assert_eq!(tables(&own).len(), listed, "after kill {kill}");
     }
     stop.store(true, Ordering::Release);

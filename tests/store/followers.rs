@@ -4,17 +4,8 @@
 
 use std::path::Path;
 
+use crate::common::power_cuts::tiny_options as tiny;
 use siftdb::{Db, Error, Options, WriteBatch};
-
-fn tiny() -> Options {
-    Options::default()
-        .write_buffer_size(4096)
-        .target_file_size(4096)
-        .max_bytes_for_level_base(16 << 10)
-        .level_size_multiplier(4)
-        .level0_compaction_trigger(2)
-        .block_size(512)
-}
 
 fn tables_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
