@@ -67,7 +67,7 @@ fn a_follower_cut_off_mid_catch_up_reopens_and_catches_up() {
                 db.compact().unwrap();
             }
             if !during_open {
-                faults.cut_after(rng.gen_range(0..40), Box::new(|_| true));
+                faults.cut_after(rng.gen_range(0..12), Box::new(|_| true));
             }
             match follower.catch_up() {
                 Ok(_) => caught += 1,
