@@ -2,7 +2,8 @@
 //! accounts for every file (`file_accounting.rs`), replay the WALs into L0 tables, start a new
 //! WAL, remove the leftover tables, write a fresh MANIFEST, remove the WALs it no longer needs,
 //! start the workers. Opening read-only: take a shared lock, read the MANIFEST and check it,
-//! replay the WALs into a memtable, and write nothing.
+//! replay the WALs into a memtable, and write nothing. A follower (`follower/`) is built by the
+//! same `assemble` and replays WAL records with the same `replay_record`.
 //!
 //! Every file open creates gets a number above every file already in the directory, so nothing an
 //! interrupted open (or an interrupted earlier life) left behind is ever overwritten, and a WAL

@@ -71,12 +71,22 @@ pub(crate) fn read_log(path: &Path) -> Result<LogContents> {
 /// returns are offsets in the file. A reader tailing a log another process appends to calls it
 /// again from its last record's end; a torn tail there is the append in progress.
 pub(crate) fn read_log_from(path: &Path, offset: u64) -> Result<LogContents> {
+    let file = std::fs::File::open(path).map_err(crate::fs::io_at(path))?;
+    read_open_log_from(path, file, offset)
+}
+
+/// [`read_log_from`] of the log at `path` opened as `file` (which may have been removed since:
+/// an open file stays readable).
+pub(crate) fn read_open_log_from(
+    path: &Path,
+    mut file: std::fs::File,
+    offset: u64,
+) -> Result<LogContents> {
     use std::io::{Read, Seek, SeekFrom};
     let io = crate::fs::io_at;
     // From the start of the block holding `offset`, so that block boundaries fall where they do
     // in the file.
     let block_start = offset - offset % BLOCK_SIZE as u64;
-    let mut file = std::fs::File::open(path).map_err(io(path))?;
     file.seek(SeekFrom::Start(block_start)).map_err(io(path))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(io(path))?;

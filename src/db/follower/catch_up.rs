@@ -26,7 +26,7 @@ use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
 use crate::store_id::{StoreId, DEFAULT_KEYSPACE_ID};
-use crate::wal::reader::{read_log_from, LogTail};
+use crate::wal::reader::{read_log_from, read_open_log_from, LogTail};
 
 /// How many times one catch-up reads the writer's files again when they changed under it.
 const ATTEMPTS: u32 = 64;
@@ -121,6 +121,27 @@ impl DbInner {
     /// `st` is changed only where the next read needs it: the new position, once installed, is
     /// saved by [`install_read`](Self::install_read).
     fn read_primary(&self, primary: &Path, st: &mut FollowerState) -> Result<Option<Read>> {
+        // Before the MANIFEST is read, a hold on what the writer may delete once the records read
+        // are stale: every WAL is opened (an open file stays readable) and every table not yet
+        // linked is linked. With its writer flushing and compacting fast, a follower could
+        // otherwise find a WAL or a table gone at every try.
+        let mut open_wals = BTreeMap::new();
+        let mut tables = Vec::new();
+        for kind in list_files(primary)? {
+            match kind {
+                FileKind::Log(n) => {
+                    if let Ok(file) = std::fs::File::open(log_path(primary, n)) {
+                        open_wals.insert(n, file);
+                    }
+                }
+                FileKind::Table(n) => tables.push(n),
+                _ => {}
+            }
+        }
+        let installed = table_numbers(self.manifest.lock().trees());
+        tables.retain(|n| !installed.contains(n) && !st.unused_links.contains(n));
+        link_tables(&self.fs, primary, &self.dir, tables, &mut st.unused_links)?;
+
         let Some((number, path)) = read_current(primary)? else {
             return Err(no_store(primary));
         };
@@ -150,9 +171,12 @@ impl DbInner {
                 "belongs to another store than the one this follower opened",
             ));
         }
-        let installed = table_numbers(self.manifest.lock().trees());
         let wanted = table_numbers(&recovered.trees);
-        let new_tables = wanted.difference(&installed).copied();
+        let new_tables = wanted
+            .difference(&installed)
+            .filter(|n| !st.unused_links.contains(n))
+            .copied()
+            .collect::<Vec<_>>();
         if !link_tables(
             &self.fs,
             primary,
@@ -194,8 +218,10 @@ impl DbInner {
                 FileKind::Log(n) if n >= position.0 => Some(n),
                 _ => None,
             })
+            .chain(open_wals.range(position.0..).map(|(&n, _)| n))
             .collect();
         logs.sort_unstable();
+        logs.dedup();
         // The WAL replay goes on from, gone: the writer flushed it, which the MANIFEST read
         // does not show yet.
         let stale = logs.first() != Some(&position.0);
@@ -206,7 +232,11 @@ impl DbInner {
         'logs: for &n in logs.iter().take_while(|_| !stale) {
             let wal = log_path(primary, n);
             let start = if n == position.0 { position.1 } else { 0 };
-            let contents = match read_log_from(&wal, start) {
+            let read = match open_wals.remove(&n) {
+                Some(file) => read_open_log_from(&wal, file, start),
+                None => read_log_from(&wal, start),
+            };
+            let contents = match read {
                 Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 other => other?,
             };

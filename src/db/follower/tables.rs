@@ -13,9 +13,10 @@ use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 
 /// Links each table of `numbers` from the writer's directory `primary` into `own`, recording the
-/// links it makes in `made`. `Ok(false)` if a table is gone from `primary`: the writer deleted
-/// it, so the MANIFEST read is stale and must be read again. A link already there (made by an
-/// earlier try) is the same file, since the writer never reuses a table number.
+/// links it makes in `made`. `Ok(false)` if a table is gone from `primary` (the writer deleted
+/// it: a MANIFEST read that lists it is stale and must be read again); the others are linked
+/// all the same. A link already there (made by an earlier try) is the same file, since the
+/// writer never reuses a table number.
 ///
 /// # Errors
 /// `Error::InvalidArgument` if the two directories are on different file systems, which cannot
@@ -27,6 +28,7 @@ pub(super) fn link_tables(
     numbers: impl IntoIterator<Item = u64>,
     made: &mut BTreeSet<u64>,
 ) -> Result<bool> {
+    let mut all = true;
     for number in numbers {
         let (from, to) = (table_path(primary, number), table_path(own, number));
         match fs.hard_link(&from, &to) {
@@ -35,7 +37,7 @@ pub(super) fn link_tables(
             }
             Err(Error::Io(e)) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound && !from.exists() => {
-                return Ok(false);
+                all = false;
             }
             Err(Error::Io(e)) if e.kind() == io::ErrorKind::CrossesDevices => {
                 return Err(Error::InvalidArgument(format!(
@@ -48,7 +50,7 @@ pub(super) fn link_tables(
             Err(e) => return Err(e),
         }
     }
-    Ok(true)
+    Ok(all)
 }
 
 /// Removes the table links in `own` left by an earlier follower, before a new one links afresh.

@@ -162,13 +162,13 @@ impl Manifest {
     /// # Errors
     /// `Error::Corruption` naming CURRENT or the MANIFEST if either is damaged.
     pub(crate) fn recover(dir: &Path) -> Result<Option<RecoveredManifest>> {
-        let Some((_, path)) = read_current(dir)? else {
+        let Some((number, path)) = read_current(dir)? else {
             return Ok(None);
         };
         if !path.exists() {
             return Err(Error::corruption(
                 &current_path(dir),
-                format!("names {}, which does not exist", path.display()),
+                format!("names {}, which does not exist", manifest_name(number)),
             ));
         }
         let mut state = ManifestState::default();
