@@ -36,6 +36,11 @@ pub enum Error {
     /// [`Db::open_read_only`](crate::Db::open_read_only), which never writes; the path is the
     /// store's directory.
     ReadOnly(PathBuf),
+    /// A write (or flush, compaction, backup) on a follower opened with
+    /// [`Db::open_follower`](crate::Db::open_follower), which reads another process's (or
+    /// thread's) store and never writes to it; the path is that store's directory, where the
+    /// write belongs.
+    Follower(PathBuf),
     /// A call on a store that was closed: by [`Db::close`](crate::Db::close) on any of its
     /// handles, or by dropping the last one. The path is the store's directory. Nothing was done:
     /// a write that returns it was not applied (and is in no WAL).
@@ -66,6 +71,7 @@ impl Error {
             Error::Locked(l) => Error::Locked(l.clone()),
             Error::Background(b) => Error::Background(b.clone()),
             Error::ReadOnly(p) => Error::ReadOnly(p.clone()),
+            Error::Follower(p) => Error::Follower(p.clone()),
             Error::Closed(p) => Error::Closed(p.clone()),
             Error::Conflict(s) => Error::Conflict(s.clone()),
         }
@@ -99,6 +105,12 @@ impl fmt::Display for Error {
             Error::ReadOnly(path) => write!(
                 f,
                 "the store in {} is open read-only: it accepts no writes",
+                path.display()
+            ),
+            Error::Follower(path) => write!(
+                f,
+                "this store is a follower of the store in {}: it accepts no writes (write to \
+                 that store)",
                 path.display()
             ),
             Error::Closed(path) => write!(f, "the store in {} is closed", path.display()),

@@ -17,6 +17,7 @@ pub(crate) mod compaction;
 mod dir_lock;
 mod file_accounting;
 mod flush;
+mod follower;
 pub(crate) mod keyspace;
 mod open;
 mod operand_chains;
@@ -163,8 +164,11 @@ pub(crate) struct DbInner {
     pub(crate) retire: version::Retire,
     /// The live snapshots, which flushes and compactions keep versions for.
     pub(crate) snapshots: Arc<snapshot::SnapshotList>,
-    /// Opened with `Db::open_read_only`: writes nothing, runs no background work.
+    /// Opened with `Db::open_read_only` or `Db::open_follower`: writes nothing, runs no
+    /// background work.
     pub(crate) read_only: bool,
+    /// A follower's own state (`follower/`), locked by `catch_up`; `None` in any other store.
+    pub(crate) follower: Option<follower::state::Follower>,
     /// Whether the store is closed, its handles, background threads and `LOCK` (`close.rs`).
     pub(crate) lifecycle: Lifecycle,
 }
@@ -250,7 +254,10 @@ impl DbInner {
 
     /// The error every write to a store opened read-only returns.
     pub(crate) fn read_only_error(&self) -> Error {
-        Error::ReadOnly(self.dir.clone())
+        match &self.follower {
+            Some(f) => Error::Follower(f.primary.clone()),
+            None => Error::ReadOnly(self.dir.clone()),
+        }
     }
 
     /// Records a background failure (the first one wins) and wakes everyone waiting. The error is

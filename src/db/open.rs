@@ -2,7 +2,8 @@
 //! accounts for every file (`file_accounting.rs`), replay the WALs into L0 tables, start a new
 //! WAL, remove the leftover tables, write a fresh MANIFEST, remove the WALs it no longer needs,
 //! start the workers. Opening read-only: take a shared lock, read the MANIFEST and check it,
-//! replay the WALs into a memtable, and write nothing.
+//! replay the WALs into a memtable, and write nothing. A follower (`follower/`) is built by the
+//! same `assemble` and replays WAL records with the same `replay_record`.
 //!
 //! Every file open creates gets a number above every file already in the directory, so nothing an
 //! interrupted open (or an interrupted earlier life) left behind is ever overwritten, and a WAL
@@ -20,6 +21,7 @@ use super::background::{catch_panic, spawn_workers};
 use super::dir_lock::locked_error;
 use super::file_accounting::{account_for_files, AccountedFiles};
 use super::flush::{table_options, write_level0_table};
+use super::follower::state::Follower;
 use super::keyspace::make_tree;
 use super::tree::TreeState;
 use super::version::edit::VersionEdit;
@@ -183,6 +185,7 @@ impl Db {
             next_file,
             lock: Some(lock),
             read_only: false,
+            follower: None,
         });
         let threads = spawn_workers(&inner)?;
         Ok(Db::start(inner, threads))
@@ -301,6 +304,7 @@ impl Db {
             next_file,
             lock,
             read_only: true,
+            follower: None,
         });
         Ok(Db::start(inner, Vec::new()))
     }
@@ -308,14 +312,17 @@ impl Db {
 
 /// Each keyspace's options (the store's own for the default keyspace, the recorded ones for the
 /// others) and the oldest WAL that may hold its writes in no table.
-type KeyspaceOptions = BTreeMap<u32, (Options, u64)>;
+pub(super) type KeyspaceOptions = BTreeMap<u32, (Options, u64)>;
 
 /// The options of every keyspace `recovered` names.
 ///
 /// # Errors
 /// `Error::Corruption` naming the MANIFEST if a keyspace's recorded options do not parse;
 /// `Error::InvalidArgument` if they name a merge operator `options` do not hold.
-fn keyspace_options(recovered: &RecoveredManifest, options: &Options) -> Result<KeyspaceOptions> {
+pub(super) fn keyspace_options(
+    recovered: &RecoveredManifest,
+    options: &Options,
+) -> Result<KeyspaceOptions> {
     let mut out = BTreeMap::new();
     for (&id, record) in &recovered.trees {
         let o = if id == DEFAULT_KEYSPACE_ID {
@@ -340,7 +347,7 @@ fn take_number(dir: &Path, next: &mut u64) -> Result<u64> {
     Ok(n)
 }
 
-fn not_a_directory(dir: &Path) -> Error {
+pub(super) fn not_a_directory(dir: &Path) -> Error {
     Error::InvalidArgument(format!("{} is not a directory", dir.display()))
 }
 
@@ -390,25 +397,27 @@ fn lock_shared(dir: &Path) -> Result<Option<File>> {
 }
 
 /// What `assemble` builds a `DbInner` from.
-struct Parts<'a> {
-    dir: &'a Path,
-    fs: FileSystem,
-    options: Options,
-    keyspaces: KeyspaceOptions,
-    stats: Arc<Stats>,
-    store_id: StoreId,
-    manifest: Manifest,
+pub(super) struct Parts<'a> {
+    pub(super) dir: &'a Path,
+    pub(super) fs: FileSystem,
+    pub(super) options: Options,
+    pub(super) keyspaces: KeyspaceOptions,
+    pub(super) stats: Arc<Stats>,
+    pub(super) store_id: StoreId,
+    pub(super) manifest: Manifest,
     /// Each keyspace's memtable writes go to (a read-only store's hold the replayed WALs).
-    mems: BTreeMap<u32, Arc<MemTable>>,
-    wal: WalState,
-    last_sequence: u64,
-    next_file: u64,
-    lock: Option<File>,
-    read_only: bool,
+    pub(super) mems: BTreeMap<u32, Arc<MemTable>>,
+    pub(super) wal: WalState,
+    pub(super) last_sequence: u64,
+    pub(super) next_file: u64,
+    pub(super) lock: Option<File>,
+    pub(super) read_only: bool,
+    /// A follower's own state (`follower/`): its `dir` holds links to the writer's tables.
+    pub(super) follower: Option<Follower>,
 }
 
 /// The shared state of an opened store: caches, the table cache, the first super-version.
-fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
+pub(super) fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
     let Parts {
         dir,
         fs,
@@ -423,7 +432,9 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         next_file,
         lock,
         read_only,
+        follower,
     } = parts;
+    let removes_tables = !read_only || follower.is_some();
     let policies = PolicyRegistry::new(&options.filter, options.prefix_extractor.clone());
     let blocks = match &options.block_cache {
         Some(shared) => shared.for_store(true),
@@ -451,8 +462,9 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         let fs = fs.clone();
         Arc::new(move |number| {
             tables.evict(number);
-            // A read-only store removes nothing (it compacts nothing either).
-            if !read_only {
+            // A read-only store removes nothing (it compacts nothing either); a follower removes
+            // its link to a table no version of it lists.
+            if removes_tables {
                 // A file that cannot be removed now is garbage the next open removes.
                 let _ = fs.remove_file(&table_path(&dir, number));
             }
@@ -529,6 +541,7 @@ fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         snapshots: Default::default(),
         options,
         read_only,
+        follower,
         lifecycle: Lifecycle::new(lock, dir),
     })
 }
@@ -646,38 +659,15 @@ fn replay_logs(
         let mut replayed = 0;
         if stopped.is_none() {
             for record in &contents.records {
-                let entries = decode_batch(record)
-                    .ok_or_else(|| Error::corruption(&path, "malformed write batch record"))?;
-                let Some(first) = entries.first().map(|e| e.seq) else {
-                    replayed += 1;
-                    continue;
-                };
-                if first <= last_sequence {
-                    return Err(Error::corruption(
-                        &path,
-                        format!(
-                            "a record at sequence {first} repeats sequences up to \
-                             {last_sequence} already recovered"
-                        ),
-                    ));
-                }
-                if first != last_sequence + 1 {
-                    stopped = Some(format!(
-                        "{}: its record at sequence {first} does not follow sequence \
-                         {last_sequence}: the writes between were lost before they were synced",
-                        path.display()
-                    ));
-                    break;
-                }
-                for e in &entries {
-                    let needed = keyspaces
-                        .get(&e.keyspace)
-                        .is_some_and(|(_, log)| number >= *log);
-                    if let (true, Some(mem)) = (needed, mems.get(&e.keyspace)) {
-                        mem.add(e.seq, e.kind, e.key, e.value);
+                let step =
+                    replay_record(&path, number, record, keyspaces, None, last_sequence, &mems)?;
+                match step {
+                    Replayed::Applied(n) => last_sequence += n,
+                    Replayed::Stop(why) => {
+                        stopped = Some(why);
+                        break;
                     }
                 }
-                last_sequence += entries.len() as u64;
                 replayed += 1;
                 if let Some(flush) = flush.as_mut() {
                     for (id, (o, _)) in keyspaces {
@@ -709,6 +699,76 @@ fn replay_logs(
     // Tables may hold later writes than the WALs (a keyspace flushed while another kept an
     // older WAL alive): new writes get sequences past both.
     Ok((mems, last_sequence.max(counters.last_sequence)))
+}
+
+/// What replaying one WAL record did.
+pub(super) enum Replayed {
+    /// Its entries (this many sequences) went into their keyspaces' memtables.
+    Applied(u64),
+    /// Replay stops before it, for the reason given: its sequence does not follow on from the
+    /// records before, or (for a follower, given the MANIFEST's next keyspace id) it writes to a
+    /// keyspace the MANIFEST read does not know yet.
+    Stop(String),
+}
+
+/// Replays `record`, a record of WAL `number` at `path`, after sequence `last_sequence`: each
+/// entry goes to its keyspace's memtable in `mems` if the keyspace is live and its writes in
+/// that WAL are in no table yet (the WAL is at or past the keyspace's log number); entries of
+/// dropped keyspaces are skipped. With `unknown_from`, an entry of a keyspace id at or past it
+/// stops replay before the record: the MANIFEST read is older than the WAL (a follower's case).
+///
+/// # Errors
+/// `Error::Corruption` naming the WAL for a record that does not decode or that repeats a
+/// sequence already replayed.
+pub(super) fn replay_record(
+    path: &Path,
+    number: u64,
+    record: &[u8],
+    keyspaces: &KeyspaceOptions,
+    unknown_from: Option<u32>,
+    last_sequence: u64,
+    mems: &BTreeMap<u32, Arc<MemTable>>,
+) -> Result<Replayed> {
+    let entries = decode_batch(record)
+        .ok_or_else(|| Error::corruption(path, "malformed write batch record"))?;
+    let Some(first) = entries.first().map(|e| e.seq) else {
+        return Ok(Replayed::Applied(0));
+    };
+    if first <= last_sequence {
+        return Err(Error::corruption(
+            path,
+            format!(
+                "a record at sequence {first} repeats sequences up to {last_sequence} already \
+                 recovered"
+            ),
+        ));
+    }
+    if first != last_sequence + 1 {
+        return Ok(Replayed::Stop(format!(
+            "{}: its record at sequence {first} does not follow sequence {last_sequence}: the \
+             writes between were lost before they were synced",
+            path.display()
+        )));
+    }
+    if let Some(from) = unknown_from {
+        if let Some(e) = entries.iter().find(|e| e.keyspace >= from) {
+            return Ok(Replayed::Stop(format!(
+                "{}: its record at sequence {first} writes to keyspace {}, which the MANIFEST \
+                 read does not know yet",
+                path.display(),
+                e.keyspace
+            )));
+        }
+    }
+    for e in &entries {
+        let needed = keyspaces
+            .get(&e.keyspace)
+            .is_some_and(|(_, log)| number >= *log);
+        if let (true, Some(mem)) = (needed, mems.get(&e.keyspace)) {
+            mem.add(e.seq, e.kind, e.key, e.value);
+        }
+    }
+    Ok(Replayed::Applied(entries.len() as u64))
 }
 
 /// Removes the tables `recovered_from` (the MANIFEST read) shows obsolete, before the new

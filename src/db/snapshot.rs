@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::tree::SuperVersion;
 use super::Db;
+use crate::memtable::MemTable;
 
 /// The sequences of the live snapshots, with how many snapshots hold each.
 #[derive(Debug, Default)]
@@ -107,17 +109,45 @@ impl SnapshotList {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct Snapshot {
     sequence: u64,
     list: Arc<SnapshotList>,
+    /// A follower's snapshot: every keyspace's super-version as it was taken, which its reads
+    /// use. The writer a follower follows does not know the follower's snapshots, and may
+    /// compact away the versions they see; the tables held here keep them.
+    views: Option<Arc<BTreeMap<u32, Arc<SuperVersion>>>>,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("sequence", &self.sequence)
+            .field("follower", &self.views.is_some())
+            .finish()
+    }
 }
 
 impl Snapshot {
     /// A snapshot at `sequence`, registered in `list` until dropped.
     pub(crate) fn new(sequence: u64, list: Arc<SnapshotList>) -> Snapshot {
         list.acquire(sequence);
-        Snapshot { sequence, list }
+        Snapshot {
+            sequence,
+            list,
+            views: None,
+        }
+    }
+
+    /// The super-version reads of keyspace `id` at this snapshot use, if it pins one (a
+    /// follower's): a keyspace created since reads as empty. `None`: the keyspace's current one.
+    pub(crate) fn view_of(&self, id: u32) -> Option<Arc<SuperVersion>> {
+        let views = self.views.as_ref()?;
+        Some(views.get(&id).cloned().unwrap_or_else(|| {
+            Arc::new(SuperVersion::first(
+                Arc::new(MemTable::new(0)),
+                Default::default(),
+            ))
+        }))
     }
 
     /// The sequence number of the last write the snapshot sees.
@@ -130,10 +160,30 @@ impl Db {
     /// A snapshot of the store as it is now: every write acknowledged so far, and none after.
     /// While it is live, flushes and compactions keep the versions it sees (one per key at most),
     /// so hold snapshots only as long as needed. See [`Snapshot`].
+    ///
+    /// On a follower ([`Db::open_follower`]), a snapshot also holds every keyspace's tables and
+    /// memtables as they are, and reads at it use those: the store it follows may compact away
+    /// versions it sees.
     pub fn snapshot(&self) -> Snapshot {
         let list = Arc::clone(&self.inner.snapshots);
+        if self.inner.follower.is_some() {
+            // Under the state lock, which a catch-up holds while it installs: the super-versions
+            // and the sequence of one catch-up.
+            let st = self.inner.state.lock();
+            let views = st.trees.iter().map(|(&id, t)| (id, Arc::clone(&t.sv)));
+            let views = Some(Arc::new(views.collect()));
+            let sequence = self.inner.last_sequence.load(Ordering::Acquire);
+            drop(st);
+            let mut snapshot = Snapshot::new(sequence, list);
+            snapshot.views = views;
+            return snapshot;
+        }
         let sequence = list.acquire_latest(&self.inner.last_sequence);
-        Snapshot { sequence, list }
+        Snapshot {
+            sequence,
+            list,
+            views: None,
+        }
     }
 }
 
@@ -151,7 +201,9 @@ impl Db {
 
 impl Clone for Snapshot {
     fn clone(&self) -> Snapshot {
-        Snapshot::new(self.sequence, Arc::clone(&self.list))
+        let mut clone = Snapshot::new(self.sequence, Arc::clone(&self.list));
+        clone.views = self.views.clone();
+        clone
     }
 }
 

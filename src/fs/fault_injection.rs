@@ -473,6 +473,13 @@ impl FaultInjector {
                     },
                     Some(id) => {
                         let bytes = contents.get(id).map(Vec::as_slice).unwrap_or(&[]);
+                        // Written as a new file: the name may be a hard link now, to a file
+                        // outside the directory (a follower's link to its writer's table),
+                        // whose bytes a power cut here must not rewrite.
+                        match std::fs::remove_file(&path) {
+                            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                            _ => {}
+                        }
                         std::fs::write(&path, bytes)?;
                     }
                 }

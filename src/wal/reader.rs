@@ -27,6 +27,9 @@ use crate::error::{Error, Result};
 pub(crate) struct LogContents {
     /// Every complete record before any damage, in the order written.
     pub records: Vec<Vec<u8>>,
+    /// Where each of `records` ends in the file: a reader that comes back for more (a follower
+    /// tailing a live writer's log) resumes at one of these offsets.
+    pub ends: Vec<u64>,
     /// Whether the file ended cleanly or in a torn tail.
     pub tail: LogTail,
 }
@@ -61,6 +64,47 @@ pub(crate) enum LogTail {
 pub(crate) fn read_log(path: &Path) -> Result<LogContents> {
     let bytes = std::fs::read(path).map_err(crate::fs::io_at(path))?;
     parse_log(path, &bytes)
+}
+
+/// Reads the log at `path` from `offset`, the end of a record read before (see
+/// [`LogContents::ends`]): the records after it and how the file ends now. Offsets in what it
+/// returns are offsets in the file. A reader tailing a log another process appends to calls it
+/// again from its last record's end; a torn tail there is the append in progress.
+pub(crate) fn read_log_from(path: &Path, offset: u64) -> Result<LogContents> {
+    let file = std::fs::File::open(path).map_err(crate::fs::io_at(path))?;
+    read_open_log_from(path, file, offset)
+}
+
+/// [`read_log_from`] of the log at `path` opened as `file` (which may have been removed since:
+/// an open file stays readable).
+pub(crate) fn read_open_log_from(
+    path: &Path,
+    mut file: std::fs::File,
+    offset: u64,
+) -> Result<LogContents> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = crate::fs::io_at;
+    // From the start of the block holding `offset`, so that block boundaries fall where they do
+    // in the file.
+    let block_start = offset - offset % BLOCK_SIZE as u64;
+    file.seek(SeekFrom::Start(block_start)).map_err(io(path))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io(path))?;
+    let start = (offset - block_start) as usize;
+    if start > bytes.len() {
+        return Err(Error::corruption(
+            path,
+            format!("shorter than the offset {offset} read before"),
+        ));
+    }
+    let mut contents = parse_log_from(path, &bytes, start)?;
+    for end in &mut contents.ends {
+        *end += block_start;
+    }
+    if let LogTail::Torn { valid_len, .. } = &mut contents.tail {
+        *valid_len = (*valid_len).max(start as u64) + block_start;
+    }
+    Ok(contents)
 }
 
 /// A fragment whose header and checksum are valid.
@@ -251,7 +295,7 @@ fn crc_step(state: u32, byte: u8) -> u32 {
 fn damaged(
     path: &Path,
     bytes: &[u8],
-    records: Vec<Vec<u8>>,
+    (records, ends): (Vec<Vec<u8>>, Vec<u64>),
     valid_len: usize,
     pos: usize,
     defect: Defect,
@@ -283,6 +327,7 @@ fn damaged(
         )),
         None => Ok(LogContents {
             records,
+            ends,
             tail: LogTail::Torn {
                 valid_len: valid_len as u64,
                 what,
@@ -303,12 +348,19 @@ fn out_of_sequence(path: &Path, pos: usize, what: &str) -> Error {
 
 /// Parses a whole log held in memory; `path` is only used in error messages.
 pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogContents> {
+    parse_log_from(path, bytes, 0)
+}
+
+/// Parses the records of `bytes` (a log from the start of a block) that begin at `start`, a
+/// record boundary.
+fn parse_log_from(path: &Path, bytes: &[u8], start: usize) -> Result<LogContents> {
     let mut records = Vec::new();
+    let mut ends = Vec::new();
     // The record being assembled from FIRST/MIDDLE fragments, with its start offset.
     let mut partial: Option<(usize, Vec<u8>)> = None;
     // End of the last complete record.
-    let mut valid_len = 0usize;
-    let mut pos = 0usize;
+    let mut valid_len = start;
+    let mut pos = start;
     while pos < bytes.len() {
         let left = BLOCK_SIZE - pos % BLOCK_SIZE;
         if left < HEADER_SIZE {
@@ -317,19 +369,20 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogContents> {
             let end = bytes.len().min(pos + left);
             if bytes[pos..end].iter().any(|&b| b != 0) {
                 let defect = Defect::DirtyTrailer;
-                return damaged(path, bytes, records, valid_len, pos, defect);
+                return damaged(path, bytes, (records, ends), valid_len, pos, defect);
             }
             pos = end;
             continue;
         }
         let fragment = match fragment_at(bytes, pos) {
             Ok(f) => f,
-            Err(defect) => return damaged(path, bytes, records, valid_len, pos, defect),
+            Err(defect) => return damaged(path, bytes, (records, ends), valid_len, pos, defect),
         };
         match (fragment.kind, partial.take()) {
             (FULL, None) => {
                 records.push(fragment.payload.to_vec());
                 valid_len = fragment.end;
+                ends.push(valid_len as u64);
             }
             (FIRST, None) => partial = Some((pos, fragment.payload.to_vec())),
             (MIDDLE, Some((start, mut record))) => {
@@ -340,6 +393,7 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogContents> {
                 record.extend_from_slice(fragment.payload);
                 records.push(record);
                 valid_len = fragment.end;
+                ends.push(valid_len as u64);
             }
             (kind @ (FULL | FIRST), Some((start, _))) => {
                 let what = format!(
@@ -363,7 +417,11 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogContents> {
             interrupted: true,
         },
     };
-    Ok(LogContents { records, tail })
+    Ok(LogContents {
+        records,
+        ends,
+        tail,
+    })
 }
 
 #[cfg(test)]
@@ -415,6 +473,42 @@ mod tests {
             }
             other => panic!("{context}: expected corruption, got {other:?}"),
         }
+    }
+
+    /// A reader coming back from a record's end reads the records after it, across block
+    /// boundaries and a record spanning blocks, with offsets in the file; a torn tail after them
+    /// leaves the offset to come back to.
+    #[test]
+    fn reading_on_from_a_record_end_gives_the_records_after_it() {
+        let (_dir, path) = temp_log();
+        let mut rng = StdRng::seed_from_u64(5);
+        let records: Vec<Vec<u8>> = (0..40)
+            .map(|i| random_bytes(&mut rng, if i % 7 == 3 { 50_000 } else { 900 + i * 31 }))
+            .collect();
+        let ends = write_log(&path, &records);
+        let whole = read_log(&path).unwrap();
+        assert_eq!(whole.ends, ends);
+        for (i, &end) in ends.iter().enumerate() {
+            let rest = read_log_from(&path, end).unwrap();
+            assert_eq!(rest.records, records[i + 1..], "from the end of record {i}");
+            assert_eq!(rest.ends, ends[i + 1..]);
+            assert_eq!(rest.tail, LogTail::Clean);
+        }
+        // An append in progress: half a record more.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mut more = Vec::new();
+        encode_record(&mut more, bytes.len() as u64, &[7u8; 3000]);
+        bytes.extend_from_slice(&more[..more.len() / 2]);
+        std::fs::write(&path, &bytes).unwrap();
+        let tail = read_log_from(&path, ends[30]).unwrap();
+        assert_eq!(tail.records, records[31..]);
+        let LogTail::Torn { valid_len, .. } = tail.tail else {
+            panic!("{:?}", tail.tail)
+        };
+        assert_eq!(valid_len, *ends.last().unwrap());
+        let at_tear = read_log_from(&path, valid_len).unwrap();
+        assert!(at_tear.records.is_empty());
+        assert!(matches!(at_tear.tail, LogTail::Torn { valid_len: v, .. } if v == valid_len));
     }
 
     #[test]

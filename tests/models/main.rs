@@ -6,6 +6,7 @@
 mod common;
 
 mod compaction_filter_snapshots_model;
+mod follower_model;
 mod keyspaces_model;
 mod merge_operator_model;
 mod missing_gets_model;

@@ -8,6 +8,7 @@ mod common;
 
 mod backup_crash;
 mod durability;
+mod follower_crash;
 mod ingest_crash;
 mod keyspace_lifecycle_crash;
 mod keyspaces_crash;

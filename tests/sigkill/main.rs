@@ -8,6 +8,7 @@ mod common;
 
 mod backup_sigkill;
 mod crash;
+mod follower_sigkill;
 mod ingest_sigkill;
 mod keyspaces_sigkill;
 mod range_deletes_sigkill;

@@ -12,6 +12,7 @@ mod backup;
 mod concurrency;
 mod conveniences;
 mod first_hour;
+mod followers;
 mod handle;
 mod iterator;
 mod keyspace_copies;

@@ -13,6 +13,7 @@ pub(crate) mod range_filtering;
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::tree::SuperVersion;
 use super::tree::Tree;
@@ -303,7 +304,7 @@ impl Db {
     /// If `snapshot` was taken from another `Db`.
     pub fn get_at(&self, snapshot: &Snapshot, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.check_snapshot(snapshot);
-        self.get_at_sequence::<CopyValue>(key.as_ref(), Some(snapshot.sequence()), |v| v)
+        self.get_at_sequence::<CopyValue>(key.as_ref(), Some(snapshot), |v| v)
     }
 
     /// The value of `key` as a view into the cached block that holds it, without copying it (a
@@ -341,20 +342,16 @@ impl Db {
         key: impl AsRef<[u8]>,
     ) -> Result<Option<PinnedValue>> {
         self.check_snapshot(snapshot);
-        self.get_at_sequence::<PinValue>(
-            key.as_ref(),
-            Some(snapshot.sequence()),
-            PinnedValue::owned,
-        )
+        self.get_at_sequence::<PinValue>(key.as_ref(), Some(snapshot), PinnedValue::owned)
     }
 
-    /// A Get at `sequence`, or at the latest write if `None`; values from tables as `T` takes
+    /// A Get at `snapshot`, or at the latest write if `None`; values from tables as `T` takes
     /// them, values from memtables through `from_memtable`.
     #[inline(always)]
     fn get_at_sequence<T: TakeValue>(
         &self,
         key: &[u8],
-        sequence: Option<u64>,
+        snapshot: Option<&Snapshot>,
         from_memtable: impl Fn(Vec<u8>) -> T::Value + Copy,
     ) -> Result<Option<T::Value>>
     where
@@ -369,9 +366,21 @@ impl Db {
         // the whole Get; installers wait for it, briefly. A snapshot's sequence is older than
         // every version the super-version could have dropped for it (flushes and compactions
         // keep the newest version at or below every live snapshot).
-        let sv = tree.current.read();
-        let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
-        let found = tree.get_in::<T>(&sv, key, seq, from_memtable)?;
+        // A follower's snapshot pins super-versions of its own.
+        let pinned = snapshot.and_then(|s| s.view_of(tree.id));
+        let current;
+        let sv: &Arc<SuperVersion> = match &pinned {
+            Some(sv) => sv,
+            None => {
+                current = tree.current.read();
+                &current
+            }
+        };
+        let seq = snapshot.map_or_else(
+            || inner.last_sequence.load(Ordering::Acquire),
+            |s| s.sequence(),
+        );
+        let found = tree.get_in::<T>(sv, key, seq, from_memtable)?;
         let found = tree.expire_found(&inner.dir, found)?;
         Ok(match found {
             Some(NewestEntry::Value(v)) => {
@@ -379,7 +388,7 @@ impl Db {
                 Some(v)
             }
             Some(NewestEntry::Merge(_)) => {
-                let merged = self.read_merged(&sv, key, seq)?;
+                let merged = self.read_merged(sv, key, seq)?;
                 if merged.is_some() {
                     tree.stats.inc(Ticker::NumberKeysFound);
                 }

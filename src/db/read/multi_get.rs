@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::with_lookup_key;
-use crate::db::tree::Tree;
+use crate::db::tree::{SuperVersion, Tree};
 use crate::db::version::table_cache::TableRef;
 use crate::db::version::{FileMeta, Version};
 use crate::db::{Db, Snapshot};
@@ -222,13 +222,13 @@ impl Db {
         keys: &[K],
     ) -> Vec<Result<Option<Vec<u8>>>> {
         self.check_snapshot(snapshot);
-        self.multi_get_at_sequence(keys, Some(snapshot.sequence()))
+        self.multi_get_at_sequence(keys, Some(snapshot))
     }
 
     fn multi_get_at_sequence<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
-        sequence: Option<u64>,
+        snapshot: Option<&Snapshot>,
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let inner = &self.inner;
         let tree = &*self.tree;
@@ -240,18 +240,27 @@ impl Db {
         }
         tree.stats.add(Ticker::NumberKeysRead, keys.len() as u64);
         // As a Get: the super-version first, then the sequence, one view for the whole batch.
-        let sv = tree.current.read();
-        let seq = sequence.unwrap_or_else(|| inner.last_sequence.load(Ordering::Acquire));
+        // A follower's snapshot pins super-versions of its own.
+        let pinned = snapshot.and_then(|s| s.view_of(tree.id));
+        let current = pinned.is_none().then(|| tree.current.read());
+        let Some(sv): Option<&Arc<SuperVersion>> = pinned.as_ref().or(current.as_deref()) else {
+            // Never: one of the two is there.
+            return keys.iter().map(|_| Err(inner.closed_error())).collect();
+        };
+        let seq = snapshot.map_or_else(
+            || inner.last_sequence.load(Ordering::Acquire),
+            |s| s.sequence(),
+        );
         if sv.version.range_tombstones {
             // A table's range tombstones apply whatever its filter says, which the batched walk
             // below does not ask: each key walks as a Get does, in the same view.
             return keys
                 .iter()
                 .map(|k| {
-                    let found = tree.get_in::<CopyValue>(&sv, k.as_ref(), seq, |v| v)?;
+                    let found = tree.get_in::<CopyValue>(sv, k.as_ref(), seq, |v| v)?;
                     let found = match tree.expire_found(&inner.dir, found)? {
                         Some(NewestEntry::Value(v)) => Some(v),
-                        Some(NewestEntry::Merge(_)) => self.read_merged(&sv, k.as_ref(), seq)?,
+                        Some(NewestEntry::Merge(_)) => self.read_merged(sv, k.as_ref(), seq)?,
                         _ => None,
                     };
                     if found.is_some() {
@@ -306,11 +315,11 @@ impl Db {
             tree.search_rest(&sv.version, seq, &probes, &buffers.resume, &mut answers);
         }
         for &d in &answers.operands {
-            let merged = self.read_merged(&sv, probes[d].key(), seq);
+            let merged = self.read_merged(sv, probes[d].key(), seq);
             answers.found += u64::from(matches!(merged, Ok(Some(_))));
             answers.values[d] = merged;
         }
-        drop(sv);
+        drop(current);
 
         let Answers {
             mut values,

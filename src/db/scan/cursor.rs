@@ -198,7 +198,15 @@ impl Db {
     /// If `snapshot` was taken from another `Db`.
     pub fn cursor_at(&self, snapshot: &Snapshot) -> Cursor {
         self.check_snapshot(snapshot);
-        self.cursor_at_sequence(snapshot.sequence())
+        let sv = snapshot
+            .view_of(self.tree.id)
+            .unwrap_or_else(|| self.tree.super_version());
+        Cursor::new(
+            &self.inner,
+            Sources::all_of(sv, &self.tree),
+            snapshot.sequence(),
+        )
+        .holding_lock(&self.tree)
     }
 
     /// A [`Cursor`] over the keys in `range` alone, as of this call (RocksDB's iterator with
@@ -259,6 +267,7 @@ impl Db {
     /// A [`Cursor`] that sees the entries with sequence ≤ `sequence`, over the current
     /// super-version. The caller keeps the versions that sequence sees from being dropped (a
     /// registered snapshot does).
+    #[cfg(test)]
     pub(crate) fn cursor_at_sequence(&self, sequence: u64) -> Cursor {
         let sv = self.tree.super_version();
         Cursor::new(&self.inner, Sources::all_of(sv, &self.tree), sequence).holding_lock(&self.tree)

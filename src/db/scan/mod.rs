@@ -132,7 +132,10 @@ impl Db {
     /// If `snapshot` was taken from another `Db`.
     pub fn scan_at<R: KeyRange>(&self, snapshot: &Snapshot, range: R) -> Scan {
         self.check_snapshot(snapshot);
-        self.scan_view(range, self.tree.super_version(), snapshot.sequence())
+        let sv = snapshot
+            .view_of(self.tree.id)
+            .unwrap_or_else(|| self.tree.super_version());
+        self.scan_view(range, sv, snapshot.sequence())
     }
 
     /// [`scan_prefix`](Db::scan_prefix) as of `snapshot`.

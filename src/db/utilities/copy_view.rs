@@ -76,6 +76,11 @@ impl Db {
                 wals: Vec::new(),
             });
         }
+        if inner.follower.is_some() {
+            // Its WAL records are in memory, not in files a copy could take: back up the store
+            // it follows.
+            return Err(inner.read_only_error());
+        }
         let mut wal = inner.wal.lock();
         // Under the WAL lock: no commit group is half written, and `close` waits.
         inner.check_open()?;

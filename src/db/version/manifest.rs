@@ -54,7 +54,7 @@ pub(crate) struct TreeRecord {
 
 impl TreeRecord {
     /// The default keyspace of a new store, or of a MANIFEST written before keyspaces existed.
-    fn default_keyspace() -> TreeRecord {
+    pub(crate) fn default_keyspace() -> TreeRecord {
         TreeRecord {
             name: DEFAULT_KEYSPACE.to_string(),
             options: String::new(),
@@ -162,123 +162,20 @@ impl Manifest {
     /// # Errors
     /// `Error::Corruption` naming CURRENT or the MANIFEST if either is damaged.
     pub(crate) fn recover(dir: &Path) -> Result<Option<RecoveredManifest>> {
-        let current = current_path(dir);
-        let text = match std::fs::read(&current) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_at(&current)(e)),
+        let Some((number, path)) = read_current(dir)? else {
+            return Ok(None);
         };
-        let name = std::str::from_utf8(&text)
-            .ok()
-            .and_then(|t| t.strip_suffix('\n'))
-            .filter(|n| matches!(parse_file_name(n), Some(FileKind::Manifest(_))))
-            .ok_or_else(|| Error::corruption(&current, "does not name a MANIFEST"))?;
-        let path = dir.join(name);
         if !path.exists() {
             return Err(Error::corruption(
-                &current,
-                format!("names {name}, which does not exist"),
+                &current_path(dir),
+                format!("names {}, which does not exist", manifest_name(number)),
             ));
         }
-        let edits = read_edits(&path)?;
-        let mut trees = TreeRecords::new();
-        trees.insert(DEFAULT_KEYSPACE_ID, TreeRecord::default_keyspace());
-        let mut counters = ManifestCounters {
-            next_keyspace_id: DEFAULT_KEYSPACE_ID + 1,
-            ..Default::default()
-        };
-        let (mut have_log, mut have_next, mut have_seq) = (false, false, false);
-        let mut log_start_sequence = None;
-        let mut dropped = BTreeMap::new();
-        let mut replaced = BTreeSet::new();
-        let mut tables_in_flight_from = 0;
-        let store_id = edits
-            .first()
-            .and_then(|e| e.store_id)
-            .ok_or_else(|| Error::corruption(&path, "no store identity in the first edit"))?;
-        for edit in &edits {
-            if let Some(n) = edit.log_number {
-                counters.log_number = n;
-                have_log = true;
-            }
-            if let Some(n) = edit.next_file_number {
-                counters.next_file_number = n;
-                have_next = true;
-                tables_in_flight_from = match edit.oldest_table_in_flight {
-                    Some(t) if t > n => {
-                        return Err(Error::corruption(
-                            &path,
-                            format!("oldest table in flight {t} is past the next file number {n}"),
-                        ))
-                    }
-                    Some(t) => t,
-                    None => n,
-                };
-            }
-            if let Some(n) = edit.last_sequence {
-                counters.last_sequence = counters.last_sequence.max(n);
-                have_seq = true;
-            }
-            if let Some(n) = edit.log_start_sequence {
-                log_start_sequence = Some(n);
-            }
-            if let Some(n) = edit.next_keyspace_id {
-                counters.next_keyspace_id = counters.next_keyspace_id.max(n);
-            }
-            let dropping = edit.dropped.and_then(|id| dropped_record(&trees, id));
-            apply_to_trees(&mut trees, &mut counters, edit)
-                .map_err(|what| Error::corruption(&path, what))?;
-            dropped.extend(dropping);
-            replaced.extend(edit.deleted.iter().map(|&(_, number)| number));
+        let mut state = ManifestState::default();
+        for edit in read_edits(&path)? {
+            state.apply(&path, &edit)?;
         }
-        if !(have_log && have_next && have_seq) {
-            return Err(Error::corruption(
-                &path,
-                "missing log number, next file number or last sequence",
-            ));
-        }
-        counters.log_start_sequence = log_start_sequence.unwrap_or(counters.last_sequence);
-        let mut max_file = 0;
-        for tree in trees.values_mut() {
-            // Every write in a WAL older than the store's log number is in a table.
-            tree.log_number = tree.log_number.max(counters.log_number);
-            if let Some((level, a, b)) = tree.version.find_overlap() {
-                return Err(Error::corruption(
-                    &path,
-                    format!(
-                        "tables {a} and {b} overlap in L{level} of keyspace {}",
-                        tree.name
-                    ),
-                ));
-            }
-            let tree_max = tree.version.levels.iter().flatten().map(|f| f.number).max();
-            max_file = max_file.max(tree_max.unwrap_or(0));
-        }
-        if max_file >= counters.next_file_number || counters.log_number >= counters.next_file_number
-        {
-            return Err(Error::corruption(
-                &path,
-                "next file number is not past every file",
-            ));
-        }
-        if counters.next_file_number > MAX_FILE_NUMBER {
-            return Err(Error::corruption(
-                &path,
-                format!(
-                    "next file number {} is beyond the largest a store allocates ({MAX_FILE_NUMBER})",
-                    counters.next_file_number
-                ),
-            ));
-        }
-        Ok(Some(RecoveredManifest {
-            path,
-            trees,
-            counters,
-            store_id,
-            dropped,
-            replaced,
-            tables_in_flight_from,
-        }))
+        state.finish(path).map(Some)
     }
 
     /// Writes MANIFEST-`number` holding every keyspace of `trees`, `counters` and `store_id`,
@@ -402,6 +299,160 @@ impl Manifest {
         self.trees = trees;
         self.dropped.extend(dropping);
         Ok(self.version(edit.keyspace))
+    }
+}
+
+/// The MANIFEST CURRENT names, by number and path; `Ok(None)` for a directory with no CURRENT.
+/// The MANIFEST itself may be missing (a follower reads CURRENT while the writer switches it).
+///
+/// # Errors
+/// `Error::Corruption` naming CURRENT if it does not name a MANIFEST; `Error::Io` naming it if it
+/// cannot be read.
+pub(crate) fn read_current(dir: &Path) -> Result<Option<(u64, PathBuf)>> {
+    let current = current_path(dir);
+    let text = match std::fs::read(&current) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_at(&current)(e)),
+    };
+    let named = std::str::from_utf8(&text)
+        .ok()
+        .and_then(|t| t.strip_suffix('\n'))
+        .and_then(|n| match parse_file_name(n) {
+            Some(FileKind::Manifest(number)) => Some((number, dir.join(n))),
+            _ => None,
+        });
+    named
+        .map(Some)
+        .ok_or_else(|| Error::corruption(&current, "does not name a MANIFEST"))
+}
+
+/// What a MANIFEST's records make, applied one by one: the reading half of
+/// [`Manifest::recover`], which a follower also keeps, applying records as the writer appends
+/// them (`db/follower/`).
+#[derive(Default, Clone)]
+pub(crate) struct ManifestState {
+    pub(crate) trees: TreeRecords,
+    pub(crate) counters: ManifestCounters,
+    pub(crate) dropped: DroppedKeyspaces,
+    replaced: BTreeSet<u64>,
+    tables_in_flight_from: u64,
+    store_id: Option<StoreId>,
+    log_start_sequence: Option<u64>,
+    have: (bool, bool, bool),
+}
+
+impl ManifestState {
+    /// Applies `edit`, the next record of the MANIFEST at `path`.
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming `path` if the edit cannot follow the ones before.
+    pub(crate) fn apply(&mut self, path: &Path, edit: &VersionEdit) -> Result<()> {
+        if self.store_id.is_none() {
+            self.store_id =
+                Some(edit.store_id.ok_or_else(|| {
+                    Error::corruption(path, "no store identity in the first edit")
+                })?);
+            self.trees
+                .insert(DEFAULT_KEYSPACE_ID, TreeRecord::default_keyspace());
+            self.counters.next_keyspace_id = DEFAULT_KEYSPACE_ID + 1;
+        }
+        let counters = &mut self.counters;
+        if let Some(n) = edit.log_number {
+            counters.log_number = n;
+            self.have.0 = true;
+        }
+        if let Some(n) = edit.next_file_number {
+            counters.next_file_number = n;
+            self.have.1 = true;
+            self.tables_in_flight_from = match edit.oldest_table_in_flight {
+                Some(t) if t > n => {
+                    return Err(Error::corruption(
+                        path,
+                        format!("oldest table in flight {t} is past the next file number {n}"),
+                    ))
+                }
+                Some(t) => t,
+                None => n,
+            };
+        }
+        if let Some(n) = edit.last_sequence {
+            counters.last_sequence = counters.last_sequence.max(n);
+            self.have.2 = true;
+        }
+        if let Some(n) = edit.log_start_sequence {
+            self.log_start_sequence = Some(n);
+        }
+        if let Some(n) = edit.next_keyspace_id {
+            counters.next_keyspace_id = counters.next_keyspace_id.max(n);
+        }
+        let dropping = edit.dropped.and_then(|id| dropped_record(&self.trees, id));
+        apply_to_trees(&mut self.trees, counters, edit)
+            .map_err(|what| Error::corruption(path, what))?;
+        self.dropped.extend(dropping);
+        self.replaced
+            .extend(edit.deleted.iter().map(|&(_, number)| number));
+        Ok(())
+    }
+
+    /// What the records applied so far say, read from the MANIFEST at `path`, checked whole.
+    ///
+    /// # Errors
+    /// `Error::Corruption` naming `path` if a counter is missing or not past every file, or if
+    /// two tables of a level overlap.
+    pub(crate) fn finish(mut self, path: PathBuf) -> Result<RecoveredManifest> {
+        let store_id = self
+            .store_id
+            .ok_or_else(|| Error::corruption(&path, "no store identity in the first edit"))?;
+        if !(self.have.0 && self.have.1 && self.have.2) {
+            return Err(Error::corruption(
+                &path,
+                "missing log number, next file number or last sequence",
+            ));
+        }
+        let counters = &mut self.counters;
+        counters.log_start_sequence = self.log_start_sequence.unwrap_or(counters.last_sequence);
+        let mut max_file = 0;
+        for tree in self.trees.values_mut() {
+            // Every write in a WAL older than the store's log number is in a table.
+            tree.log_number = tree.log_number.max(counters.log_number);
+            if let Some((level, a, b)) = tree.version.find_overlap() {
+                return Err(Error::corruption(
+                    &path,
+                    format!(
+                        "tables {a} and {b} overlap in L{level} of keyspace {}",
+                        tree.name
+                    ),
+                ));
+            }
+            let tree_max = tree.version.levels.iter().flatten().map(|f| f.number).max();
+            max_file = max_file.max(tree_max.unwrap_or(0));
+        }
+        if max_file >= counters.next_file_number || counters.log_number >= counters.next_file_number
+        {
+            return Err(Error::corruption(
+                &path,
+                "next file number is not past every file",
+            ));
+        }
+        if counters.next_file_number > MAX_FILE_NUMBER {
+            return Err(Error::corruption(
+                &path,
+                format!(
+                    "next file number {} is beyond the largest a store allocates ({MAX_FILE_NUMBER})",
+                    counters.next_file_number
+                ),
+            ));
+        }
+        Ok(RecoveredManifest {
+            path,
+            trees: self.trees,
+            counters: self.counters,
+            store_id,
+            dropped: self.dropped,
+            replaced: self.replaced,
+            tables_in_flight_from: self.tables_in_flight_from,
+        })
     }
 }
 
