@@ -13,6 +13,7 @@ mod elias_fano;
 mod grafite;
 mod key_map;
 mod segmented;
+mod separator;
 mod spare_integers;
 
 use std::ops::Bound;
@@ -23,9 +24,13 @@ pub use segmented::{SegmentedGrafite, SegmentedGrafiteBuilder};
 /// The metaindex name of a range filter block of the single-window format (read, no longer
 /// written).
 pub(crate) const GRAFITE_BLOCK: &str = "rangefilter.siftdb.Grafite";
-/// The metaindex name of a segmented range filter block. A name of its own, so that a reader
-/// from before segments reads such a table without its range filter rather than refusing it.
-pub(crate) const SEGMENTED_GRAFITE_BLOCK: &str = "rangefilter.siftdb.SegmentedGrafite";
+/// The metaindex name of the range filter block new tables get: the segmented format with
+/// separator windows (format byte 3). A name of its own, so that a reader from before reads such a
+/// table without its range filter rather than refusing it.
+pub(crate) const SEGMENTED_GRAFITE_BLOCK: &str = "rangefilter.siftdb.SegmentedGrafite3";
+/// The metaindex name of a segmented range filter block before separator windows (format byte 2;
+/// read, no longer written).
+pub(crate) const SEGMENTED_GRAFITE_2_BLOCK: &str = "rangefilter.siftdb.SegmentedGrafite";
 
 /// What a table's range filter answers for the keys of a range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +90,8 @@ impl RangeCheck {
 pub(crate) enum TableRangeFilter {
     /// The single-window format (`rangefilter.siftdb.Grafite`).
     SingleWindow(GrafiteFilter),
-    /// The segmented format (`rangefilter.siftdb.SegmentedGrafite`).
+    /// The segmented format (`rangefilter.siftdb.SegmentedGrafite3`, or before separator
+    /// windows `rangefilter.siftdb.SegmentedGrafite`).
     Segmented(SegmentedGrafite),
 }
 
@@ -93,6 +99,8 @@ pub(crate) enum TableRangeFilter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RangeFilterFormat {
     SingleWindow,
+    /// Segmented, before separator windows.
+    Segmented2,
     Segmented,
 }
 
@@ -101,6 +109,8 @@ impl RangeFilterFormat {
     pub(crate) fn of_block(name: &[u8]) -> Option<RangeFilterFormat> {
         if name == SEGMENTED_GRAFITE_BLOCK.as_bytes() {
             Some(RangeFilterFormat::Segmented)
+        } else if name == SEGMENTED_GRAFITE_2_BLOCK.as_bytes() {
+            Some(RangeFilterFormat::Segmented2)
         } else if name == GRAFITE_BLOCK.as_bytes() {
             Some(RangeFilterFormat::SingleWindow)
         } else {
@@ -114,7 +124,12 @@ impl TableRangeFilter {
     pub(crate) fn read(format: RangeFilterFormat, bytes: &[u8]) -> Option<TableRangeFilter> {
         match format {
             RangeFilterFormat::Segmented => {
-                SegmentedGrafite::from_bytes(bytes).map(TableRangeFilter::Segmented)
+                SegmentedGrafite::from_bytes_of(segmented::FORMAT_SEPARATED, bytes)
+                    .map(TableRangeFilter::Segmented)
+            }
+            RangeFilterFormat::Segmented2 => {
+                SegmentedGrafite::from_bytes_of(segmented::FORMAT_SEGMENTED, bytes)
+                    .map(TableRangeFilter::Segmented)
             }
             RangeFilterFormat::SingleWindow => {
                 GrafiteFilter::from_bytes(bytes).map(TableRangeFilter::SingleWindow)
