@@ -5,9 +5,10 @@
 //! stores sorted integers compactly, and `grafite.rs` is the filter built of the two (its hash,
 //! its query, and the single-window format tables were written in before segments);
 //! `segmented.rs` is the format new tables get, the table's keys cut into segments, each mapped
-//! its own way, in one Grafite; `spare_integers.rs` keeps a thread's build buffers for its next
-//! table. [`RangeFilter`] is the user's choice for new tables; [`TableRangeFilter`] is a table's
-//! filter, of either format, as the store asks it.
+//! its own way, in one Grafite, and `separator.rs` the way of a segment whose keys share a
+//! separator byte; `spare_integers.rs` keeps a thread's build buffers for its next table.
+//! [`RangeFilter`] is the user's choice for new tables; [`TableRangeFilter`] is a table's filter,
+//! of any format, as the store asks it.
 
 mod elias_fano;
 mod grafite;
@@ -214,10 +215,11 @@ impl RangeFilter {
     /// Grafite with `bits_per_key` (3 to 60; [`Db::open`](crate::Db::open) refuses a value
     /// that is not a finite number in that span) answering ranges up to `max_range` integers wide
     /// (at least 1): for keys of one length, values of their last 8 bytes, whatever the bytes
-    /// before them (a tenant, a head); for keys of varying lengths, values of the 8 bytes after
-    /// the common prefix of the keys around the range. The false positive rate for an empty range
-    /// of `ℓ ≤ max_range` integers is about `ℓ / 2^(bits_per_key − 2)` (for keys of varying
-    /// lengths, if no key shares the range's integers: see docs/filters.md, *Range filters*), and
+    /// before them (a tenant, a head); for keys of varying lengths that share a separator (the
+    /// `:` of `user:<id>:<field>`), values of their last bytes after it; for other keys of varying
+    /// lengths, values of the 8 bytes after the common prefix of the keys around the range. The
+    /// false positive rate for an empty range of `ℓ ≤ max_range` integers is about
+    /// `ℓ / 2^(bits_per_key − 2)` (for which keys and ranges: docs/filters.md, *Range filters*), and
     /// wider ranges always read the table. Tables round `max_range` up to a power of two (at
     /// most 2^63).
     pub fn grafite(bits_per_key: f64, max_range: u64) -> RangeFilter {

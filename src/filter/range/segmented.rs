@@ -10,21 +10,28 @@
 //!   (the whole key if `m ≤ 8`), in the *context* of its first `m − 8` bytes: a range whose bounds
 //!   share those bytes is asked about exactly the values of the last 8 bytes it spans, whatever
 //!   the bytes before them (a tenant id, a fixed head, a hash);
-//! - a segment of keys of varying lengths maps each key to the 8 bytes after the segment's common
-//!   prefix (at most its longest key's length less 8), as the single-window format maps a whole
-//!   table's, but with the prefix of a few hundred neighbouring keys rather than of the table.
+//! - a segment of keys of varying lengths that share a separator byte maps each key by its suffix
+//!   after it, down to its last byte for a key whose suffix is the longest of its class
+//!   (`separator.rs`);
+//! - another segment of keys of varying lengths maps each key to the 8 bytes after the segment's
+//!   common prefix (at most its longest key's length less 8), as the single-window format maps a
+//!   whole table's, but with the prefix of a few hundred neighbouring keys rather than of the
+//!   table.
 //!
 //! The context (the segment's number, and for one length the key's leading bytes) is folded into
 //! Grafite's block number (`grafite::hash`), so integers of different contexts fall in unrelated
 //! blocks and the bound `ℓ / 2^(B−2)` holds within each. A segment ends where the key length
 //! changes (one length) or where the keys stop sharing the segment's prefix (varying lengths),
-//! once it holds [`MIN_SEGMENT_KEYS`] keys; a one-length segment cut shorter than that is followed
+//! once it holds [`MIN_SEGMENT_KEYS`] keys, and one of varying lengths, whose keys are kept whole
+//! until it closes, at [`MAX_VARYING_KEYS`]; a one-length segment cut shorter than that is followed
 //! by a segment of varying lengths, so a table has at most about `2n / MIN_SEGMENT_KEYS`
 //! segments. Each but the first starts at the shortest string above the key before it; a query is
 //! split at the starts it crosses, and a range holding a whole segment holds a key.
 //!
-//! Its bytes are the table's `rangefilter.siftdb.SegmentedGrafite` block; their layout is in
-//! `docs/table_format.md`, *Range filter block*.
+//! Its bytes are the table's `rangefilter.siftdb.SegmentedGrafite3` block (format byte 3; tables
+//! written before separator windows hold format 2, the same without them, named
+//! `rangefilter.siftdb.SegmentedGrafite`); their layout is in `docs/table_format.md`, *Range
+//! filter block*.
 
 use std::borrow::Cow;
 use std::ops::Bound;
