@@ -13,7 +13,8 @@
 //! from `n` sorted 16-byte keys of a fixed 8-byte head and a scrambled 64-bit number, in format
 //! `F`: `segmented` (`SegmentedGrafiteBuilder`, what tables get) or `single-window`
 //! (`GrafiteBuilder`, the format before it): 30k keys is about a default 2 MiB table of 100-byte
-//! values.
+//! values. `F-strings-20/30000` builds one of 30k `user:<id>:<field>` strings, keys of varying
+//! lengths that share a separator.
 //!
 //! Run with `cargo bench --bench filters`; probe figures are per query, build figures per filter
 //! (divide by the key count, or read the throughput line).
@@ -414,8 +415,52 @@ fn range_keys(n: usize) -> Vec<Key> {
     keys
 }
 
+/// Sorted `user:<id>:<field>` strings, three fields of each user (the workload runner's `strings`
+/// keys): keys of varying lengths that share a separator.
+fn string_keys(n: usize) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = (0..n as u64)
+        .map(|i| {
+            let mut z = (i / 3).wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let field = ["name", "address", "last_login"][(i % 3) as usize];
+            format!("user:{}:{field}", (z ^ (z >> 31)) % 1_000_000_000_000).into_bytes()
+        })
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
 fn bench_range_filter_build(c: &mut Criterion) {
     let mut g = c.benchmark_group("range_filter_build");
+    let strings = string_keys(30_000);
+    g.throughput(Throughput::Elements(strings.len() as u64));
+    g.bench_with_input(
+        BenchmarkId::new("segmented-strings-20", strings.len()),
+        &strings,
+        |b, keys| {
+            b.iter(|| {
+                let mut builder = SegmentedGrafiteBuilder::new(20.0, 1 << 16);
+                for k in keys {
+                    builder.add_key(k);
+                }
+                black_box(builder.finish())
+            })
+        },
+    );
+    g.bench_with_input(
+        BenchmarkId::new("single-window-strings-20", strings.len()),
+        &strings,
+        |b, keys| {
+            b.iter(|| {
+                let mut builder = GrafiteBuilder::new(20.0, 1 << 16);
+                for k in keys {
+                    builder.add_key(k);
+                }
+                black_box(builder.finish())
+            })
+        },
+    );
     for n in [30_000usize, 1_000_000] {
         let keys = range_keys(n);
         g.throughput(Throughput::Elements(n as u64));

@@ -152,11 +152,16 @@ struct VaryingKeys {
 
 impl VaryingKeys {
     fn add(&mut self, key: &[u8]) {
+        self.add_knowing(key, self.shares_prefix(key));
+    }
+
+    /// Adds `key`, which `shares` the keys' prefix or not.
+    fn add_knowing(&mut self, key: &[u8], shares: bool) {
         if self.ends.is_empty() {
             self.prefix_len = key.len();
         } else if self.key(self.ends.len() - 1) == key {
             return;
-        } else if !self.shares_prefix(key) {
+        } else if !shares {
             self.prefix_len = common_prefix_len(&self.bytes[..self.prefix_len], key);
         }
         self.max_len = self.max_len.max(key.len());
@@ -268,15 +273,16 @@ impl SegmentedGrafiteBuilder {
                 self.cut_before(key);
             }
             Open::OneLength { .. } => self.add_one_length(key),
-            Open::Varying(keys)
-                if keys.len() >= MAX_VARYING_KEYS
-                    || keys.len() >= self.min_segment_keys && !keys.shares_prefix(key) =>
-            {
-                if keys.key(keys.len() - 1) != key {
+            Open::Varying(keys) => {
+                let shares = keys.shares_prefix(key);
+                let full = keys.len() >= MAX_VARYING_KEYS
+                    || keys.len() >= self.min_segment_keys && !shares;
+                if !full {
+                    keys.add_knowing(key, shares);
+                } else if keys.key(keys.len() - 1) != key {
                     self.cut_before(key);
                 }
             }
-            Open::Varying(keys) => keys.add(key),
         }
     }
 
@@ -438,8 +444,9 @@ impl SegmentedGrafiteBuilder {
             return Window::AfterPrefix(keys.prefix()[..at].into());
         };
         let mut last_head: Option<&[u8]> = None;
+        let widths = w.width_table();
         for i in 0..keys.len() {
-            let Some((head, x)) = w.map_key(keys.key(i)) else {
+            let Some((head, x)) = w.map_key_with(&widths, keys.key(i)) else {
                 continue;
             };
             if last_head != Some(head) {

@@ -13,7 +13,7 @@
 //! same class and the same context, and within one context the map keeps order. A key without a
 //! separator, or ending at it, lies in no range that is asked: it needs no integer.
 //!
-//! Which separator: the byte of the segment's first key that, on a sample of its keys, maps the
+//! Which separator: the byte of the segment's first key that, on a sample of 64 of its keys, maps the
 //! most keys down to their last byte, each counted by the bytes of its integer (a suffix of one
 //! byte has none: every range past it but one byte wide starts another class); none (the segment
 //! keeps the window after its prefix) if no byte does better than that window, whose keys that end
@@ -85,35 +85,57 @@ impl SeparatorWindow {
             return None;
         }
         let step = count.div_ceil(SAMPLE).max(1);
-        let sample = || (0..count).step_by(step).map(&keys);
+        let sample: Vec<&[u8]> = (0..count).step_by(step).map(&keys).collect();
         // A key scores the bytes of its integer if it is mapped down to its last byte: keys
         // ending where the window after the prefix ends score 8.
-        let baseline = 8 * sample().filter(|k| k.len() == window_at + 8).count();
-        let first = keys(0);
-        let mut tried = [false; 256];
-        let mut candidates = 0;
-        let mut best: Option<(usize, u8)> = None;
-        for &separator in first.get(prefix_len..)?.iter() {
-            if std::mem::replace(&mut tried[separator as usize], true) {
-                continue;
-            }
-            candidates += 1;
-            if candidates > CANDIDATES {
+        let baseline = 8 * sample.iter().filter(|k| k.len() == window_at + 8).count();
+        // The candidates, and where each sampled key's suffix starts after each (0: none), from
+        // one pass over each key.
+        let mut candidates: Vec<u8> = Vec::with_capacity(CANDIDATES);
+        for &b in keys(0).get(prefix_len..)? {
+            if candidates.len() == CANDIDATES {
                 break;
             }
-            let mut widths = [0usize; 256];
-            for k in sample() {
-                if let Some(c) = suffix_start(k, prefix_len, separator) {
-                    if let Some(&v) = k.get(c) {
-                        let w = &mut widths[v as usize];
-                        *w = (*w).max(k.len() - c);
-                    }
+            if !candidates.contains(&b) {
+                candidates.push(b);
+            }
+        }
+        let mut starts = vec![0usize; sample.len() * candidates.len()];
+        let mut first_at = [usize::MAX; 256];
+        for (row, k) in sample.iter().enumerate() {
+            for (i, &b) in k.iter().enumerate().skip(prefix_len) {
+                let at = &mut first_at[b as usize];
+                if *at == usize::MAX {
+                    *at = i;
                 }
             }
-            let score: usize = sample()
-                .filter_map(|k| {
-                    let c = suffix_start(k, prefix_len, separator)?;
-                    let width = widths[*k.get(c)? as usize];
+            for (col, &separator) in candidates.iter().enumerate() {
+                let at = first_at[separator as usize];
+                starts[row * candidates.len() + col] = at.wrapping_add(1);
+            }
+            for &b in &k[prefix_len.min(k.len())..] {
+                first_at[b as usize] = usize::MAX;
+            }
+        }
+        let mut best: Option<(usize, u8)> = None;
+        for (col, &separator) in candidates.iter().enumerate() {
+            let start = |row: usize| starts[row * candidates.len() + col];
+            // Widths past u16 (rare) all count as one, which scores such keys at worst too low.
+            let suffix_len = |row: usize, k: &[u8]| (k.len() - start(row)).min(0xffff) as u16;
+            let mut widths = [0u16; 256];
+            for (row, k) in sample.iter().enumerate() {
+                if let Some(&v) = k.get(start(row)).filter(|_| start(row) > 0) {
+                    let w = &mut widths[v as usize];
+                    *w = (*w).max(suffix_len(row, k));
+                }
+            }
+            let score: usize = sample
+                .iter()
+                .enumerate()
+                .filter_map(|(row, k)| {
+                    let c = start(row);
+                    let width = widths[*k.get(c).filter(|_| c > 0)? as usize];
+                    let width = usize::from(width);
                     (width == k.len() - c).then(|| width - head_bytes(width))
                 })
                 .sum();
@@ -136,7 +158,7 @@ impl SeparatorWindow {
             .map(|v| (v, widths[v as usize]))
             .collect();
         (!classes.is_empty()).then(|| SeparatorWindow {
-            prefix: first[..prefix_len].into(),
+            prefix: keys(0)[..prefix_len].into(),
             separator,
             classes,
         })
@@ -150,12 +172,34 @@ impl SeparatorWindow {
             .map(|i| self.classes[i].1)
     }
 
+    /// Each class's width by its byte (0 for none), for [`map_key_with`](Self::map_key_with).
+    pub(super) fn width_table(&self) -> [usize; 256] {
+        let mut table = [0; 256];
+        for &(v, k) in self.classes.iter() {
+            table[v as usize] = k;
+        }
+        table
+    }
+
     /// A key's context bytes (after the prefix) and integer; `None` for a key no asked range
     /// can hold (no separator, or none after it).
+    #[cfg(test)]
     pub(super) fn map_key<'k>(&self, key: &'k [u8]) -> Option<(&'k [u8], u64)> {
+        self.map_key_with(&self.width_table(), key)
+    }
+
+    /// [`map_key`](Self::map_key) with the window's [`width_table`](Self::width_table).
+    pub(super) fn map_key_with<'k>(
+        &self,
+        widths: &[usize; 256],
+        key: &'k [u8],
+    ) -> Option<(&'k [u8], u64)> {
         let p = self.prefix.len();
         let c = suffix_start(key, p, self.separator)?;
-        let k = self.width(*key.get(c)?)?;
+        let k = widths[*key.get(c)? as usize];
+        if k == 0 {
+            return None;
+        }
         let j = head_bytes(k);
         let head = key.get(p..c.saturating_add(j))?;
         Some((head, bytes_at(key, c + j, k - j)))
