@@ -431,58 +431,59 @@ fn string_keys(n: usize) -> Vec<Vec<u8>> {
     keys
 }
 
+/// A range filter builder of either format, for the build benchmarks.
+trait RangeFilterBuilder {
+    fn add(&mut self, key: &[u8]);
+    fn bytes(&mut self) -> Vec<u8>;
+}
+
+impl RangeFilterBuilder for SegmentedGrafiteBuilder {
+    fn add(&mut self, key: &[u8]) {
+        self.add_key(key);
+    }
+    fn bytes(&mut self) -> Vec<u8> {
+        self.finish()
+    }
+}
+
+impl RangeFilterBuilder for GrafiteBuilder {
+    fn add(&mut self, key: &[u8]) {
+        self.add_key(key);
+    }
+    fn bytes(&mut self) -> Vec<u8> {
+        self.finish()
+    }
+}
+
+/// The filter `builder` builds over `keys`.
+fn build_range_filter<K: AsRef<[u8]>>(mut builder: impl RangeFilterBuilder, keys: &[K]) -> Vec<u8> {
+    for k in keys {
+        builder.add(k.as_ref());
+    }
+    black_box(builder.bytes())
+}
+
 fn bench_range_filter_build(c: &mut Criterion) {
     let mut g = c.benchmark_group("range_filter_build");
     let strings = string_keys(30_000);
     g.throughput(Throughput::Elements(strings.len() as u64));
-    g.bench_with_input(
-        BenchmarkId::new("segmented-strings-20", strings.len()),
-        &strings,
-        |b, keys| {
-            b.iter(|| {
-                let mut builder = SegmentedGrafiteBuilder::new(20.0, 1 << 16);
-                for k in keys {
-                    builder.add_key(k);
-                }
-                black_box(builder.finish())
-            })
-        },
-    );
-    g.bench_with_input(
-        BenchmarkId::new("single-window-strings-20", strings.len()),
-        &strings,
-        |b, keys| {
-            b.iter(|| {
-                let mut builder = GrafiteBuilder::new(20.0, 1 << 16);
-                for k in keys {
-                    builder.add_key(k);
-                }
-                black_box(builder.finish())
-            })
-        },
-    );
+    let id = |format: &str| BenchmarkId::new(format!("{format}-strings-20"), strings.len());
+    g.bench_with_input(id("segmented"), &strings, |b, keys| {
+        b.iter(|| build_range_filter(SegmentedGrafiteBuilder::new(20.0, 1 << 16), keys))
+    });
+    g.bench_with_input(id("single-window"), &strings, |b, keys| {
+        b.iter(|| build_range_filter(GrafiteBuilder::new(20.0, 1 << 16), keys))
+    });
     for n in [30_000usize, 1_000_000] {
         let keys = range_keys(n);
         g.throughput(Throughput::Elements(n as u64));
         for bits in [20.0, 24.0] {
             let id = |format: &str| BenchmarkId::new(format!("{format}-{bits}"), n);
             g.bench_with_input(id("segmented"), &keys, |b, keys| {
-                b.iter(|| {
-                    let mut builder = SegmentedGrafiteBuilder::new(bits, 1 << 16);
-                    for k in keys {
-                        builder.add_key(k);
-                    }
-                    black_box(builder.finish())
-                })
+                b.iter(|| build_range_filter(SegmentedGrafiteBuilder::new(bits, 1 << 16), keys))
             });
             g.bench_with_input(id("single-window"), &keys, |b, keys| {
-                b.iter(|| {
-                    let mut builder = GrafiteBuilder::new(bits, 1 << 16);
-                    for k in keys {
-                        builder.add_key(k);
-                    }
-                    black_box(builder.finish())
-                })
+                b.iter(|| build_range_filter(GrafiteBuilder::new(bits, 1 << 16), keys))
             });
         }
     }

@@ -13,11 +13,11 @@
 //! same class and the same context, and within one context the map keeps order. A key without a
 //! separator, or ending at it, lies in no range that is asked: it needs no integer.
 //!
-//! Which separator: the byte of the segment's first key that, on a sample of 64 of its keys, maps the
-//! most keys down to their last byte, each counted by the bytes of its integer (a suffix of one
-//! byte has none: every range past it but one byte wide starts another class); none (the segment
-//! keeps the window after its prefix) if no byte does better than that window, whose keys that end
-//! with it count 8.
+//! Which separator: the byte of the segment's first key that, on a sample of 64 of its keys,
+//! maps the most keys down to their last byte, each counted by the bytes of its integer (a
+//! suffix of one byte has none: every range past it but one byte wide starts another class); none
+//! (the segment keeps the window after its prefix) if no byte does better than that window, whose
+//! keys that end with it count 8.
 
 use std::ops::Bound;
 
