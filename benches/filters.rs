@@ -13,7 +13,8 @@
 //! from `n` sorted 16-byte keys of a fixed 8-byte head and a scrambled 64-bit number, in format
 //! `F`: `segmented` (`SegmentedGrafiteBuilder`, what tables get) or `single-window`
 //! (`GrafiteBuilder`, the format before it): 30k keys is about a default 2 MiB table of 100-byte
-//! values.
+//! values. `F-strings-20/30000` builds one of 30k `user:<id>:<field>` strings, keys of varying
+//! lengths that share a separator.
 //!
 //! Run with `cargo bench --bench filters`; probe figures are per query, build figures per filter
 //! (divide by the key count, or read the throughput line).
@@ -414,30 +415,75 @@ fn range_keys(n: usize) -> Vec<Key> {
     keys
 }
 
+/// Sorted `user:<id>:<field>` strings, three fields of each user (the workload runner's `strings`
+/// keys): keys of varying lengths that share a separator.
+fn string_keys(n: usize) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = (0..n as u64)
+        .map(|i| {
+            let mut z = (i / 3).wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let field = ["name", "address", "last_login"][(i % 3) as usize];
+            format!("user:{}:{field}", (z ^ (z >> 31)) % 1_000_000_000_000).into_bytes()
+        })
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// A range filter builder of either format, for the build benchmarks.
+trait RangeFilterBuilder {
+    fn add(&mut self, key: &[u8]);
+    fn bytes(&mut self) -> Vec<u8>;
+}
+
+impl RangeFilterBuilder for SegmentedGrafiteBuilder {
+    fn add(&mut self, key: &[u8]) {
+        self.add_key(key);
+    }
+    fn bytes(&mut self) -> Vec<u8> {
+        self.finish()
+    }
+}
+
+impl RangeFilterBuilder for GrafiteBuilder {
+    fn add(&mut self, key: &[u8]) {
+        self.add_key(key);
+    }
+    fn bytes(&mut self) -> Vec<u8> {
+        self.finish()
+    }
+}
+
+/// The filter `builder` builds over `keys`.
+fn build_range_filter<K: AsRef<[u8]>>(mut builder: impl RangeFilterBuilder, keys: &[K]) -> Vec<u8> {
+    for k in keys {
+        builder.add(k.as_ref());
+    }
+    black_box(builder.bytes())
+}
+
 fn bench_range_filter_build(c: &mut Criterion) {
     let mut g = c.benchmark_group("range_filter_build");
+    let strings = string_keys(30_000);
+    g.throughput(Throughput::Elements(strings.len() as u64));
+    let id = |format: &str| BenchmarkId::new(format!("{format}-strings-20"), strings.len());
+    g.bench_with_input(id("segmented"), &strings, |b, keys| {
+        b.iter(|| build_range_filter(SegmentedGrafiteBuilder::new(20.0, 1 << 16), keys))
+    });
+    g.bench_with_input(id("single-window"), &strings, |b, keys| {
+        b.iter(|| build_range_filter(GrafiteBuilder::new(20.0, 1 << 16), keys))
+    });
     for n in [30_000usize, 1_000_000] {
         let keys = range_keys(n);
         g.throughput(Throughput::Elements(n as u64));
         for bits in [20.0, 24.0] {
             let id = |format: &str| BenchmarkId::new(format!("{format}-{bits}"), n);
             g.bench_with_input(id("segmented"), &keys, |b, keys| {
-                b.iter(|| {
-                    let mut builder = SegmentedGrafiteBuilder::new(bits, 1 << 16);
-                    for k in keys {
-                        builder.add_key(k);
-                    }
-                    black_box(builder.finish())
-                })
+                b.iter(|| build_range_filter(SegmentedGrafiteBuilder::new(bits, 1 << 16), keys))
             });
             g.bench_with_input(id("single-window"), &keys, |b, keys| {
-                b.iter(|| {
-                    let mut builder = GrafiteBuilder::new(bits, 1 << 16);
-                    for k in keys {
-                        builder.add_key(k);
-                    }
-                    black_box(builder.finish())
-                })
+                b.iter(|| build_range_filter(GrafiteBuilder::new(bits, 1 << 16), keys))
             });
         }
     }

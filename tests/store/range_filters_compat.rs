@@ -1,11 +1,13 @@
-//! Tables whose range filter is of the single-window format (one Grafite over every key's 8 bytes
-//! after the table's common prefix, the only format before segments) read as they did: their
-//! filters are asked and rule tables out, and scans return what the store holds.
+//! Tables whose range filter is of an older format read as they did: their filters are asked and
+//! rule tables out, and scans return what the store holds. The formats: the single-window format
+//! (one Grafite over every key's 8 bytes after the table's common prefix, the only format before
+//! segments), and the segmented format 2 (before separator windows).
 //!
-//! `tests/data/store-single-window-range-filters/` holds such a store, written by
-//! `write_the_store_with_single_window_range_filters` below with the code of that time: tables of
-//! multi-tenant keys (a 4-byte tenant and an 8-byte big-endian id) and of strings, compacted.
-//! The tests open a copy of it (never the fixture itself, which an open would rewrite).
+//! `tests/data/store-single-window-range-filters/` and `tests/data/store-segmented-range-filters/`
+//! hold such stores, written by `write_the_store_with_single_window_range_filters` below with the
+//! code of each time: tables of multi-tenant keys (a 4-byte tenant and an 8-byte big-endian id)
+//! and of strings, compacted. The tests open a copy of one (never the fixture itself, which an
+//! open would rewrite).
 
 use crate::common;
 use common::copy_dir;
@@ -52,15 +54,17 @@ fn contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
     model
 }
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/store-single-window-range-filters")
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
-/// A copy of the fixture in a scratch directory.
-fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
+/// A copy of fixture `name` in a scratch directory.
+fn fixture_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("db");
-    copy_dir(&fixture(), &dir);
+    copy_dir(&fixture(name), &dir);
     (root, dir)
 }
 
@@ -100,28 +104,50 @@ fn check_scans(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) -> usize {
 }
 
 /// How many of the store's tables hold a range filter block of each format: single-window,
-/// segmented.
-fn tables_by_block(dir: &Path) -> (usize, usize) {
+/// segmented before separator windows (format 2), segmented (format 3).
+fn tables_by_block(dir: &Path) -> (usize, usize, usize) {
     let has = |bytes: &[u8], name: &[u8]| bytes.windows(name.len()).any(|w| w == name);
-    let (mut single, mut segmented) = (0, 0);
+    let (mut single, mut segmented_2, mut segmented) = (0, 0, 0);
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "sst") {
             let bytes = std::fs::read(&path).unwrap();
-            if has(&bytes, b"rangefilter.siftdb.SegmentedGrafite") {
+            if has(&bytes, b"rangefilter.siftdb.SegmentedGrafite3") {
                 segmented += 1;
+            } else if has(&bytes, b"rangefilter.siftdb.SegmentedGrafite") {
+                segmented_2 += 1;
             } else if has(&bytes, b"rangefilter.siftdb.Grafite") {
                 single += 1;
             }
         }
     }
-    (single, segmented)
+    (single, segmented_2, segmented)
 }
 
 #[test]
 fn tables_with_single_window_range_filters_are_read_and_their_filters_asked() {
-    let (_root, dir) = fixture_copy();
-    assert_eq!(tables_by_block(&dir), (8, 0));
+    tables_of_an_older_format_are_read_and_their_filters_asked(
+        "store-single-window-range-filters",
+        (8, 0, 0),
+    );
+}
+
+#[test]
+fn tables_with_segmented_range_filters_before_separators_are_read_and_their_filters_asked() {
+    tables_of_an_older_format_are_read_and_their_filters_asked(
+        "store-segmented-range-filters",
+        (0, 8, 0),
+    );
+}
+
+/// Opens a copy of fixture `name`, whose tables hold range filter blocks as `blocks` counts
+/// them, and checks its scans before and after a compaction rewrites its tables.
+fn tables_of_an_older_format_are_read_and_their_filters_asked(
+    name: &str,
+    blocks: (usize, usize, usize),
+) {
+    let (_root, dir) = fixture_copy(name);
+    assert_eq!(tables_by_block(&dir), blocks);
     let model = contents();
     let db = Db::open(&dir, options()).unwrap();
     let all: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
@@ -136,7 +162,7 @@ fn tables_with_single_window_range_filters_are_read_and_their_filters_asked() {
     db.compact().unwrap();
     let names = tables_by_block(&dir);
     assert!(
-        names.1 > 0,
+        names.2 > 0,
         "tables rewritten with segmented filters: {names:?}"
     );
     assert!(check_scans(&db, &model) > 0);
@@ -147,9 +173,11 @@ fn tables_with_single_window_range_filters_are_read_and_their_filters_asked() {
 }
 
 /// Writes the fixture into `$SIFTDB_FIXTURE_OUT` (a directory that must not exist yet). It was
-/// run once, with the code from before segmented range filters, to make
-/// `tests/data/store-single-window-range-filters/`; run with today's code it writes tables of
-/// today's format, which is not what the fixture stands for. Kept to show how it was made.
+/// run once with the code from before segmented range filters, to make
+/// `tests/data/store-single-window-range-filters/`, and once with the code from before separator
+/// windows, to make `tests/data/store-segmented-range-filters/`; run with today's code it writes
+/// tables of today's format, which is not what the fixtures stand for. Kept to show how they
+/// were made.
 #[test]
 #[ignore = "writes the fixture; see its doc comment"]
 fn write_the_store_with_single_window_range_filters() {

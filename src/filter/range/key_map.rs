@@ -158,20 +158,6 @@ impl KeyMapper {
         self.values.push(window(key, self.prefix_len));
     }
 
-    /// The bytes every key added so far starts with (empty before the first).
-    pub(crate) fn prefix(&self) -> &[u8] {
-        self.first
-            .as_ref()
-            .map_or(&[], |first| &first[..self.prefix_len])
-    }
-
-    /// Whether `key` starts with every byte the keys added so far share (true before the first).
-    pub(crate) fn shares_prefix(&self, key: &[u8]) -> bool {
-        self.first
-            .as_ref()
-            .is_none_or(|first| has_prefix(key, &first[..self.prefix_len]))
-    }
-
     /// Keys added (repeats counted).
     pub(crate) fn len(&self) -> usize {
         self.values.len()

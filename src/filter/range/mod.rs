@@ -5,14 +5,16 @@
 //! stores sorted integers compactly, and `grafite.rs` is the filter built of the two (its hash,
 //! its query, and the single-window format tables were written in before segments);
 //! `segmented.rs` is the format new tables get, the table's keys cut into segments, each mapped
-//! its own way, in one Grafite; `spare_integers.rs` keeps a thread's build buffers for its next
-//! table. [`RangeFilter`] is the user's choice for new tables; [`TableRangeFilter`] is a table's
-//! filter, of either format, as the store asks it.
+//! its own way, in one Grafite, and `separator.rs` the way of a segment whose keys share a
+//! separator byte; `spare_integers.rs` keeps a thread's build buffers for its next table.
+//! [`RangeFilter`] is the user's choice for new tables; [`TableRangeFilter`] is a table's filter,
+//! of any format, as the store asks it.
 
 mod elias_fano;
 mod grafite;
 mod key_map;
 mod segmented;
+mod separator;
 mod spare_integers;
 
 use std::ops::Bound;
@@ -23,9 +25,13 @@ pub use segmented::{SegmentedGrafite, SegmentedGrafiteBuilder};
 /// The metaindex name of a range filter block of the single-window format (read, no longer
 /// written).
 pub(crate) const GRAFITE_BLOCK: &str = "rangefilter.siftdb.Grafite";
-/// The metaindex name of a segmented range filter block. A name of its own, so that a reader
-/// from before segments reads such a table without its range filter rather than refusing it.
-pub(crate) const SEGMENTED_GRAFITE_BLOCK: &str = "rangefilter.siftdb.SegmentedGrafite";
+/// The metaindex name of the range filter block new tables get: the segmented format with
+/// separator windows (format byte 3). A name of its own, so that a reader from before reads such a
+/// table without its range filter rather than refusing it.
+pub(crate) const SEGMENTED_GRAFITE_BLOCK: &str = "rangefilter.siftdb.SegmentedGrafite3";
+/// The metaindex name of a segmented range filter block before separator windows (format byte 2;
+/// read, no longer written).
+pub(crate) const SEGMENTED_GRAFITE_2_BLOCK: &str = "rangefilter.siftdb.SegmentedGrafite";
 
 /// What a table's range filter answers for the keys of a range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +91,8 @@ impl RangeCheck {
 pub(crate) enum TableRangeFilter {
     /// The single-window format (`rangefilter.siftdb.Grafite`).
     SingleWindow(GrafiteFilter),
-    /// The segmented format (`rangefilter.siftdb.SegmentedGrafite`).
+    /// The segmented format (`rangefilter.siftdb.SegmentedGrafite3`, or before separator
+    /// windows `rangefilter.siftdb.SegmentedGrafite`).
     Segmented(SegmentedGrafite),
 }
 
@@ -93,6 +100,8 @@ pub(crate) enum TableRangeFilter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RangeFilterFormat {
     SingleWindow,
+    /// Segmented, before separator windows.
+    Segmented2,
     Segmented,
 }
 
@@ -101,6 +110,8 @@ impl RangeFilterFormat {
     pub(crate) fn of_block(name: &[u8]) -> Option<RangeFilterFormat> {
         if name == SEGMENTED_GRAFITE_BLOCK.as_bytes() {
             Some(RangeFilterFormat::Segmented)
+        } else if name == SEGMENTED_GRAFITE_2_BLOCK.as_bytes() {
+            Some(RangeFilterFormat::Segmented2)
         } else if name == GRAFITE_BLOCK.as_bytes() {
             Some(RangeFilterFormat::SingleWindow)
         } else {
@@ -114,7 +125,12 @@ impl TableRangeFilter {
     pub(crate) fn read(format: RangeFilterFormat, bytes: &[u8]) -> Option<TableRangeFilter> {
         match format {
             RangeFilterFormat::Segmented => {
-                SegmentedGrafite::from_bytes(bytes).map(TableRangeFilter::Segmented)
+                SegmentedGrafite::from_bytes_of(segmented::FORMAT_SEPARATED, bytes)
+                    .map(TableRangeFilter::Segmented)
+            }
+            RangeFilterFormat::Segmented2 => {
+                SegmentedGrafite::from_bytes_of(segmented::FORMAT_SEGMENTED, bytes)
+                    .map(TableRangeFilter::Segmented)
             }
             RangeFilterFormat::SingleWindow => {
                 GrafiteFilter::from_bytes(bytes).map(TableRangeFilter::SingleWindow)
@@ -199,10 +215,11 @@ impl RangeFilter {
     /// Grafite with `bits_per_key` (3 to 60; [`Db::open`](crate::Db::open) refuses a value
     /// that is not a finite number in that span) answering ranges up to `max_range` integers wide
     /// (at least 1): for keys of one length, values of their last 8 bytes, whatever the bytes
-    /// before them (a tenant, a head); for keys of varying lengths, values of the 8 bytes after
-    /// the common prefix of the keys around the range. The false positive rate for an empty range
-    /// of `ℓ ≤ max_range` integers is about `ℓ / 2^(bits_per_key − 2)` (for keys of varying
-    /// lengths, if no key shares the range's integers: see docs/filters.md, *Range filters*), and
+    /// before them (a tenant, a head); for keys of varying lengths that share a separator (the
+    /// `:` of `user:<id>:<field>`), values of their last bytes after it; for other keys of varying
+    /// lengths, values of the 8 bytes after the common prefix of the keys around the range. The
+    /// false positive rate for an empty range of `ℓ ≤ max_range` integers is about
+    /// `ℓ / 2^(bits_per_key − 2)` (for which keys and ranges: docs/filters.md, *Range filters*), and
     /// wider ranges always read the table. Tables round `max_range` up to a power of two (at
     /// most 2^63).
     pub fn grafite(bits_per_key: f64, max_range: u64) -> RangeFilter {

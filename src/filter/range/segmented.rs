@@ -10,21 +10,28 @@
 //!   (the whole key if `m ≤ 8`), in the *context* of its first `m − 8` bytes: a range whose bounds
 //!   share those bytes is asked about exactly the values of the last 8 bytes it spans, whatever
 //!   the bytes before them (a tenant id, a fixed head, a hash);
-//! - a segment of keys of varying lengths maps each key to the 8 bytes after the segment's common
-//!   prefix (at most its longest key's length less 8), as the single-window format maps a whole
-//!   table's, but with the prefix of a few hundred neighbouring keys rather than of the table.
+//! - a segment of keys of varying lengths that share a separator byte maps each key by its suffix
+//!   after it, down to its last byte for a key whose suffix is the longest of its class
+//!   (`separator.rs`);
+//! - another segment of keys of varying lengths maps each key to the 8 bytes after the segment's
+//!   common prefix (at most its longest key's length less 8), as the single-window format maps a
+//!   whole table's, but with the prefix of a few hundred neighbouring keys rather than of the
+//!   table.
 //!
 //! The context (the segment's number, and for one length the key's leading bytes) is folded into
 //! Grafite's block number (`grafite::hash`), so integers of different contexts fall in unrelated
 //! blocks and the bound `ℓ / 2^(B−2)` holds within each. A segment ends where the key length
 //! changes (one length) or where the keys stop sharing the segment's prefix (varying lengths),
-//! once it holds [`MIN_SEGMENT_KEYS`] keys; a one-length segment cut shorter than that is followed
+//! once it holds [`MIN_SEGMENT_KEYS`] keys, and one of varying lengths, whose keys are kept whole
+//! until it closes, at [`MAX_VARYING_KEYS`]; a one-length segment cut shorter than that is followed
 //! by a segment of varying lengths, so a table has at most about `2n / MIN_SEGMENT_KEYS`
 //! segments. Each but the first starts at the shortest string above the key before it; a query is
 //! split at the starts it crosses, and a range holding a whole segment holds a key.
 //!
-//! Its bytes are the table's `rangefilter.siftdb.SegmentedGrafite` block; their layout is in
-//! `docs/table_format.md`, *Range filter block*.
+//! Its bytes are the table's `rangefilter.siftdb.SegmentedGrafite3` block (format byte 3; tables
+//! written before separator windows hold format 2, the same without them, named
+//! `rangefilter.siftdb.SegmentedGrafite`); their layout is in `docs/table_format.md`, *Range
+//! filter block*.
 
 use std::borrow::Cow;
 use std::ops::Bound;
@@ -36,19 +43,24 @@ use super::grafite::{
     any_in_range, block_size_for, clamp_bits, hash, hash_range, read_header, sort_below,
     theoretical_fp_rate,
 };
-use super::key_map::{common_prefix_len, has_prefix, integer_range, KeyMapper};
+use super::key_map::{common_prefix_len, has_prefix, integer_range, window as window_at};
+use super::separator::{SeparatorRange, SeparatorWindow};
 use super::spare_integers;
 use super::RangeCheck;
 use crate::coding::{put_length_prefixed, put_varint64, Decoder};
 
-/// The format byte a segmented filter's bytes start with.
-const FORMAT_SEGMENTED: u8 = 2;
+/// The format byte of segmented filters without separator windows (read, no longer written).
+pub(super) const FORMAT_SEGMENTED: u8 = 2;
+/// The format byte of segmented filters whose segments may have separator windows.
+pub(super) const FORMAT_SEPARATED: u8 = 3;
 /// The seed of the segments' contexts.
 const SEGMENT_SEED: u64 = 0x7365_676d_656e_7473;
 /// The fewest keys a segment holds before a change of length or of leading bytes ends it.
 const MIN_SEGMENT_KEYS: usize = 256;
 /// The keys a new segment collects before it settles whether its keys have one length.
 const FIRST_KEYS: usize = 64;
+/// The most keys a segment of varying lengths holds: they are kept whole until it closes.
+const MAX_VARYING_KEYS: usize = 4096;
 
 /// How a segment's keys become integers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +69,9 @@ enum Window {
     AfterPrefix(Box<[u8]>),
     /// Keys of this many bytes: their last 8 (all, if fewer), in the context of the rest.
     OneLength(usize),
+    /// Keys of varying lengths that share a separator: their suffix after it, down to their
+    /// last byte for the longest of their class (`separator.rs`).
+    Separator(SeparatorWindow),
 }
 
 /// One segment of a table's keys.
@@ -121,8 +136,56 @@ enum Open {
         keys: usize,
         seed: u64,
     },
-    /// Keys of varying lengths.
-    Varying(KeyMapper),
+    /// Keys of varying lengths, kept whole until the segment closes.
+    Varying(VaryingKeys),
+}
+
+/// The keys of a segment of varying lengths, in order, without repeats.
+#[derive(Debug, Default)]
+struct VaryingKeys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    /// The length of the bytes they all start with.
+    prefix_len: usize,
+    max_len: usize,
+}
+
+impl VaryingKeys {
+    fn add(&mut self, key: &[u8]) {
+        self.add_knowing(key, self.shares_prefix(key));
+    }
+
+    /// Adds `key`, which `shares` the keys' prefix or not.
+    fn add_knowing(&mut self, key: &[u8], shares: bool) {
+        if self.ends.is_empty() {
+            self.prefix_len = key.len();
+        } else if self.key(self.ends.len() - 1) == key {
+            return;
+        } else if !shares {
+            self.prefix_len = common_prefix_len(&self.bytes[..self.prefix_len], key);
+        }
+        self.max_len = self.max_len.max(key.len());
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let from = i.checked_sub(1).map_or(0, |j| self.ends[j]);
+        &self.bytes[from..self.ends[i]]
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn prefix(&self) -> &[u8] {
+        &self.bytes[..self.prefix_len.min(self.bytes.len())]
+    }
+
+    /// Whether `key` starts with every byte the keys so far share (true before the first).
+    fn shares_prefix(&self, key: &[u8]) -> bool {
+        self.ends.is_empty() || has_prefix(key, self.prefix())
+    }
 }
 
 /// Collects a table's keys, in order, and builds its segmented Grafite filter.
@@ -145,6 +208,11 @@ pub struct SegmentedGrafiteBuilder {
     /// [`MIN_SEGMENT_KEYS`] and [`FIRST_KEYS`], smaller in tests.
     min_segment_keys: usize,
     first_keys: usize,
+    /// Whether segments of varying lengths may have separator windows (format 3); tests write
+    /// format 2 without.
+    separators: bool,
+    /// A segment's keys of varying lengths, its buffers kept for the next.
+    spare: VaryingKeys,
 }
 
 impl SegmentedGrafiteBuilder {
@@ -163,7 +231,17 @@ impl SegmentedGrafiteBuilder {
             added: 0,
             min_segment_keys: MIN_SEGMENT_KEYS,
             first_keys: FIRST_KEYS,
+            separators: true,
+            spare: VaryingKeys::default(),
         }
+    }
+
+    /// A builder that writes format 2, the segmented format before separator windows: for tests
+    /// of the tables written in it.
+    #[cfg(test)]
+    pub(super) fn without_separators(mut self) -> Self {
+        self.separators = false;
+        self
     }
 
     /// A builder that cuts segments after `min_segment_keys` keys and settles a segment's length
@@ -195,12 +273,16 @@ impl SegmentedGrafiteBuilder {
                 self.cut_before(key);
             }
             Open::OneLength { .. } => self.add_one_length(key),
-            Open::Varying(mapper)
-                if mapper.len() >= self.min_segment_keys && !mapper.shares_prefix(key) =>
-            {
-                self.cut_before(key);
+            Open::Varying(keys) => {
+                let shares = keys.shares_prefix(key);
+                let full = keys.len() >= MAX_VARYING_KEYS
+                    || keys.len() >= self.min_segment_keys && !shares;
+                if !full {
+                    keys.add_knowing(key, shares);
+                } else if keys.key(keys.len() - 1) != key {
+                    self.cut_before(key);
+                }
             }
-            Open::Varying(mapper) => mapper.add(key),
         }
     }
 
@@ -213,9 +295,9 @@ impl SegmentedGrafiteBuilder {
     fn begin(&mut self, start: Vec<u8>, key: &[u8]) {
         self.start = start;
         if std::mem::take(&mut self.next_varying) {
-            let mut mapper = KeyMapper::default();
-            mapper.add(key);
-            self.open = Open::Varying(mapper);
+            let mut keys = self.varying_keys();
+            keys.add(key);
+            self.open = Open::Varying(keys);
         } else {
             self.open = Open::First {
                 bytes: key.to_vec(),
@@ -254,12 +336,21 @@ impl SegmentedGrafiteBuilder {
                 self.add_one_length(key);
             }
         } else {
-            let mut mapper = KeyMapper::default();
+            let mut varying = self.varying_keys();
             for key in keys {
-                mapper.add(key);
+                varying.add(key);
             }
-            self.open = Open::Varying(mapper);
+            self.open = Open::Varying(varying);
         }
+    }
+
+    /// Empty buffers for a segment of varying lengths.
+    fn varying_keys(&mut self) -> VaryingKeys {
+        let mut keys = std::mem::take(&mut self.spare);
+        keys.bytes.clear();
+        keys.ends.clear();
+        keys.max_len = 0;
+        keys
     }
 
     /// Adds a key of the open one-length segment's length.
@@ -310,19 +401,16 @@ impl SegmentedGrafiteBuilder {
                 head.extend_from_slice(&x.to_be_bytes()[8 - tail..]);
                 (Window::OneLength(len), separator(&head, next))
             }
-            Open::Varying(mut mapper) => {
-                // The last key starts with the prefix `next` does not share: they part where
-                // the prefix and `next` do.
-                let start = separator(mapper.prefix(), next);
-                let (prefix, mut values) = mapper.finish();
-                values.dedup();
-                if self.values.capacity() == 0 {
-                    self.values = spare_integers::take();
-                }
-                self.contexts.push((self.values.len(), seed));
-                self.values.extend_from_slice(&values);
-                spare_integers::give(values);
-                (Window::AfterPrefix(prefix.into_boxed_slice()), start)
+            Open::Varying(keys) => {
+                // Where the last key and `next` part (`next` may share the prefix when the
+                // segment is full).
+                let start = match keys.shares_prefix(next) {
+                    true => separator(keys.key(keys.len() - 1), next),
+                    false => separator(keys.prefix(), next),
+                };
+                let window = self.close_varying(&keys, seed);
+                self.spare = keys;
+                (window, start)
             }
         };
         self.segments.push(Segment {
@@ -331,6 +419,46 @@ impl SegmentedGrafiteBuilder {
             seed,
         });
         start
+    }
+
+    /// The integers of a closed segment of varying lengths, after a separator if one maps more
+    /// keys down to their last byte than the window after the segment's prefix, and its window.
+    fn close_varying(&mut self, keys: &VaryingKeys, seed: u64) -> Window {
+        if self.values.capacity() == 0 {
+            self.values = spare_integers::take();
+        }
+        let at = keys.prefix_len.min(keys.max_len.saturating_sub(8));
+        let chosen = match self.separators {
+            true => SeparatorWindow::choose(|i| keys.key(i), keys.len(), keys.prefix_len, at),
+            false => None,
+        };
+        let Some(w) = chosen else {
+            self.contexts.push((self.values.len(), seed));
+            let from = self.values.len();
+            for i in 0..keys.len() {
+                let x = window_at(keys.key(i), at);
+                if self.values.len() == from || self.values.last() != Some(&x) {
+                    self.values.push(x);
+                }
+            }
+            return Window::AfterPrefix(keys.prefix()[..at].into());
+        };
+        let mut last_head: Option<&[u8]> = None;
+        let widths = w.width_table();
+        for i in 0..keys.len() {
+            let Some((head, x)) = w.map_key_with(&widths, keys.key(i)) else {
+                continue;
+            };
+            if last_head != Some(head) {
+                last_head = Some(head);
+                self.contexts
+                    .push((self.values.len(), head_context(seed, head)));
+            } else if self.values.last() == Some(&x) {
+                continue; // Keys that differ only in trailing zero bytes.
+            }
+            self.values.push(x);
+        }
+        Window::Separator(w)
     }
 
     /// The filter's bytes over every key added; the builder starts empty again.
@@ -351,7 +479,10 @@ impl SegmentedGrafiteBuilder {
         }
         sort_below(&mut values, r);
         let mut out = Vec::with_capacity(32 + 16 * segments.len());
-        out.push(FORMAT_SEGMENTED);
+        out.push(match self.separators {
+            true => FORMAT_SEPARATED,
+            false => FORMAT_SEGMENTED,
+        });
         out.extend_from_slice(&self.bits_per_key.to_bits().to_le_bytes());
         out.extend_from_slice(&self.max_range.to_le_bytes());
         put_varint64(&mut out, segments.len() as u64);
@@ -365,6 +496,16 @@ impl SegmentedGrafiteBuilder {
                 Window::OneLength(len) => {
                     out.push(1);
                     put_varint64(&mut out, *len as u64);
+                }
+                Window::Separator(w) => {
+                    out.push(2);
+                    put_length_prefixed(&mut out, &w.prefix);
+                    out.push(w.separator);
+                    put_varint64(&mut out, w.classes.len() as u64);
+                    for &(byte, width) in w.classes.iter() {
+                        out.push(byte);
+                        put_varint64(&mut out, width as u64);
+                    }
                 }
             }
         }
@@ -411,10 +552,18 @@ pub struct SegmentedGrafite {
 }
 
 impl SegmentedGrafite {
-    /// Reads a filter from the bytes [`SegmentedGrafiteBuilder::finish`] wrote; `None` if they
-    /// are not a well-formed segmented filter.
+    /// Reads a filter from the bytes [`SegmentedGrafiteBuilder::finish`] wrote (or a builder
+    /// before separator windows); `None` if they are not a well-formed segmented filter.
     pub fn from_bytes(bytes: &[u8]) -> Option<SegmentedGrafite> {
-        let (bits_per_key, max_range, rest) = read_header(bytes, FORMAT_SEGMENTED)?;
+        match bytes.first() {
+            Some(&FORMAT_SEGMENTED) => Self::from_bytes_of(FORMAT_SEGMENTED, bytes),
+            _ => Self::from_bytes_of(FORMAT_SEPARATED, bytes),
+        }
+    }
+
+    /// Reads a filter of format byte `format` (2, or 3 which adds separator windows).
+    pub(super) fn from_bytes_of(format: u8, bytes: &[u8]) -> Option<SegmentedGrafite> {
+        let (bits_per_key, max_range, rest) = read_header(bytes, format)?;
         let mut reader = Decoder::new(rest);
         let count = usize::try_from(reader.varint64()?).ok()?;
         // Each segment takes at least three bytes: no count beyond those can be true.
@@ -437,6 +586,7 @@ impl SegmentedGrafite {
                     Ok(len) if len > 0 => Window::OneLength(len),
                     _ => return None,
                 },
+                2 if format == FORMAT_SEPARATED => Window::Separator(read_separator(&mut reader)?),
                 _ => return None,
             };
             segments.push(Segment {
@@ -515,6 +665,7 @@ impl SegmentedGrafite {
                     + match &s.window {
                         Window::AfterPrefix(p) => p.len(),
                         Window::OneLength(_) => 0,
+                        Window::Separator(w) => w.prefix.len() + std::mem::size_of_val(&*w.classes),
                     }
             })
             .sum();
@@ -584,6 +735,11 @@ impl SegmentedGrafite {
                 None => RangeCheck::Absent,
                 Some((lo, hi)) => self.ask(s.seed, lo, hi),
             },
+            Window::Separator(w) => match w.range(lower, upper) {
+                SeparatorRange::Absent => RangeCheck::Absent,
+                SeparatorRange::TooWide => RangeCheck::TooWide { width: u64::MAX },
+                SeparatorRange::At { head, lo, hi } => self.ask(head_context(s.seed, head), lo, hi),
+            },
             Window::OneLength(len) => {
                 let (Some(a), Some(b)) = (lowest_of(lower, *len), highest_of(upper, *len)) else {
                     return RangeCheck::Absent;
@@ -631,9 +787,36 @@ impl SegmentedGrafite {
             Window::AfterPrefix(prefix) => {
                 integer_range(prefix, Bound::Included(key), Bound::Included(key)).map(|r| r.0)
             }
-            Window::OneLength(_) => None,
+            Window::OneLength(_) | Window::Separator(_) => None,
         };
         (index, x)
+    }
+
+    /// Whether a range of `key`'s length just after it is asked about the values of its last
+    /// bytes it spans (the key's window ends at its last byte).
+    fn maps_to_last_byte(&self, key: &[u8]) -> bool {
+        let index = self.segments_starting(|s| s <= key) - 1;
+        match &self.segment(index).window {
+            Window::AfterPrefix(prefix) => key.len() == prefix.len() + 8,
+            Window::OneLength(len) => key.len() == *len,
+            Window::Separator(w) => w.maps_to_last_byte(key),
+        }
+    }
+
+    /// Whether `[lo, hi]`, in a separator window, is a range the bound is stated for.
+    fn keeps_the_bound(&self, lo: &[u8], hi: &[u8]) -> bool {
+        let index = self.segments_starting(|s| s <= lo) - 1;
+        match &self.segment(index).window {
+            Window::Separator(w) => w.keeps_the_bound(lo, hi),
+            _ => false,
+        }
+    }
+
+    /// How many of its segments have separator windows.
+    fn separator_segments(&self) -> usize {
+        self.segments()
+            .filter(|s| matches!(s.window, Window::Separator(_)))
+            .count()
     }
 
     /// How many of its segments have keys of one length.
@@ -642,6 +825,31 @@ impl SegmentedGrafite {
             .filter(|s| matches!(s.window, Window::OneLength(_)))
             .count()
     }
+}
+
+/// A separator window's prefix, separator and classes; `None` unless there is at least one class,
+/// their bytes ascend and each width is from 1 to 2^32.
+fn read_separator(reader: &mut Decoder<'_>) -> Option<SeparatorWindow> {
+    let prefix = reader.length_prefixed()?;
+    let separator = reader.u8()?;
+    let count = usize::try_from(reader.varint64()?).ok()?;
+    if count == 0 || count > 256 {
+        return None;
+    }
+    let mut classes = Vec::with_capacity(count);
+    for _ in 0..count {
+        let byte = reader.u8()?;
+        let width = reader.varint64()?;
+        if !(1..=1 << 32).contains(&width) || classes.last().is_some_and(|&(b, _)| b >= byte) {
+            return None;
+        }
+        classes.push((byte, usize::try_from(width).ok()?));
+    }
+    Some(SeparatorWindow {
+        prefix: prefix.into(),
+        separator,
+        classes: classes.into_boxed_slice(),
+    })
 }
 
 /// Whether no string lies in `(lower, upper)`.

@@ -137,7 +137,8 @@ fn damaged_bytes_are_refused_or_answer_without_panicking() {
         b.add_key(k);
     }
     let bytes = b.finish();
-    assert!(SegmentedGrafite::from_bytes(&bytes).is_some());
+    let f = SegmentedGrafite::from_bytes(&bytes).expect("reads back");
+    assert!(f.separator_segments() > 0 && f.one_length_segments() > 0);
     assert!(SegmentedGrafite::from_bytes(&bytes[..bytes.len() - 3]).is_none());
     assert!(SegmentedGrafite::from_bytes(&[]).is_none());
     assert!(SegmentedGrafite::from_bytes(&[FORMAT_SEGMENTED]).is_none());
@@ -323,12 +324,9 @@ fn keys_of_one_length_keep_the_bound_for_uniform_ranges_and_ranges_just_after_a_
 }
 
 #[test]
-fn keys_of_varying_lengths_keep_the_bound_for_ranges_apart_from_every_key_in_their_window() {
-    // `user:<id>:<field>` strings: a segment maps them to the 8 bytes after its prefix, so a
-    // range is asked about as many integers as it spans there, and the bound holds for ranges
-    // whose integers no key of the segment maps to. (A range just after a key at its last byte
-    // lies past the window, meets the key's own integer and is a "maybe": only checked for
-    // false negatives here.)
+fn strings_keep_the_bound_for_uniform_ranges_and_ranges_just_after_a_key() {
+    // `user:<id>:<field>` strings: segments map them after the `:` that ends the id, so every
+    // field but `plan` (whose class, `p`, is as wide as `phone`) maps down to its last byte.
     let bits = 18.0;
     let mut rng = StdRng::seed_from_u64(11);
     let users: Vec<u64> = (0..5000).map(|_| rng.gen_range(0..1_000_000_000)).collect();
@@ -337,6 +335,132 @@ fn keys_of_varying_lengths_keep_the_bound_for_ranges_apart_from_every_key_in_the
         .flat_map(|&u| (0..FIELDS.len()).map(move |f| string_key(u, f)))
         .collect();
     let f = build(&keys, bits, 1 << 16);
+    assert_eq!(f.separator_segments(), f.num_segments());
+    let exact: Vec<&Vec<u8>> = keys.iter().filter(|k| f.maps_to_last_byte(k)).collect();
+    assert!(
+        exact.len() * 6 >= keys.len() * 5,
+        "{} of {} keys map down to their last byte",
+        exact.len(),
+        keys.len()
+    );
+    let judge = |lo: &[u8], _: &[u8]| f.maps_to_last_byte(lo);
+    for width in [1u64, 16, 256, 4096, 1 << 16] {
+        let mut r = StdRng::seed_from_u64(width);
+        let m = measure(
+            &keys,
+            &f,
+            width,
+            || {
+                let lo = string_key(r.gen_range(0..1_000_000_000), r.gen_range(0..6));
+                let hi = plus(&lo, width - 1);
+                (lo, hi)
+            },
+            judge,
+        );
+        assert_near_theory("strings", width, "uniform", m);
+        let m = measure(
+            &keys,
+            &f,
+            width,
+            || {
+                let k = exact[r.gen_range(0..exact.len())];
+                (plus(k, 1), plus(k, width))
+            },
+            judge,
+        );
+        assert_near_theory("strings", width, "just after a key", m);
+    }
+}
+
+/// Keys of `words` (some sharing their first letter) after a head, a decimal id of 1 to 12
+/// digits and `separator`; `count` of them.
+fn separated_keys(
+    rng: &mut StdRng,
+    separator: u8,
+    words: &[Vec<u8>],
+    count: usize,
+) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|_| {
+            let digits = rng.gen_range(1..=12u32);
+            let id = rng.gen_range(0..10u64.pow(digits));
+            let mut k = format!("obj{id}").into_bytes();
+            k.push(separator);
+            k.extend_from_slice(&words[rng.gen_range(0..words.len())]);
+            k
+        })
+        .collect()
+}
+
+#[test]
+fn random_separated_key_sets_keep_the_bound_where_keys_map_down_to_their_last_byte() {
+    let bits = 18.0;
+    for seed in 0..4u64 {
+        let mut rng = StdRng::seed_from_u64(100 + seed);
+        let separator = [b':', b'/', b'|', b'#'][seed as usize];
+        let words: Vec<Vec<u8>> = (0..rng.gen_range(3..9))
+            .map(|_| {
+                let len = rng.gen_range(1..15);
+                (0..len).map(|_| rng.gen_range(b'a'..=b'k')).collect()
+            })
+            .collect();
+        let list = separated_keys(&mut rng, separator, &words, 20_000);
+        let keys: BTreeSet<Vec<u8>> = list.iter().cloned().collect();
+        let f = build(&keys, bits, 1 << 16);
+        let exact: Vec<&Vec<u8>> = keys.iter().filter(|k| f.maps_to_last_byte(k)).collect();
+        assert!(
+            !exact.is_empty(),
+            "seed {seed}: no key maps to its last byte"
+        );
+        let judge = |lo: &[u8], hi: &[u8]| f.keeps_the_bound(lo, hi);
+        for width in [1u64, 16, 256] {
+            let mut r = StdRng::seed_from_u64(width + seed);
+            let m = measure(
+                &keys,
+                &f,
+                width,
+                || {
+                    let lo = separated_keys(&mut r, separator, &words, 1).remove(0);
+                    let hi = plus(&lo, width - 1);
+                    (lo, hi)
+                },
+                judge,
+            );
+            assert_near_theory("separated", width, "uniform", m);
+            let m = measure(
+                &keys,
+                &f,
+                width,
+                || {
+                    let k = exact[r.gen_range(0..exact.len())];
+                    (plus(k, 1), plus(k, width))
+                },
+                judge,
+            );
+            assert_near_theory("separated", width, "just after a key", m);
+        }
+    }
+}
+
+#[test]
+fn keys_of_varying_lengths_keep_the_bound_for_ranges_apart_from_every_key_in_their_window() {
+    // Format 2, before separator windows: a segment maps `user:<id>:<field>` strings to the 8
+    // bytes after its prefix, so a range is asked about as many integers as it spans there, and
+    // the bound holds for ranges whose integers no key of the segment maps to. (A range just
+    // after a key at its last byte lies past the window, meets the key's own integer and is a
+    // "maybe": only checked for false negatives here.)
+    let bits = 18.0;
+    let mut rng = StdRng::seed_from_u64(11);
+    let users: Vec<u64> = (0..5000).map(|_| rng.gen_range(0..1_000_000_000)).collect();
+    let keys: BTreeSet<Vec<u8>> = users
+        .iter()
+        .flat_map(|&u| (0..FIELDS.len()).map(move |f| string_key(u, f)))
+        .collect();
+    let f = build_with(
+        &keys,
+        SegmentedGrafiteBuilder::new(bits, 1 << 16).without_separators(),
+    );
+    assert_eq!(f.separator_segments(), 0);
     let images: BTreeSet<(usize, u64)> = keys
         .iter()
         .filter_map(|k| match f.image(k) {
@@ -385,8 +509,13 @@ fn any_key() -> impl Strategy<Value = Vec<u8>> {
         (0u32..3, 0u64..64).prop_map(|(t, id)| tenant_key(t, id << 8)),
         (0u64..40, 0usize..6).prop_map(|(u, f)| string_key(u * 3, f)),
         (0u64..64).prop_map(|x| binary_key(x << 4)),
+        (0u64..2000, 0usize..5, any::<bool>()).prop_map(|(id, w, slash)| {
+            let words: [&[u8]; 5] = [b"a", b"ab", b"abc\0", b"b\xff", b""];
+            let sep: &[u8] = if slash { b"/" } else { b":" };
+            [format!("o{id}").as_bytes(), sep, words[w]].concat()
+        }),
         proptest::collection::vec(
-            prop_oneof![Just(0u8), Just(b'u'), Just(255u8), any::<u8>()],
+            prop_oneof![Just(0u8), Just(b'u'), Just(b':'), Just(255u8), any::<u8>()],
             0..14
         ),
     ]
@@ -432,16 +561,19 @@ proptest! {
         bits in 3.0f64..24.0,
         max_range in prop_oneof![Just(1u64), 1u64..300, Just(1u64 << 20), Just(u64::MAX)],
         sizes in (1usize..80, 1usize..20),
+        separators in any::<bool>(),
         queries in proptest::collection::vec(
             ((any::<usize>(), any::<u8>(), any::<u64>(), any_key()),
              (any::<usize>(), any::<u8>(), any::<u64>(), any_key()),
              any::<u8>(), any::<u8>()),
             1..60),
     ) {
-        let f = build_with(
-            &keys,
-            SegmentedGrafiteBuilder::new(bits, max_range).with_segment_sizes(sizes.0, sizes.1),
-        );
+        let mut builder =
+            SegmentedGrafiteBuilder::new(bits, max_range).with_segment_sizes(sizes.0, sizes.1);
+        if !separators {
+            builder = builder.without_separators();
+        }
+        let f = build_with(&keys, builder);
         let list: Vec<Vec<u8>> = keys.iter().cloned().collect();
         for k in &list {
             prop_assert!(f.may_contain(Some(k), Some(k)), "key {:?}", k);
