@@ -5,10 +5,10 @@
 //! before any table, and most keys are in none of them; the filter answers each with one load.
 //! It is a register-blocked bloom filter: a key sets [`BITS_PER_KEY`] bits of one 64-bit word,
 //! chosen by the key's xxh3 hash (the hash table filters use), so that adding a key is one atomic
-//! `fetch_or` and asking one load. It takes 1/256 of the write buffer's bytes in words (a 4 MiB
-//! memtable: 128 KiB), allocated by the first key added, so an empty memtable costs nothing; a
-//! memtable of 100-byte values then holds about 45 filter bits per key, so a key it does not hold
-//! passes in about one Get in a hundred thousand.
+//! `fetch_or` and asking one load. It takes a word per 256 bytes of write buffer, 1/32 of it (a
+//! 4 MiB memtable's: 128 KiB), allocated by the first key added, so an empty memtable costs nothing; a
+//! memtable of 100-byte values then holds about 45 filter bits per key, and a key it does not hold
+//! passes about once in 8,000 Gets (the words fill unevenly; once in 850 at twice the keys).
 //!
 //! Writes are visible to a Get once it has read their sequence, which the writer publishes
 //! (release) after adding them here; the filter's relaxed `fetch_or`s happen before that.
@@ -23,7 +23,7 @@ pub(crate) const DEFAULT_WRITE_BUFFER_SIZE: usize = 4 << 20;
 /// Bits a key sets in its word.
 const BITS_PER_KEY: u32 = 6;
 
-/// Write-buffer bytes per filter word (8 bytes): the filter takes 1/256 of the buffer.
+/// Write-buffer bytes per filter word (8 bytes): the filter takes 1/32 of the buffer's size.
 const BUFFER_BYTES_PER_WORD: usize = 256;
 
 /// The most words a filter takes (8 MiB, a 2 GiB write buffer's).

@@ -201,9 +201,13 @@ pub fn run<T: Target>(store: &T, plan: Plan) -> Result<ReadWhileWriting, T::Erro
                         }
                         Ok(())
                     })();
+                    // Linux brings a running thread's count up to date at each tick (a few ms):
+                    // a shorter phase reads none.
                     if let (Some(a), Some(b)) = (sched_before, thread_sched()) {
-                        m.reader_cpu_secs = Some(b.0.saturating_sub(a.0) as f64 / 1e9);
-                        m.reader_wait_secs = Some(b.1.saturating_sub(a.1) as f64 / 1e9);
+                        if b.0 > a.0 {
+                            m.reader_cpu_secs = Some((b.0 - a.0) as f64 / 1e9);
+                            m.reader_wait_secs = Some(b.1.saturating_sub(a.1) as f64 / 1e9);
+                        }
                     }
                     if readers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
                         stop.store(true, Ordering::Relaxed);
