@@ -179,10 +179,12 @@ pub fn run<T: Target>(store: &T, plan: Plan) -> Result<ReadWhileWriting, T::Erro
                     let mut done = 0u64;
                     let result = (|| {
                         while done < share {
-                            if deadline.is_some_and(|d| done % 256 == 0 && Instant::now() >= d) {
+                            if deadline
+                                .is_some_and(|d| done.is_multiple_of(256) && Instant::now() >= d)
+                            {
                                 break;
                             }
-                            let present = done % 2 == 0;
+                            let present = done.is_multiple_of(2);
                             let n = 2 * rng.gen_range(0..keys) + u64::from(!present);
                             let t = Instant::now();
                             let found = store.get(n)?;
