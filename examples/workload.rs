@@ -23,6 +23,12 @@
 //! measured false positive rate and data blocks read per Get. `--json` prints one JSON object per
 //! phase on stdout instead (the rest goes to stderr).
 //!
+//! `readwhilewriting` keeps one writer overwriting random present keys at full speed while the
+//! `--threads` readers Get present and absent keys in turn (`examples/common/read_while_writing.rs`):
+//!
+//! cargo run --release --example workload -- --keys 1000000 --reads 2000000 \
+//!     --phases fillrandom,readwhilewriting
+//!
 //! Short range scans (`scanempty`, `scanhit`) need keys of `--key-format binary` (a fixed head
 //! and a 64-bit number), `tenants` (`--tenants` tenant ids and 8-byte ids below 2^40) or
 //! `strings` (`user:<id>:<field>`); `examples/common/key_formats.rs` describes them and what a
@@ -57,6 +63,8 @@ use value_generator::ValueGenerator;
 
 #[path = "common/key_formats.rs"]
 mod key_formats;
+#[path = "common/read_while_writing.rs"]
+mod read_while_writing;
 #[path = "common/value_generator.rs"]
 mod value_generator;
 
@@ -211,6 +219,9 @@ struct Args {
     /// `scanempty` ranges start just after a present key instead of anywhere.
     #[arg(long)]
     correlated: bool,
+    /// `readwhilewriting` runs this many seconds instead of until `--reads` Gets.
+    #[arg(long, value_parser = parse_seconds)]
+    read_while_writing_secs: Option<f64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -241,6 +252,10 @@ enum Phase {
     Scanempty,
     /// Short scans of `--scan-width` keys holding one present key (not with decimal keys).
     Scanhit,
+    /// db_bench's readwhilewriting: one writer overwrites random present keys at full speed
+    /// while `--threads` readers make `--reads` Gets in all, present and absent keys in turn;
+    /// reports the readers' rates of each kind, the writer's, and L0's table count meanwhile.
+    Readwhilewriting,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -305,6 +320,15 @@ fn parse_range_filter_bits(s: &str) -> Result<f64, String> {
         Ok(v)
     } else {
         Err("must be from 3 to 60".into())
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+        Ok(v)
+    } else {
+        Err("must be above 0 and at most a day".into())
     }
 }
 
@@ -607,6 +631,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 | Phase::Seekprefix
                 | Phase::Scanempty
                 | Phase::Scanhit
+                | Phase::Readwhilewriting
         );
         if is_read && dirty {
             // Reads are meant to meet tables (and their filters), not the memtable.
@@ -647,6 +672,13 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 read_phase(args, &db, &spaces, phase)?
             }
             Phase::Scan => scan_phase(&db)?,
+            Phase::Readwhilewriting => {
+                dirty = true;
+                let (result, measured) = read_while_writing_phase(args, &db, &spaces)?;
+                report_read_while_writing(args, &kind, &result, &measured);
+                report_writes(args, &kind, &result);
+                continue;
+            }
             Phase::Scanempty | Phase::Scanhit => short_scan_phase(args, &db, phase)?,
         };
         let point_reads = matches!(
@@ -799,6 +831,7 @@ fn phase_name(phase: Phase) -> &'static str {
         Phase::Seekprefix => "seekprefix",
         Phase::Scanempty => "scanempty",
         Phase::Scanhit => "scanhit",
+        Phase::Readwhilewriting => "readwhilewriting",
     }
 }
 
@@ -1001,6 +1034,156 @@ fn read_phase(
         sst_bytes: sst_bytes(db),
         wal_peak: None,
     })
+}
+
+/// The store as the `readwhilewriting` phase reaches it: keys by the run's format, each in its
+/// keyspace.
+struct WorkloadTarget<'a> {
+    db: &'a Db,
+    spaces: &'a [Keyspace],
+    keys: KeySpec,
+}
+
+impl read_while_writing::Target for WorkloadTarget<'_> {
+    type Error = siftdb::Error;
+
+    fn put(&self, n: u64, value: &[u8]) -> Result<(), siftdb::Error> {
+        let mut k = Vec::new();
+        self.keys.key(n, &mut k);
+        home(self.db, self.spaces, n / 2).put(&k, value)
+    }
+
+    fn get(&self, n: u64) -> Result<bool, siftdb::Error> {
+        let mut k = Vec::new();
+        self.keys.key(n, &mut k);
+        Ok(home(self.db, self.spaces, n / 2).get(&k)?.is_some())
+    }
+
+    fn l0_tables(&self) -> Option<usize> {
+        let l0 = |db: &Db| {
+            db.property("siftdb.num-files-at-level0")?
+                .parse::<usize>()
+                .ok()
+        };
+        match self.spaces.is_empty() {
+            true => l0(self.db),
+            false => self.spaces.iter().map(|ks| l0(ks)).sum(),
+        }
+    }
+
+    fn wrong_answer(&self, n: u64) -> siftdb::Error {
+        siftdb::Error::InvalidArgument(format!("readwhilewriting: wrong answer for key {n}"))
+    }
+}
+
+/// One writer overwriting at full speed while `--threads` readers make `--reads` Gets.
+fn read_while_writing_phase(
+    args: &Args,
+    db: &Db,
+    spaces: &[Keyspace],
+) -> Result<(PhaseResult, read_while_writing::ReadWhileWriting), siftdb::Error> {
+    let before = db.statistics();
+    let target = WorkloadTarget {
+        db,
+        spaces,
+        keys: KeySpec::of(args),
+    };
+    let plan = read_while_writing::Plan {
+        keys: args.keys,
+        readers: usize::from(args.threads),
+        until: match args.read_while_writing_secs {
+            Some(secs) => read_while_writing::Until::Elapsed(Duration::from_secs_f64(secs)),
+            None => read_while_writing::Until::Gets(args.reads),
+        },
+        value_size: args.value_size as usize,
+        compression_ratio: args.compression_ratio,
+        seed: args.seed,
+    };
+    let measured = read_while_writing::run(&target, plan)?;
+    let result = PhaseResult {
+        name: "readwhilewriting",
+        ops: measured.puts,
+        elapsed: Duration::from_secs_f64(measured.secs),
+        latencies: latency_histogram(),
+        found: None,
+        stats: db.statistics().since(&before),
+        sst_bytes: sst_bytes(db),
+        wal_peak: None,
+    };
+    Ok((result, measured))
+}
+
+/// The readers' rates (present and absent Gets apart), the writer's, L0's table count while it
+/// ran, and the filter checks a Get made.
+fn report_read_while_writing(
+    args: &Args,
+    kind: &RunKind,
+    r: &PhaseResult,
+    m: &read_while_writing::ReadWhileWriting,
+) {
+    let readers = usize::from(args.threads);
+    let gets = r.stats.ticker(Ticker::NumberKeysRead).max(1) as f64;
+    let f = r.stats.filter_totals();
+    let checks_per_get = (f.useful + f.positive) as f64 / gets;
+    if args.json {
+        print_json(
+            kind,
+            json!({
+                "phase": r.name,
+                "seconds": rounded(m.secs, 4),
+                "readers": readers,
+                "present_gets": m.present_gets,
+                "present_gets_per_sec": rounded(m.present_per_sec(readers), 1),
+                "present_get_us": rounded(m.present_us(), 3),
+                "missing_gets": m.missing_gets,
+                "missing_gets_per_sec": rounded(m.missing_per_sec(readers), 1),
+                "missing_get_us": rounded(m.missing_us(), 3),
+                "puts": m.puts,
+                "puts_per_sec": rounded(m.puts_per_sec(), 1),
+                "put_us": rounded(m.put_us(), 3),
+                "l0_tables_mean": m.l0_mean.map(|x| rounded(x, 2)),
+                "l0_tables_max": m.l0_max,
+                "filter_checks_per_get": rounded(checks_per_get, 3),
+                "reader_cpu_us_per_get": m.reader_cpu_us_per_get().map(|x| rounded(x, 3)),
+                "reader_on_core_share": m.reader_on_core_share().map(|x| rounded(x, 4)),
+            }),
+        );
+        return;
+    }
+    let l0 = match (m.l0_mean, m.l0_max) {
+        (Some(mean), Some(max)) => format!("L0 tables mean {mean:.1}, max {max}"),
+        _ => "L0 tables n/a".to_string(),
+    };
+    println!(
+        "{:<12} {:>8.2} s  {readers} reader{}: present {:>10.0} Gets/s ({:.2} µs)   absent {:>10.0} Gets/s ({:.2} µs)",
+        r.name,
+        m.secs,
+        if readers == 1 { "" } else { "s" },
+        m.present_per_sec(readers),
+        m.present_us(),
+        m.missing_per_sec(readers),
+        m.missing_us()
+    );
+    println!(
+        "{:<12} writer: {} puts, {:.0} puts/s ({:.2} µs a put)   {l0}   filter checks/Get {checks_per_get:.2}",
+        "",
+        m.puts,
+        m.puts_per_sec(),
+        m.put_us()
+    );
+    if let (Some(cpu), Some(share)) = (m.reader_cpu_us_per_get(), m.reader_on_core_share()) {
+        println!(
+            "{:<12} readers: {cpu:.2} µs on a core per Get, on a core {:.0} % of their time",
+            "",
+            100.0 * share
+        );
+    }
+    println!(
+        "{:<12} {}   tables {:.1} MiB",
+        "",
+        kind.text(),
+        r.sst_bytes as f64 / f64::from(1 << 20)
+    );
 }
 
 /// Reads the whole store in key order.

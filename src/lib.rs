@@ -70,6 +70,7 @@ mod key;
 mod key_range;
 mod levels;
 mod memtable;
+mod memtable_filter;
 mod merge_operator;
 mod options;
 mod pinned_value;

@@ -14,6 +14,7 @@ use parking_lot::RwLock;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind, MAX_SEQUENCE, SEEK_KIND};
+use crate::memtable_filter::{MemtableFilter, DEFAULT_WRITE_BUFFER_SIZE};
 use crate::range_tombstones::{FragmentedRangeTombstones, RangeTombstone};
 
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
@@ -38,6 +39,8 @@ pub(crate) enum NewestEntry<V = Vec<u8>> {
 /// One memtable and the WAL file that holds its writes.
 pub(crate) struct MemTable {
     map: SkipMap<InternalKey, Vec<u8>>,
+    /// Its user keys, so that a Get of a key it does not hold skips the skiplist.
+    filter: MemtableFilter,
     bytes: AtomicUsize,
     log_number: u64,
     /// The sequence of its last write, once frozen (`u64::MAX` until then).
@@ -60,9 +63,18 @@ struct MemRangeTombstones {
 }
 
 impl MemTable {
+    /// An empty memtable whose writes go to WAL file `log_number`, its filter sized for the
+    /// default write buffer (the first memtables after open; later ones take their keyspace's
+    /// size, `for_buffer`).
     pub(crate) fn new(log_number: u64) -> Self {
+        Self::for_buffer(log_number, DEFAULT_WRITE_BUFFER_SIZE)
+    }
+
+    /// An empty memtable whose filter is sized for a write buffer of `write_buffer_size` bytes.
+    pub(crate) fn for_buffer(log_number: u64, write_buffer_size: usize) -> Self {
         MemTable {
             map: SkipMap::new(),
+            filter: MemtableFilter::new(write_buffer_size),
             bytes: AtomicUsize::new(0),
             log_number,
             frozen_at: AtomicU64::new(u64::MAX),
@@ -108,6 +120,7 @@ impl MemTable {
         if kind == ValueKind::Merge {
             self.has_merges.store(true, Relaxed);
         }
+        self.filter.add(key);
         self.map
             .insert(InternalKey::new(key, seq, kind), value.to_vec());
     }
@@ -161,6 +174,9 @@ impl MemTable {
             return None;
         }
         let key = user_key(lookup.as_bytes());
+        if !self.filter.may_contain(key) {
+            return None;
+        }
         let entry = self.map.lower_bound(Bound::Included(lookup))?;
         let parsed = parse_internal_key(entry.key().as_bytes())?;
         if parsed.user_key != key {

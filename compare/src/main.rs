@@ -6,7 +6,7 @@
 //!     [--keys 1000000] [--reads 1000000] [--batch 32] [--compacted] \
 //!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json] [--print-stats] \
 //!     [--compression-ratio 0.5] [--constant-value] [--overwrite] [--siftdb-monkey] [--siftdb-ribbon] \
-//!     [--block-cache-mb 64] \
+//!     [--block-cache-mb 64] [--read-while-writing-secs 10 [--rww-readers 1]] \
 //!     [--scan-widths 1,16,256,4096,65536 --stores siftdb-range,rocksdb-prefix,siftdb,rocksdb \
 //!      --range-filter-bits 24 --key-format binary|tenants|strings --tenants 3 \
 //!      --rocksdb-prefix-len 12]
@@ -32,6 +32,18 @@
 //! multiget-present and multiget-missing: `--reads` lookups each, handed to the store's batched
 //! lookup N random keys at a time (present keys, resp. absent odd ones); their ops/s count keys,
 //! not batches. Every answer is checked; a wrong one panics.
+//!
+//! **Reads while writing** (`--read-while-writing-secs S`, last): db_bench's `readwhilewriting`
+//! on the settled store (`examples/common/read_while_writing.rs`, shared with the workload
+//! runner): one writer overwrites random present keys at full speed (`put`, values of
+//! `--compression-ratio` from their own seed) for S seconds while `--rww-readers` threads Get
+//! present and absent keys in turn (every answer checked), and this thread counts L0's tables
+//! every 10 ms. Reported: `rww-present` and `rww-missing`, the readers' Gets per second of each
+//! kind (their Gets of that kind over their time in them, times the readers), and `rww-puts`, the
+//! writer's puts per second; beside them µs per Get and per put, L0's tables (mean, max), and
+//! the µs a reader ran on a core per Get and the share of its time it did (not waiting for a
+//! core; Linux only).
+//! `--reads 0` leaves out the other read phases.
 //!
 //! Printed along the way: each store's files per level once settled, so a reader sees the
 //! shapes that are read (with `--print-stats`, also its own report of levels and compactions:
@@ -154,6 +166,10 @@ mod engines;
 #[path = "../../examples/common/key_formats.rs"]
 mod key_formats;
 mod phases;
+// The workload runner's stop after a number of Gets is not used here.
+#[allow(dead_code)]
+#[path = "../../examples/common/read_while_writing.rs"]
+mod read_while_writing;
 mod report;
 mod run;
 #[path = "../../examples/common/value_generator.rs"]
@@ -164,7 +180,10 @@ use clap::{Parser, ValueEnum};
 use engines::{PeerShape, Prefix, StoreName};
 use key_formats::Keys;
 use phases::ScanPlan;
-use report::{print_bloom_tickers, print_filter_sizes, print_json, print_phases, print_writes};
+use report::{
+    print_bloom_tickers, print_filter_sizes, print_json, print_phases, print_read_while_writing,
+    print_writes,
+};
 use run::{phases, run, Workload};
 
 /// Point lookups on siftdb, RocksDB and fjall; see the module documentation.
@@ -243,6 +262,12 @@ struct Args {
     /// positives) instead of its cache-local blooms.
     #[arg(long)]
     siftdb_ribbon: bool,
+    /// Seconds of the read-while-writing phase, run last (0: not run).
+    #[arg(long, default_value_t = 0.0)]
+    read_while_writing_secs: f64,
+    /// Reader threads of the read-while-writing phase.
+    #[arg(long, default_value_t = 1)]
+    rww_readers: usize,
 }
 
 /// The key formats of the short-scan runs.
@@ -307,7 +332,23 @@ fn main() {
         rocksdb_prefix,
         siftdb_monkey: args.siftdb_monkey,
         siftdb_ribbon: args.siftdb_ribbon,
+        rww_secs: args.read_while_writing_secs,
+        rww_readers: args.rww_readers,
     };
+    let rww_ok = args.read_while_writing_secs == 0.0
+        || (args.read_while_writing_secs.is_finite()
+            && args.read_while_writing_secs > 0.0
+            && args.rww_readers > 0
+            && !args.constant_value
+            && args.scan_widths.is_empty());
+    if !rww_ok {
+        clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            "--read-while-writing-secs takes seconds above 0, --rww-readers at least 1, \
+             random values and no --scan-widths\n",
+        )
+        .exit();
+    }
     if !(args.range_filter_bits.is_finite() && (3.0..=60.0).contains(&args.range_filter_bits)) {
         clap::Error::raw(
             clap::error::ErrorKind::InvalidValue,
@@ -370,11 +411,14 @@ fn main() {
 
     print_writes(&results, keys, w.overwrite);
 
-    if scans.is_none() {
+    if scans.is_none() && reads > 0 {
         print_bloom_tickers(&results, reads);
     }
     print_filter_sizes(&results, keys);
-    let phases = phases(w.batch, w.overwrite, scans.as_ref());
+    if w.rww_secs > 0.0 {
+        print_read_while_writing(&results, w);
+    }
+    let phases = phases(&w, scans.as_ref());
     print_phases(&results, &phases, reads);
 
     if args.json {

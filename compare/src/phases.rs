@@ -6,8 +6,9 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use crate::engines::Store;
+use crate::engines::{Concurrent, Store};
 use crate::key_formats::{self, Keys};
+use crate::read_while_writing::{self, Plan, ReadWhileWriting, Target, Until};
 use crate::run::Workload;
 
 /// `n` as a 16-byte zero-padded decimal, built on the stack: the harness's own cost per
@@ -94,6 +95,46 @@ pub(crate) fn multi_get_phase(
         done += len;
     }
     rate(reads, start)
+}
+
+/// A store as the read-while-writing phase reaches it: decimal keys, a wrong answer a panic.
+struct DecimalKeys<'a>(&'a dyn Concurrent);
+
+impl Target for DecimalKeys<'_> {
+    type Error = String;
+    fn put(&self, n: u64, value: &[u8]) -> Result<(), String> {
+        self.0.put(&decimal_key(n), value);
+        Ok(())
+    }
+    fn get(&self, n: u64) -> Result<bool, String> {
+        Ok(self.0.get(&decimal_key(n)))
+    }
+    fn l0_tables(&self) -> Option<usize> {
+        self.0.l0_tables()
+    }
+    fn wrong_answer(&self, n: u64) -> String {
+        format!("wrong answer for key {n}")
+    }
+}
+
+/// One writer overwriting random present keys at full speed (values of `ratio`, 100 bytes) for
+/// `w.rww_secs` seconds while `w.rww_readers` threads Get present and absent keys in turn.
+pub(crate) fn read_while_writing_phase(
+    name: &str,
+    db: &dyn Store,
+    w: Workload,
+    ratio: f64,
+) -> ReadWhileWriting {
+    let plan = Plan {
+        keys: w.keys,
+        readers: w.rww_readers,
+        until: Until::Elapsed(std::time::Duration::from_secs_f64(w.rww_secs)),
+        value_size: 100,
+        compression_ratio: ratio,
+        seed: 42,
+    };
+    read_while_writing::run(&DecimalKeys(db.concurrent()), plan)
+        .unwrap_or_else(|e| panic!("{name} readwhilewriting: {e}"))
 }
 
 /// The short scans of a run: their widths, the keys, and every present key, sorted (to draw

@@ -90,6 +90,46 @@ pub(crate) fn print_filter_sizes(results: &[(&str, Outcome)], keys: u64) {
     }
 }
 
+/// The read-while-writing phase per store: the readers' rates and µs per Get of each kind, the
+/// writer's, and L0's tables while it ran.
+pub(crate) fn print_read_while_writing(results: &[(&str, Outcome)], w: Workload) {
+    println!(
+        "\nreads while writing ({} s, 1 writer overwriting at full speed, {} reader(s), present and absent keys in turn):",
+        w.rww_secs, w.rww_readers
+    );
+    println!(
+        "{:<14} {:>14} {:>10} {:>14} {:>10} {:>12} {:>8} {:>8} {:>7} {:>14} {:>8}",
+        "store",
+        "present Gets/s",
+        "µs",
+        "absent Gets/s",
+        "µs",
+        "puts/s",
+        "µs/put",
+        "L0 mean",
+        "L0 max",
+        "reader CPU µs",
+        "on core"
+    );
+    for (name, r) in results {
+        let Some(m) = r.rww else { continue };
+        let readers = w.rww_readers;
+        println!(
+            "{name:<14} {:>14.0} {:>10.2} {:>14.0} {:>10.2} {:>12.0} {:>8.2} {:>8} {:>7} {:>14} {:>8}",
+            m.present_per_sec(readers),
+            m.present_us(),
+            m.missing_per_sec(readers),
+            m.missing_us(),
+            m.puts_per_sec(),
+            m.put_us(),
+            or_na(m.l0_mean, |x| format!("{x:.1}")),
+            or_na(m.l0_max, |x| x.to_string()),
+            or_na(m.reader_cpu_us_per_get(), |x| format!("{x:.2}")),
+            or_na(m.reader_on_core_share(), |x| format!("{:.0}%", 100.0 * x))
+        );
+    }
+}
+
 /// The ops/s of `siftdb-range`, if run, else of `siftdb`: what the ratios compare to.
 pub(crate) fn reference<'a>(results: &'a [(&str, Outcome)]) -> Option<&'a [f64]> {
     ["siftdb-range", "siftdb"]
@@ -193,6 +233,20 @@ pub(crate) fn print_json(
                 if let Some(b) = r.filter_bytes {
                     fields.push(format!("\"filter_bytes\":{b}"));
                 }
+                if let Some(m) = r.rww {
+                    fields.push(format!(
+                        "\"rww_present_us\":{:.3},\"rww_missing_us\":{:.3},\"rww_put_us\":{:.3}",
+                        m.present_us(),
+                        m.missing_us(),
+                        m.put_us()
+                    ));
+                    if let Some(cpu) = m.reader_cpu_us_per_get() {
+                        fields.push(format!("\"rww_reader_cpu_us_per_get\":{cpu:.3}"));
+                    }
+                    if let (Some(mean), Some(max)) = (m.l0_mean, m.l0_max) {
+                        fields.push(format!("\"rww_l0_mean\":{mean:.2},\"rww_l0_max\":{max}"));
+                    }
+                }
                 for (phase, c) in phases.iter().skip(1).zip(&r.scan_counters) {
                     if let Some(c) = c {
                         fields.push(format!(
@@ -215,13 +269,15 @@ pub(crate) fn print_json(
         None => String::new(),
     };
     println!(
-            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},\"siftdb_monkey\":{},\"siftdb_ribbon\":{},{scan_fields}\"stores\":{{{}}}}}",
+            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},\"siftdb_monkey\":{},\"siftdb_ribbon\":{},\"rww_secs\":{},\"rww_readers\":{},{scan_fields}\"stores\":{{{}}}}}",
             w.batch,
             w.compacted,
             w.shape.name(),
             w.compression_ratio.map_or("null".to_string(), |r| r.to_string()),
             w.siftdb_monkey,
             w.siftdb_ribbon,
+            w.rww_secs,
+            w.rww_readers,
             stores.join(",")
         );
 }

@@ -9,7 +9,11 @@ use rand::SeedableRng;
 use crate::engines::{
     open, Bloom, PeerShape, Prefix, ScanCounters, Store, StoreName, WriteStats, SETTLE_LIMIT,
 };
-use crate::phases::{decimal_key, empty_scans_phase, multi_get_phase, reads_phase, Kind, ScanPlan};
+use crate::phases::{
+    decimal_key, empty_scans_phase, multi_get_phase, read_while_writing_phase, reads_phase, Kind,
+    ScanPlan,
+};
+use crate::read_while_writing::ReadWhileWriting;
 use crate::value_generator::ValueGenerator;
 
 /// What one store measured.
@@ -30,6 +34,8 @@ pub(crate) struct Outcome {
     pub(crate) filter_bytes: Option<u64>,
     /// The scan counters of each short-scan phase.
     pub(crate) scan_counters: Vec<Option<ScanCounters>>,
+    /// What the read-while-writing phase measured, if it ran.
+    pub(crate) rww: Option<ReadWhileWriting>,
 }
 
 impl Outcome {
@@ -66,7 +72,8 @@ impl Overwrite {
 }
 
 /// Names of the phases run, in order.
-pub(crate) fn phases(batch: usize, overwrite: bool, scans: Option<&ScanPlan>) -> Vec<String> {
+pub(crate) fn phases(w: &Workload, scans: Option<&ScanPlan>) -> Vec<String> {
+    let (batch, overwrite) = (w.batch, w.overwrite);
     let mut phases = vec!["fillrandom"];
     if overwrite {
         phases.push("overwrite");
@@ -76,9 +83,14 @@ pub(crate) fn phases(batch: usize, overwrite: bool, scans: Option<&ScanPlan>) ->
         phases.extend(plan.phase_names());
         return phases;
     }
-    phases.extend(["readrandom", "readmissing", "readmixed"]);
-    if batch > 0 {
-        phases.extend(["multiget-present", "multiget-missing"]);
+    if w.reads > 0 {
+        phases.extend(["readrandom", "readmissing", "readmixed"]);
+        if batch > 0 {
+            phases.extend(["multiget-present", "multiget-missing"]);
+        }
+    }
+    if w.rww_secs > 0.0 {
+        phases.extend(["rww-present", "rww-missing", "rww-puts"]);
     }
     phases.into_iter().map(String::from).collect()
 }
@@ -126,6 +138,9 @@ pub(crate) struct Workload {
     pub(crate) siftdb_monkey: bool,
     /// siftdb's filters are Ribbon filters of the same bits per key instead of blooms.
     pub(crate) siftdb_ribbon: bool,
+    /// Seconds of the read-while-writing phase (0: not run), and its reader threads.
+    pub(crate) rww_secs: f64,
+    pub(crate) rww_readers: usize,
 }
 
 /// Runs every phase on one store: the lookups, or with `scans` the short scans.
@@ -222,24 +237,40 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
             bloom: None,
             filter_bytes: db.filter_bytes(),
             scan_counters,
+            rww: None,
         };
     }
-    let present = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Present);
-    let before = db.bloom();
-    let missing = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Missing);
-    let after = db.bloom();
-    let mixed = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Mixed);
     let mut ops = vec![fill];
     ops.extend(overwrite.map(|o| order.len() as f64 / o.secs));
-    ops.extend([present, missing, mixed]);
-    if w.batch > 0 {
-        for kind in [Kind::Present, Kind::Missing] {
-            ops.push(multi_get_phase(name, db.as_mut(), &mut rng, w, kind));
+    let mut bloom = None;
+    if reads > 0 {
+        let present = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Present);
+        let before = db.bloom();
+        let missing = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Missing);
+        let after = db.bloom();
+        let mixed = reads_phase(name, db.as_mut(), &mut rng, keys, reads, Kind::Mixed);
+        ops.extend([present, missing, mixed]);
+        if w.batch > 0 {
+            for kind in [Kind::Present, Kind::Missing] {
+                ops.push(multi_get_phase(name, db.as_mut(), &mut rng, w, kind));
+            }
         }
+        bloom = before
+            .zip(after)
+            .map(|(b, a)| (a.0 - b.0, a.1 - b.1, a.2 - b.2));
     }
-    let bloom = before
-        .zip(after)
-        .map(|(b, a)| (a.0 - b.0, a.1 - b.1, a.2 - b.2));
+    // Last: its writes leave the tree unsettled.
+    let rww = (w.rww_secs > 0.0).then(|| {
+        let ratio = w.compression_ratio.unwrap_or(1.0);
+        let m = read_while_writing_phase(name, db.as_ref(), w, ratio);
+        let readers = w.rww_readers;
+        ops.extend([
+            m.present_per_sec(readers),
+            m.missing_per_sec(readers),
+            m.puts_per_sec(),
+        ]);
+        m
+    });
     Outcome {
         ops,
         fill_secs,
@@ -249,5 +280,6 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
         bloom,
         filter_bytes: db.filter_bytes(),
         scan_counters: Vec::new(),
+        rww,
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{poll_until, Bloom, PeerShape, Store};
+use super::{poll_until, Bloom, Concurrent, PeerShape, Store};
 
 pub(crate) struct Fjall {
     // Dropped before the database, as a keyspace handle is in fjall's own examples.
@@ -49,12 +49,28 @@ impl Fjall {
     }
 }
 
-impl Store for Fjall {
-    fn put(&mut self, k: &[u8], v: &[u8]) {
+impl Concurrent for Fjall {
+    fn put(&self, k: &[u8], v: &[u8]) {
         self.ks.insert(k, v).unwrap();
     }
-    fn get(&mut self, k: &[u8]) -> bool {
+    fn get(&self, k: &[u8]) -> bool {
         self.ks.get(k).unwrap().is_some()
+    }
+    fn l0_tables(&self) -> Option<usize> {
+        use fjall::AbstractTree;
+        self.ks.tree.level_table_count(0)
+    }
+}
+
+impl Store for Fjall {
+    fn concurrent(&self) -> &dyn Concurrent {
+        self
+    }
+    fn put(&mut self, k: &[u8], v: &[u8]) {
+        Concurrent::put(self, k, v);
+    }
+    fn get(&mut self, k: &[u8]) -> bool {
+        Concurrent::get(self, k)
     }
     fn scan(&mut self, from: &[u8], to: &[u8]) -> usize {
         let mut n = 0;
@@ -66,7 +82,7 @@ impl Store for Fjall {
     }
     fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool> {
         // fjall 3.1 has no batched lookup.
-        keys.iter().map(|k| self.get(k)).collect()
+        keys.iter().map(|k| Concurrent::get(self, k)).collect()
     }
     fn flush(&mut self) {
         self.db.persist(fjall::PersistMode::Buffer).unwrap();

@@ -69,6 +69,14 @@ impl WriteStats {
     }
 }
 
+/// What threads sharing one store use in the read-while-writing phase.
+pub(crate) trait Concurrent: Sync {
+    fn put(&self, k: &[u8], v: &[u8]);
+    fn get(&self, k: &[u8]) -> bool;
+    /// Tables in L0 now.
+    fn l0_tables(&self) -> Option<usize>;
+}
+
 /// One store under test: one method per operation the harness times or inspects.
 pub(crate) trait Store {
     fn put(&mut self, k: &[u8], v: &[u8]);
@@ -105,6 +113,8 @@ pub(crate) trait Store {
     fn stats_report(&self) -> Option<String> {
         None
     }
+    /// The store for threads that share it.
+    fn concurrent(&self) -> &dyn Concurrent;
 }
 
 /// Polls `done` every 50 ms until it is true or `SETTLE_LIMIT` passes.

@@ -1,6 +1,6 @@
 //! RocksDB as a store under test, with prefix blooms for `rocksdb-prefix`.
 
-use super::{poll_until, Bloom, PeerShape, ScanCounters, Store, WriteStats};
+use super::{poll_until, Bloom, Concurrent, PeerShape, ScanCounters, Store, WriteStats};
 
 /// RocksDB's default number of levels, set explicitly (siftdb has as many).
 pub(crate) const ROCKS_LEVELS: usize = 7;
@@ -149,13 +149,32 @@ impl Rocks {
     }
 }
 
-impl Store for Rocks {
-    fn put(&mut self, k: &[u8], v: &[u8]) {
+impl Concurrent for Rocks {
+    /// Not counted in `user_bytes`: the read-while-writing phase reports no write amplification.
+    fn put(&self, k: &[u8], v: &[u8]) {
         self.db.put(k, v).unwrap();
+    }
+    fn get(&self, k: &[u8]) -> bool {
+        self.db.get_pinned(k).unwrap().is_some()
+    }
+    fn l0_tables(&self) -> Option<usize> {
+        let files = self
+            .db
+            .property_int_value(rocksdb::properties::num_files_at_level(0));
+        Some(files.ok()?? as usize)
+    }
+}
+
+impl Store for Rocks {
+    fn concurrent(&self) -> &dyn Concurrent {
+        self
+    }
+    fn put(&mut self, k: &[u8], v: &[u8]) {
+        Concurrent::put(self, k, v);
         self.user_bytes += (k.len() + v.len()) as u64;
     }
     fn get(&mut self, k: &[u8]) -> bool {
-        self.db.get_pinned(k).unwrap().is_some()
+        Concurrent::get(self, k)
     }
     fn scan(&mut self, from: &[u8], to: &[u8]) -> usize {
         let Some(prefix) = self.prefix else {

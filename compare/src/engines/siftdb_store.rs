@@ -1,15 +1,30 @@
 //! siftdb as a store under test.
 
-use super::{poll_until, Bloom, ScanCounters, Store, WriteStats};
+use super::{poll_until, Bloom, Concurrent, ScanCounters, Store, WriteStats};
 
 pub(crate) struct Sift(pub(crate) siftdb::Db);
 
-impl Store for Sift {
-    fn put(&mut self, k: &[u8], v: &[u8]) {
+impl Concurrent for Sift {
+    fn put(&self, k: &[u8], v: &[u8]) {
         self.0.put(k, v).unwrap();
     }
-    fn get(&mut self, k: &[u8]) -> bool {
+    fn get(&self, k: &[u8]) -> bool {
         self.0.get(k).unwrap().is_some()
+    }
+    fn l0_tables(&self) -> Option<usize> {
+        self.0.property("siftdb.num-files-at-level0")?.parse().ok()
+    }
+}
+
+impl Store for Sift {
+    fn concurrent(&self) -> &dyn Concurrent {
+        self
+    }
+    fn put(&mut self, k: &[u8], v: &[u8]) {
+        Concurrent::put(self, k, v);
+    }
+    fn get(&mut self, k: &[u8]) -> bool {
+        Concurrent::get(self, k)
     }
     fn multi_get(&mut self, keys: &[[u8; 16]]) -> Vec<bool> {
         self.0

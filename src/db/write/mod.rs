@@ -715,7 +715,9 @@ impl DbInner {
             ts.sv.mem.freeze(last_sequence);
             let tree = Arc::clone(&ts.tree);
             self.install_super_version(&mut st, &tree, |sv| {
-                let frozen = std::mem::replace(&mut sv.mem, Arc::new(MemTable::new(number)));
+                let buffer = tree.options().write_buffer_size;
+                let mem = Arc::new(MemTable::for_buffer(number, buffer));
+                let frozen = std::mem::replace(&mut sv.mem, mem);
                 sv.imm.insert(0, frozen);
             });
         }
