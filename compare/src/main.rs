@@ -6,7 +6,7 @@
 //!     [--keys 1000000] [--reads 1000000] [--batch 32] [--compacted] \
 //!     [--peer-shape siftdb|own] [--stores siftdb,rocksdb,fjall] [--json] [--print-stats] \
 //!     [--compression-ratio 0.5] [--constant-value] [--overwrite] [--siftdb-monkey] [--siftdb-ribbon] \
-//!     [--block-cache-mb 64] [--read-while-writing-secs 10 [--rww-readers 1]] \
+//!     [--block-cache-mb 64] [--read-while-writing-secs 10 [--readers-while-writing 1]] \
 //!     [--scan-widths 1,16,256,4096,65536 --stores siftdb-range,rocksdb-prefix,siftdb,rocksdb \
 //!      --range-filter-bits 24 --key-format binary|tenants|strings --tenants 3 \
 //!      --rocksdb-prefix-len 12]
@@ -36,10 +36,10 @@
 //! **Reads while writing** (`--read-while-writing-secs S`, last): db_bench's `readwhilewriting`
 //! on the settled store (`examples/common/read_while_writing.rs`, shared with the workload
 //! runner): one writer overwrites random present keys at full speed (`put`, values of
-//! `--compression-ratio` from their own seed) for S seconds while `--rww-readers` threads Get
+//! `--compression-ratio` from their own seed) for S seconds while `--readers-while-writing` threads Get
 //! present and absent keys in turn (every answer checked), and this thread counts L0's tables
-//! every 10 ms. Reported: `rww-present` and `rww-missing`, the readers' Gets per second of each
-//! kind (their Gets of that kind over their time in them, times the readers), and `rww-puts`, the
+//! every 10 ms. Reported: `readwhilewriting-present` and `readwhilewriting-missing`, the readers' Gets per second of each
+//! kind (their Gets of that kind over their time in them, times the readers), and `readwhilewriting-puts`, the
 //! writer's puts per second; beside them µs per Get and per put, L0's tables (mean, max), and
 //! the µs a reader ran on a core per Get and the share of its time it did (not waiting for a
 //! core; Linux only).
@@ -267,7 +267,7 @@ struct Args {
     read_while_writing_secs: f64,
     /// Reader threads of the read-while-writing phase.
     #[arg(long, default_value_t = 1)]
-    rww_readers: usize,
+    readers_while_writing: usize,
 }
 
 /// The key formats of the short-scan runs.
@@ -332,19 +332,19 @@ fn main() {
         rocksdb_prefix,
         siftdb_monkey: args.siftdb_monkey,
         siftdb_ribbon: args.siftdb_ribbon,
-        rww_secs: args.read_while_writing_secs,
-        rww_readers: args.rww_readers,
+        read_while_writing_secs: args.read_while_writing_secs,
+        readers_while_writing: args.readers_while_writing,
     };
-    let rww_ok = args.read_while_writing_secs == 0.0
+    let read_while_writing_ok = args.read_while_writing_secs == 0.0
         || (args.read_while_writing_secs.is_finite()
             && args.read_while_writing_secs > 0.0
-            && args.rww_readers > 0
+            && args.readers_while_writing > 0
             && !args.constant_value
             && args.scan_widths.is_empty());
-    if !rww_ok {
+    if !read_while_writing_ok {
         clap::Error::raw(
             clap::error::ErrorKind::InvalidValue,
-            "--read-while-writing-secs takes seconds above 0, --rww-readers at least 1, \
+            "--read-while-writing-secs takes seconds above 0, --readers-while-writing at least 1, \
              random values and no --scan-widths\n",
         )
         .exit();
@@ -415,7 +415,7 @@ fn main() {
         print_bloom_tickers(&results, reads);
     }
     print_filter_sizes(&results, keys);
-    if w.rww_secs > 0.0 {
+    if w.read_while_writing_secs > 0.0 {
         print_read_while_writing(&results, w);
     }
     let phases = phases(&w, scans.as_ref());

@@ -118,7 +118,7 @@ impl Target for DecimalKeys<'_> {
 }
 
 /// One writer overwriting random present keys at full speed (values of `ratio`, 100 bytes) for
-/// `w.rww_secs` seconds while `w.rww_readers` threads Get present and absent keys in turn.
+/// `w.read_while_writing_secs` seconds while `w.readers_while_writing` threads Get present and absent keys in turn.
 pub(crate) fn read_while_writing_phase(
     name: &str,
     db: &dyn Store,
@@ -127,8 +127,10 @@ pub(crate) fn read_while_writing_phase(
 ) -> ReadWhileWriting {
     let plan = Plan {
         keys: w.keys,
-        readers: w.rww_readers,
-        until: Until::Elapsed(std::time::Duration::from_secs_f64(w.rww_secs)),
+        readers: w.readers_while_writing,
+        until: Until::Elapsed(std::time::Duration::from_secs_f64(
+            w.read_while_writing_secs,
+        )),
         value_size: 100,
         compression_ratio: ratio,
         seed: 42,

@@ -95,7 +95,7 @@ pub(crate) fn print_filter_sizes(results: &[(&str, Outcome)], keys: u64) {
 pub(crate) fn print_read_while_writing(results: &[(&str, Outcome)], w: Workload) {
     println!(
         "\nreads while writing ({} s, 1 writer overwriting at full speed, {} reader(s), present and absent keys in turn):",
-        w.rww_secs, w.rww_readers
+        w.read_while_writing_secs, w.readers_while_writing
     );
     println!(
         "{:<14} {:>14} {:>10} {:>14} {:>10} {:>12} {:>8} {:>8} {:>7} {:>14} {:>8}",
@@ -112,8 +112,10 @@ pub(crate) fn print_read_while_writing(results: &[(&str, Outcome)], w: Workload)
         "on core"
     );
     for (name, r) in results {
-        let Some(m) = r.rww else { continue };
-        let readers = w.rww_readers;
+        let Some(m) = r.read_while_writing else {
+            continue;
+        };
+        let readers = w.readers_while_writing;
         println!(
             "{name:<14} {:>14.0} {:>10.2} {:>14.0} {:>10.2} {:>12.0} {:>8.2} {:>8} {:>7} {:>14} {:>8}",
             m.present_per_sec(readers),
@@ -233,18 +235,18 @@ pub(crate) fn print_json(
                 if let Some(b) = r.filter_bytes {
                     fields.push(format!("\"filter_bytes\":{b}"));
                 }
-                if let Some(m) = r.rww {
+                if let Some(m) = r.read_while_writing {
                     fields.push(format!(
-                        "\"rww_present_us\":{:.3},\"rww_missing_us\":{:.3},\"rww_put_us\":{:.3}",
+                        "\"readwhilewriting_present_us\":{:.3},\"readwhilewriting_missing_us\":{:.3},\"readwhilewriting_put_us\":{:.3}",
                         m.present_us(),
                         m.missing_us(),
                         m.put_us()
                     ));
                     if let Some(cpu) = m.reader_cpu_us_per_get() {
-                        fields.push(format!("\"rww_reader_cpu_us_per_get\":{cpu:.3}"));
+                        fields.push(format!("\"readwhilewriting_reader_cpu_us_per_get\":{cpu:.3}"));
                     }
                     if let (Some(mean), Some(max)) = (m.l0_mean, m.l0_max) {
-                        fields.push(format!("\"rww_l0_mean\":{mean:.2},\"rww_l0_max\":{max}"));
+                        fields.push(format!("\"readwhilewriting_l0_mean\":{mean:.2},\"readwhilewriting_l0_max\":{max}"));
                     }
                 }
                 for (phase, c) in phases.iter().skip(1).zip(&r.scan_counters) {
@@ -269,15 +271,15 @@ pub(crate) fn print_json(
         None => String::new(),
     };
     println!(
-            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},\"siftdb_monkey\":{},\"siftdb_ribbon\":{},\"rww_secs\":{},\"rww_readers\":{},{scan_fields}\"stores\":{{{}}}}}",
+            "{{\"keys\":{keys},\"reads\":{reads},\"batch\":{},\"compacted\":{},\"peer_shape\":\"{}\",\"compression_ratio\":{},\"siftdb_monkey\":{},\"siftdb_ribbon\":{},\"read_while_writing_secs\":{},\"readers_while_writing\":{},{scan_fields}\"stores\":{{{}}}}}",
             w.batch,
             w.compacted,
             w.shape.name(),
             w.compression_ratio.map_or("null".to_string(), |r| r.to_string()),
             w.siftdb_monkey,
             w.siftdb_ribbon,
-            w.rww_secs,
-            w.rww_readers,
+            w.read_while_writing_secs,
+            w.readers_while_writing,
             stores.join(",")
         );
 }

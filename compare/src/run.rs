@@ -35,7 +35,7 @@ pub(crate) struct Outcome {
     /// The scan counters of each short-scan phase.
     pub(crate) scan_counters: Vec<Option<ScanCounters>>,
     /// What the read-while-writing phase measured, if it ran.
-    pub(crate) rww: Option<ReadWhileWriting>,
+    pub(crate) read_while_writing: Option<ReadWhileWriting>,
 }
 
 impl Outcome {
@@ -89,8 +89,12 @@ pub(crate) fn phases(w: &Workload, scans: Option<&ScanPlan>) -> Vec<String> {
             phases.extend(["multiget-present", "multiget-missing"]);
         }
     }
-    if w.rww_secs > 0.0 {
-        phases.extend(["rww-present", "rww-missing", "rww-puts"]);
+    if w.read_while_writing_secs > 0.0 {
+        phases.extend([
+            "readwhilewriting-present",
+            "readwhilewriting-missing",
+            "readwhilewriting-puts",
+        ]);
     }
     phases.into_iter().map(String::from).collect()
 }
@@ -139,8 +143,8 @@ pub(crate) struct Workload {
     /// siftdb's filters are Ribbon filters of the same bits per key instead of blooms.
     pub(crate) siftdb_ribbon: bool,
     /// Seconds of the read-while-writing phase (0: not run), and its reader threads.
-    pub(crate) rww_secs: f64,
-    pub(crate) rww_readers: usize,
+    pub(crate) read_while_writing_secs: f64,
+    pub(crate) readers_while_writing: usize,
 }
 
 /// Runs every phase on one store: the lookups, or with `scans` the short scans.
@@ -237,7 +241,7 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
             bloom: None,
             filter_bytes: db.filter_bytes(),
             scan_counters,
-            rww: None,
+            read_while_writing: None,
         };
     }
     let mut ops = vec![fill];
@@ -260,10 +264,10 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
             .map(|(b, a)| (a.0 - b.0, a.1 - b.1, a.2 - b.2));
     }
     // Last: its writes leave the tree unsettled.
-    let rww = (w.rww_secs > 0.0).then(|| {
+    let read_while_writing = (w.read_while_writing_secs > 0.0).then(|| {
         let ratio = w.compression_ratio.unwrap_or(1.0);
         let m = read_while_writing_phase(name, db.as_ref(), w, ratio);
-        let readers = w.rww_readers;
+        let readers = w.readers_while_writing;
         ops.extend([
             m.present_per_sec(readers),
             m.missing_per_sec(readers),
@@ -280,6 +284,6 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
         bloom,
         filter_bytes: db.filter_bytes(),
         scan_counters: Vec::new(),
-        rww,
+        read_while_writing,
     }
 }

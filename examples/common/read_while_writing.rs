@@ -141,7 +141,7 @@ pub fn run<T: Target>(store: &T, plan: Plan) -> Result<ReadWhileWriting, T::Erro
     std::thread::scope(|s| {
         // Named, so that a profile tells the writer from the readers.
         let named = |name: &str| std::thread::Builder::new().name(name.to_string());
-        let writer = spawn(s, named("rww-writer"), || {
+        let writer = spawn(s, named("writer"), || {
             let mut rng = StdRng::seed_from_u64(seed ^ 0x5752_5757);
             let mut values = ValueGenerator::new(compression_ratio, value_size, seed ^ 0x5641_4c55);
             let mut puts = 0u64;
@@ -162,7 +162,7 @@ pub fn run<T: Target>(store: &T, plan: Plan) -> Result<ReadWhileWriting, T::Erro
         let reader_handles: Vec<_> = (0..readers)
             .map(|r| {
                 let (stop, readers_left) = (&stop, &readers_left);
-                spawn(s, named("rww-reader"), move || {
+                spawn(s, named("reader"), move || {
                     let mut rng = StdRng::seed_from_u64(seed.wrapping_add(2000 + r as u64));
                     let share = match until {
                         Until::Gets(n) => {
