@@ -15,7 +15,7 @@
 //! (`GrafiteBuilder`, the format before it): 30k keys is about a default 2 MiB table of 100-byte
 //! values.
 //!
-//! Run with `cargo bench --bench filters`; probe figures are per query, build figures per filter
+//! Run with `cargo bench -p siftdb-benches --bench filters`; probe figures are per query, build figures per filter
 //! (divide by the key count, or read the throughput line).
 //!
 //! With `--features __bench-internals`, also `probe_absent_line/1000000`: the cache-local bloom's
