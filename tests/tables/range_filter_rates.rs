@@ -10,6 +10,7 @@
 //! key's last byte lie past their segment's 8-byte window and are read (docs/filters.md, *Range
 //! filters*), which is checked only for their answers here.
 
+use crate::common::scratch;
 // Shared with the workload runner, which uses all of it.
 #[allow(dead_code)]
 #[path = "../../examples/common/key_formats.rs"]
@@ -122,7 +123,7 @@ fn keys_of_one_length_keep_the_bound_at_every_width_even_where_tables_span_tenan
         ("binary", Keys::binary(16)),
         ("tenants", Keys::tenants(12, 3)),
     ] {
-        let dir = tempfile::tempdir().expect("dir");
+        let dir = scratch();
         let db = filled(dir.path(), keys);
         let present = present(keys);
         for width in [1u64, 16, 256, 4096, 1 << 16] {
@@ -138,7 +139,7 @@ fn keys_of_one_length_keep_the_bound_at_every_width_even_where_tables_span_tenan
 #[test]
 fn strings_keep_the_bound_for_ranges_anywhere_and_never_miss_a_key() {
     let keys = Keys::strings();
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     let db = filled(dir.path(), keys);
     let present = present(keys);
     for width in [1u64, 16, 256, 4096, 1 << 16] {
