@@ -63,10 +63,11 @@ pub fn long() -> bool {
 /// in the temporary directory otherwise.
 pub fn scratch() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() && roomy_tmpfs(shm) {
-        if let Ok(d) = tempfile::tempdir_in(shm) {
-            return d;
-        }
+    if shm.is_dir()
+        && roomy_tmpfs(shm)
+        && let Ok(d) = tempfile::tempdir_in(shm)
+    {
+        return d;
     }
     tempfile::tempdir().unwrap()
 }

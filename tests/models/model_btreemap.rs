@@ -43,7 +43,7 @@ fn random_value(rng: &mut StdRng) -> Vec<u8> {
         1 => rng.gen_range(500..3000),
         _ => rng.gen_range(1..60),
     };
-    (0..len).map(|_| rng.gen()).collect()
+    (0..len).map(|_| rng.r#gen()).collect()
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {

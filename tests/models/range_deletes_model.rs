@@ -42,7 +42,7 @@ fn random_key(rng: &mut StdRng) -> Vec<u8> {
 
 fn random_value(rng: &mut StdRng) -> Vec<u8> {
     let len = rng.gen_range(1..40);
-    (0..len).map(|_| rng.gen()).collect()
+    (0..len).map(|_| rng.r#gen()).collect()
 }
 
 /// A range of the key space: mostly short, sometimes wide, sometimes with bounds that are not

@@ -50,7 +50,7 @@ fn key_of(n: u64, rng: &mut StdRng) -> Vec<u8> {
     };
     match rng.gen_range(0..50) {
         0 => k.truncate(rng.gen_range(0..k.len())),
-        1 => k.push(rng.gen()),
+        1 => k.push(rng.r#gen()),
         _ => {}
     }
     k
@@ -336,7 +336,7 @@ fn filled(dir: &std::path::Path, range_filter: RangeFilter) -> Db {
     for n in 0..20_000u64 {
         let mut k = b"device42".to_vec();
         k.extend_from_slice(&((n * 7919 % 20_000) << 24).to_be_bytes());
-        let v: Vec<u8> = (0..40).map(|_| rng.gen()).collect();
+        let v: Vec<u8> = (0..40).map(|_| rng.r#gen()).collect();
         db.put(&k, &v).expect("put");
     }
     db.flush().expect("flush");

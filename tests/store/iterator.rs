@@ -75,7 +75,7 @@ fn random_value(rng: &mut StdRng) -> Vec<u8> {
         1 => rng.gen_range(200..1500),
         _ => rng.gen_range(1..40),
     };
-    (0..len).map(|_| rng.gen()).collect()
+    (0..len).map(|_| rng.r#gen()).collect()
 }
 
 fn show(k: &[u8]) -> String {

@@ -6,6 +6,7 @@
 //! `cargo test --test whole_store store::` runs them; `store::<module>::` one subject.
 
 mod backup;
+mod basics;
 mod concurrency;
 mod conveniences;
 mod first_hour;
@@ -26,7 +27,6 @@ mod range_filters_compat;
 mod rate_limit;
 mod shared_cache;
 mod snapshots;
-mod store;
 mod transactions;
 mod ttl;
 mod ttl_compat;

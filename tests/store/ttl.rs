@@ -716,7 +716,7 @@ fn times_to_live_survive_power_cuts() {
             }
         }
         drop((ks, db));
-        faults.power_cut(PowerCut::random(rng.gen())).unwrap();
+        faults.power_cut(PowerCut::random(rng.r#gen())).unwrap();
         let db = Db::open(&dir, opts()).unwrap_or_else(|e| panic!("cut {cut}: reopen: {e}"));
         let ks = db.keyspace("sessions").unwrap();
         for at in [1, 2, 5, 50] {
