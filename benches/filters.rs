@@ -16,7 +16,7 @@
 //! values. `F-strings-20/30000` builds one of 30k `user:<id>:<field>` strings, keys of varying
 //! lengths that share a separator.
 //!
-//! Run with `cargo bench --bench filters`; probe figures are per query, build figures per filter
+//! Run with `cargo bench -p siftdb-benches --bench filters`; probe figures are per query, build figures per filter
 //! (divide by the key count, or read the throughput line).
 //!
 //! With `--features __bench-internals`, also `probe_absent_line/1000000`: the cache-local bloom's

@@ -33,7 +33,7 @@
 //! - `put/10000`: 10k `Db::put`s (WAL on, no sync) on a fresh store, shuffled key order; opening
 //!   and dropping the store are not timed.
 //!
-//! Run with `cargo bench --features __bench-internals --bench hot_paths` (append e.g.
+//! Run with `cargo bench -p siftdb-benches --features __bench-internals --bench hot_paths` (append e.g.
 //! `-- --warm-up-time 1 --measurement-time 2` for a quicker run, or a group name to run one).
 
 use std::hint::black_box;

@@ -7,7 +7,7 @@
 //! leaves `Options::clock` alone. The store lives in a temporary directory, so it runs as often
 //! as you like.
 //!
-//! cargo run --example app
+//! cargo run -p siftdb-examples --example app
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! Backups of a running store with `BackupEngine`: a full backup, an incremental one after 10 %
 //! new writes, the list, a verify of each, a restore checked against the store, and a purge.
 //!
-//! cargo run --release --example backup                          # a million keys
-//! cargo run --release --example backup -- --keys 20000 --dir /tmp/backups
+//! cargo run --release -p siftdb-examples --example backup                          # a million keys
+//! cargo run --release -p siftdb-examples --example backup -- --keys 20000 --dir /tmp/backups
 //!
 //! The store takes `--keys` puts of db_bench's values (100 bytes compressing to about half) in a
 //! random order, none synced, then is flushed and its compactions let settle; the first backup

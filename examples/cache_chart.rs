@@ -2,8 +2,8 @@
 //! pinned in memory (the default) or charged to the block cache
 //! (`Options::cache_index_and_filter_blocks`): what putting filters under a memory budget costs.
 //!
-//! cargo run --release --example cache_chart                  # writes docs/cache_chart.{svg,csv}
-//! cargo run --release --example cache_chart -- --keys 100000 --reads 50000 --out-dir /tmp/cc
+//! cargo run --release -p siftdb-examples --example cache_chart                  # writes docs/cache_chart.{svg,csv}
+//! cargo run --release -p siftdb-examples --example cache_chart -- --keys 100000 --reads 50000 --out-dir /tmp/cc
 //!
 //! One store of `--keys` keys (16 bytes, 100-byte values, full 10 bits/key filters) is written and
 //! compacted once; then for each cache size and each placement it is reopened and asked

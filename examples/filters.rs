@@ -2,8 +2,8 @@
 //! at the same bits/key: what the filters answered for a batch of missing Gets and a batch of
 //! present Gets, and what they cost in bytes.
 //!
-//! cargo run --release --example filters
-//! cargo run --release --example filters -- --keys 20000 --probes 20000
+//! cargo run --release -p siftdb-examples --example filters
+//! cargo run --release -p siftdb-examples --example filters -- --keys 20000 --probes 20000
 //!
 //! Present keys are even numbers, missing keys the odd numbers between them (16-byte zero-padded
 //! decimals), so every missing key lies inside some table's key range: only a filter can spare the

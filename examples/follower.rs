@@ -1,7 +1,7 @@
 //! A follower serving reads beside a live writer.
 //!
-//! cargo run --release --example follower
-//! cargo run --release --example follower -- --seconds 10 --catch-up-ms 50 --readers 2
+//! cargo run --release -p siftdb-examples --example follower
+//! cargo run --release -p siftdb-examples --example follower -- --seconds 10 --catch-up-ms 50 --readers 2
 //!
 //! A writer thread puts random keys of `--keys` (100-byte values, unsynced) as fast as it can,
 //! flushing and compacting as it goes, while a follower of its store (`Db::open_follower`, in

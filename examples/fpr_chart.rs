@@ -2,8 +2,8 @@
 //! cache-local bloom, the binary fuse and the Ribbon filter), measured on the policies themselves
 //! (a builder and `may_match`, no store), next to what theory predicts.
 //!
-//! cargo run --release --example fpr_chart                            # writes docs/fpr_chart.{svg,csv}
-//! cargo run --release --example fpr_chart -- --keys 20000 --probes 20000 --out-dir /tmp/fpr
+//! cargo run --release -p siftdb-examples --example fpr_chart                            # writes docs/fpr_chart.{svg,csv}
+//! cargo run --release -p siftdb-examples --example fpr_chart -- --keys 20000 --probes 20000 --out-dir /tmp/fpr
 //!
 //! For each bits/key from 2 to 20 a filter is built over `--keys` present keys and asked about
 //! `--probes` absent keys; every "maybe" for an absent key is a false positive.
@@ -18,7 +18,7 @@
 //! (correlated), against theory's `min(1, width / 2^(bits − 2))`; it writes
 //! `range_fpr_chart.csv`:
 //!
-//! cargo run --release --example fpr_chart -- --range --keys 1000000 --probes 200000
+//! cargo run --release -p siftdb-examples --example fpr_chart -- --range --keys 1000000 --probes 200000
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -1,8 +1,8 @@
 //! Loading sorted data: a put loop against tables built outside the store with `TableWriter` and
 //! ingested with `Db::ingest`.
 //!
-//! cargo run --release --example ingest                         # a million keys, 4 tables
-//! cargo run --release --example ingest -- --keys 20000 --tables 2
+//! cargo run --release -p siftdb-examples --example ingest                         # a million keys, 4 tables
+//! cargo run --release -p siftdb-examples --example ingest -- --keys 20000 --tables 2
 //!
 //! Both stores get the same `--keys` keys in increasing order with db_bench's values (100 bytes
 //! compressing to about half). The put loop writes them through the WAL and the memtable, none

@@ -1,7 +1,7 @@
 //! A messaging app's store: three keyspaces in one store, each with the filter its reads need.
 //!
-//! cargo run --release --example keyspaces                      # 100k users, messages, events
-//! cargo run --release --example keyspaces -- --keys 20000 --dir /tmp/app
+//! cargo run --release -p siftdb-examples --example keyspaces                      # 100k users, messages, events
+//! cargo run --release -p siftdb-examples --example keyspaces -- --keys 20000 --dir /tmp/app
 //!
 //! - `users` is read by whole keys (`user:<id>`): a full filter of 10 bits per key, so a Get for
 //!   a user that does not exist is answered by the filter, without a data block read.

@@ -2,8 +2,8 @@
 //! operator: one write, no read, never a conflict) against read-modify-write transactions (a
 //! `get`, a `put` of the sum, a `commit`, retried on a conflict), on the same random keys.
 //!
-//! cargo run --release --example merge_counters                       # 200k counters, 500k increments
-//! cargo run --release --example merge_counters -- --keys 10000 --increments 20000 --threads 2
+//! cargo run --release -p siftdb-examples --example merge_counters                       # 200k counters, 500k increments
+//! cargo run --release -p siftdb-examples --example merge_counters -- --keys 10000 --increments 20000 --threads 2
 //!
 //! Each counter is 8 bytes (a little-endian u64: it does not compress), its key 16 decimal digits;
 //! every counter starts at 0 (written in random order, then compacted). Each way then adds 1 to

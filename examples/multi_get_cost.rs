@@ -1,7 +1,7 @@
 //! `Db::multi_get` against the same keys read by `Db::get` one at a time, interleaved round by
 //! round (the best of 15 rounds each), so that a shared machine's noise hits both alike.
 //!
-//! cargo run --release --example multi_get_cost -- [keys, default 100000] [batch, default 32]
+//! cargo run --release -p siftdb-examples --example multi_get_cost -- [keys, default 100000] [batch, default 32]
 //!     [compact]
 //!
 //! Fills a store in a temporary directory with `keys` 16-byte keys (100-byte values, full

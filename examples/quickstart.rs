@@ -2,7 +2,7 @@
 //! cloned into threads that each write, a batch, a walk over every entry, a scan, `close`, and
 //! the store removed. It runs as often as you like. (`tests/store/first_hour.rs` runs it as a test.)
 //!
-//! cargo run --example quickstart
+//! cargo run -p siftdb-examples --example quickstart
 
 use siftdb::{Db, Options, WriteBatch};
 

@@ -2,8 +2,8 @@
 //! compaction-heavy load: keys in random order into small memtables, tables and levels, so that
 //! every byte is flushed once and then rewritten by compaction after compaction.
 //!
-//! cargo run --release --example rate_limit                        # 100k keys, 8 MiB/s
-//! cargo run --release --example rate_limit -- --keys 10000 --mib-per-sec 8
+//! cargo run --release -p siftdb-examples --example rate_limit                        # 100k keys, 8 MiB/s
+//! cargo run --release -p siftdb-examples --example rate_limit -- --keys 10000 --mib-per-sec 8
 //!
 //! The load runs twice, each time from an empty store until no compaction is pending: first
 //! without a limit (how fast this machine writes the tables), then with one. For the paced run a

@@ -1,11 +1,11 @@
 //! Dumps SSTables: footer, properties, data blocks and filter, through `siftdb::inspect`.
 //!
-//! cargo run --example sst_dump -- path/to/000012.sst          # one table
-//! cargo run --example sst_dump -- path/to/db                  # every table of a store
-//! cargo run --example sst_dump -- path/to/db --key 0000000000000042
+//! cargo run -p siftdb-examples --example sst_dump -- path/to/000012.sst          # one table
+//! cargo run -p siftdb-examples --example sst_dump -- path/to/db                  # every table of a store
+//! cargo run -p siftdb-examples --example sst_dump -- path/to/db --key 0000000000000042
 //!                                                              # and explain a Get of that key
-//! cargo run --example sst_dump -- path/to/000012.sst --blocks # list every data block
-//! cargo run --example sst_dump -- path/to/db --scan-from a --scan-to b
+//! cargo run -p siftdb-examples --example sst_dump -- path/to/000012.sst --blocks # list every data block
+//! cargo run -p siftdb-examples --example sst_dump -- path/to/db --scan-from a --scan-to b
 //!                                                              # and explain a scan of [a, b)
 //!
 //! Keys may carry `\xNN` escapes for bytes that are not printable (`--key 'siftkey:\x00\x01…'`).

@@ -5,7 +5,7 @@
 //! 3. `transactions`: read-modify-write across keyspaces, with the app's own error type;
 //! 4. `aging`: data that ages: range deletes, times to live, a compaction filter.
 //!
-//! cargo run --example tour
+//! cargo run -p siftdb-examples --example tour
 
 use std::sync::Arc;
 use std::time::Duration;

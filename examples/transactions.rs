@@ -1,7 +1,7 @@
 //! What a transaction costs, and how often transactions conflict.
 //!
-//! cargo run --release --example transactions
-//! cargo run --release --example transactions -- --keys 1000000 --seconds 2 --rounds 5
+//! cargo run --release -p siftdb-examples --example transactions
+//! cargo run --release -p siftdb-examples --example transactions -- --keys 1000000 --seconds 2 --rounds 5
 //!
 //! Uncontended: threads update two random keys of `--keys` at a time, three ways, in alternating
 //! rounds (the machine's noise hits all three alike; the median round of each is printed):

@@ -1,11 +1,11 @@
 //! A db_bench-like workload: fill a store, read it back, and watch the filters work.
 //!
-//! cargo run --release --example workload                      # 200k keys, the default phases
-//! cargo run --release --example workload -- --filter none     # the same without filters
-//! cargo run --release --example workload -- --keys 1000000 --reads 1000000 \
+//! cargo run --release -p siftdb-examples --example workload                      # 200k keys, the default phases
+//! cargo run --release -p siftdb-examples --example workload -- --filter none     # the same without filters
+//! cargo run --release -p siftdb-examples --example workload -- --keys 1000000 --reads 1000000 \
 //!     --phases fillrandom,readrandom,readmissing --threads 2 --json
 //!
-//! cargo run --release --example workload -- --compression zstd --compression-ratio 0.5
+//! cargo run --release -p siftdb-examples --example workload -- --compression zstd --compression-ratio 0.5
 //!
 //! Present keys are the even numbers 0, 2, 4 … written as zero-padded decimals of `--key-size`
 //! bytes; `readmissing` asks for the odd numbers between them, so every missing key falls inside
@@ -26,7 +26,7 @@
 //! `readwhilewriting` keeps one writer overwriting random present keys at full speed while the
 //! `--threads` readers Get present and absent keys in turn (`examples/common/read_while_writing.rs`):
 //!
-//! cargo run --release --example workload -- --keys 1000000 --reads 2000000 \
+//! cargo run --release -p siftdb-examples --example workload -- --keys 1000000 --reads 2000000 \
 //!     --phases fillrandom,readwhilewriting
 //!
 //! Short range scans (`scanempty`, `scanhit`) need keys of `--key-format binary` (a fixed head
@@ -36,7 +36,7 @@
 //! anywhere (uniform) or, with `--correlated`, just after a present key; `scanhit` ranges holding
 //! one present key. With `--range-filter-bits` the store builds Grafite range filters:
 //!
-//! cargo run --release --example workload -- --key-format tenants --key-size 12 \
+//! cargo run --release -p siftdb-examples --example workload -- --key-format tenants --key-size 12 \
 //!     --range-filter-bits 20 --phases fillrandom,scanempty,scanhit --scan-width 256
 
 use std::fmt::Write as _;

@@ -63,11 +63,11 @@ impl<'a> Decoder<'a> {
     #[inline]
     pub(crate) fn varint64(&mut self) -> Option<u64> {
         // One byte is the common case (lengths under 128).
-        if let Some((&b, rest)) = self.rest.split_first() {
-            if b < 0x80 {
-                self.rest = rest;
-                return Some(u64::from(b));
-            }
+        if let Some((&b, rest)) = self.rest.split_first()
+            && b < 0x80
+        {
+            self.rest = rest;
+            return Some(u64::from(b));
         }
         let mut v: u64 = 0;
         for (i, &b) in self.rest.iter().enumerate().take(10) {

@@ -221,10 +221,10 @@ impl MemTable {
         (start, end): (Bound<&[u8]>, Bound<&[u8]>),
         sequence: u64,
     ) -> bool {
-        if let Some(t) = self.range_tombstones() {
-            if t.newest_overlapping((start, end)) > Some(sequence) {
-                return true;
-            }
+        if let Some(t) = self.range_tombstones()
+            && t.newest_overlapping((start, end)) > Some(sequence)
+        {
+            return true;
         }
         if self.map.is_empty() {
             return false;
@@ -501,7 +501,7 @@ mod tests {
             } else {
                 ValueKind::Value
             };
-            let value: Vec<u8> = (0..rng.gen_range(0..50)).map(|_| rng.gen()).collect();
+            let value: Vec<u8> = (0..rng.gen_range(0..50)).map(|_| rng.r#gen()).collect();
             m.add(seq, kind, &user, &value);
             model.push((internal_key(&user, seq, kind), value));
         }

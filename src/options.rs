@@ -343,10 +343,8 @@ impl Options {
     /// The codec of new tables of `level`; `bottommost` when they go into the deepest level
     /// that holds data.
     pub(crate) fn compression_for_level(&self, level: usize, bottommost: bool) -> Compression {
-        if bottommost {
-            if let Some(c) = self.bottommost_compression {
-                return c;
-            }
+        if bottommost && let Some(c) = self.bottommost_compression {
+            return c;
         }
         match self.compression_per_level.as_slice() {
             [] => self.compression,

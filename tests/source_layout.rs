@@ -277,13 +277,13 @@ impl Graph {
             .rev()
             .find(|&k| self.files.contains_key(&full[..k]))?;
         let file = full[..k].to_vec();
-        if depth < 8 {
-            if let Some((at, target)) = full.get(k).and_then(|name| re.get(&file)?.get(name)) {
-                let mut next = target.clone();
-                next.extend_from_slice(&full[k + 1..]);
-                if let Some(t) = self.resolve(re, at, &next, depth + 1) {
-                    return Some(t);
-                }
+        if depth < 8
+            && let Some((at, target)) = full.get(k).and_then(|name| re.get(&file)?.get(name))
+        {
+            let mut next = target.clone();
+            next.extend_from_slice(&full[k + 1..]);
+            if let Some(t) = self.resolve(re, at, &next, depth + 1) {
+                return Some(t);
             }
         }
         Some(file)

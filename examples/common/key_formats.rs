@@ -113,7 +113,7 @@ impl Keys {
     pub fn anywhere(&self, rng: &mut impl Rng, buf: &mut Vec<u8>) {
         buf.clear();
         match self.format {
-            Format::Binary => self.binary_key(rng.gen(), buf),
+            Format::Binary => self.binary_key(rng.r#gen(), buf),
             Format::Tenants => {
                 let t = rng.gen_range(0..self.tenants);
                 self.tenant_key(t, rng.gen_range(0..1 << 40), buf);

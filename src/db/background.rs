@@ -75,10 +75,10 @@ fn flush_loop(inner: &DbInner) {
                 if inner.is_closed() {
                     return;
                 }
-                if st.bg_error.is_none() {
-                    if let Some(tree) = tree_to_flush(&st) {
-                        break tree;
-                    }
+                if st.bg_error.is_none()
+                    && let Some(tree) = tree_to_flush(&st)
+                {
+                    break tree;
                 }
                 inner.changed.wait(&mut st);
             };

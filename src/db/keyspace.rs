@@ -347,15 +347,14 @@ impl Keyspace {
             );
         }
         let policy = |o: &Options| o.filter.policy().map(|p| p.name().to_string());
-        if let Some(asked) = policy(&options) {
-            if !BUILT_IN_POLICIES.contains(&asked.as_str())
-                && Some(&asked) != policy(&current).as_ref()
-            {
-                return refused(&format!(
-                    "filter cannot change to policy {asked}: its tables are read with the \
+        if let Some(asked) = policy(&options)
+            && !BUILT_IN_POLICIES.contains(&asked.as_str())
+            && Some(&asked) != policy(&current).as_ref()
+        {
+            return refused(&format!(
+                "filter cannot change to policy {asked}: its tables are read with the \
                      built-in policies and its own"
-                ));
-            }
+            ));
         }
         if tree.write_times && options.ttl.map(ttl_seconds) != current.ttl.map(ttl_seconds) {
             // Another TTL would move the expiry of values already written, and bring back

@@ -686,14 +686,14 @@ fn replay_logs(
             }
         }
         let dropped = contents.records.len() - replayed;
-        if dropped > 0 {
-            if let Some(why) = &stopped {
-                log::warn!(
-                    "recovery stopped at {why}; {dropped} later records of {} were never \
+        if dropped > 0
+            && let Some(why) = &stopped
+        {
+            log::warn!(
+                "recovery stopped at {why}; {dropped} later records of {} were never \
                      synced and are dropped",
-                    path.display()
-                );
-            }
+                path.display()
+            );
         }
     }
     // Tables may hold later writes than the WALs (a keyspace flushed while another kept an
@@ -750,15 +750,15 @@ pub(super) fn replay_record(
             path.display()
         )));
     }
-    if let Some(from) = unknown_from {
-        if let Some(e) = entries.iter().find(|e| e.keyspace >= from) {
-            return Ok(Replayed::Stop(format!(
-                "{}: its record at sequence {first} writes to keyspace {}, which the MANIFEST \
+    if let Some(from) = unknown_from
+        && let Some(e) = entries.iter().find(|e| e.keyspace >= from)
+    {
+        return Ok(Replayed::Stop(format!(
+            "{}: its record at sequence {first} writes to keyspace {}, which the MANIFEST \
                  read does not know yet",
-                path.display(),
-                e.keyspace
-            )));
-        }
+            path.display(),
+            e.keyspace
+        )));
     }
     for e in &entries {
         let needed = keyspaces

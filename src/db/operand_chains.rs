@@ -148,10 +148,10 @@ fn finish(
         if let Some(v) = operator.full_merge(key, base.as_deref(), &oldest_first) {
             return Ok(Chain::Resolved(v));
         }
-    } else if operands.len() > 1 {
-        if let Some(v) = operator.partial_merge(key, &oldest_first) {
-            return Ok(Chain::Partial(v));
-        }
+    } else if operands.len() > 1
+        && let Some(v) = operator.partial_merge(key, &oldest_first)
+    {
+        return Ok(Chain::Partial(v));
     }
     Ok(Chain::AsWritten(operands))
 }

@@ -454,10 +454,10 @@ impl FilterPolicy for CacheLocalBloom {
     /// Prefetches the key's line, when the filter is well formed.
     #[inline]
     fn prefetch(&self, filter: &[u8], probe: &FilterProbe<'_>) {
-        if let Parsed::Lines(lines) = parse(filter) {
-            if let Some(line) = lines.line(probe.xxh3_64()) {
-                simd::prefetch(line);
-            }
+        if let Parsed::Lines(lines) = parse(filter)
+            && let Some(line) = lines.line(probe.xxh3_64())
+        {
+            simd::prefetch(line);
         }
     }
 

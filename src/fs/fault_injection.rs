@@ -232,16 +232,16 @@ impl State {
                 .unwrap_or("unnamed")
                 .to_string(),
         };
-        if let Some(arm) = &mut self.cut {
-            if (arm.filter)(&site) {
-                if arm.remaining == 0 {
-                    self.dead = true;
-                    self.cut = None;
-                    self.cut_site = Some(site);
-                    return Err(Refusal::Cut);
-                }
-                arm.remaining -= 1;
+        if let Some(arm) = &mut self.cut
+            && (arm.filter)(&site)
+        {
+            if arm.remaining == 0 {
+                self.dead = true;
+                self.cut = None;
+                self.cut_site = Some(site);
+                return Err(Refusal::Cut);
             }
+            arm.remaining -= 1;
         }
         let mut fire = None;
         for (i, arm) in self.failures.iter_mut().enumerate() {
@@ -652,10 +652,10 @@ impl TrackedFile {
                 // A process killed inside write(2) may leave part of the buffer behind.
                 let mut rng = SplitMix64(st.ops ^ buf.len() as u64);
                 let n = rng.below(buf.len() as u64 + 1) as usize;
-                if file.write_all(&buf[..n]).is_ok() {
-                    if let Some(inode) = st.inodes.get_mut(&self.inode) {
-                        inode.unsynced.extend_from_slice(&buf[..n]);
-                    }
+                if file.write_all(&buf[..n]).is_ok()
+                    && let Some(inode) = st.inodes.get_mut(&self.inode)
+                {
+                    inode.unsynced.extend_from_slice(&buf[..n]);
                 }
                 return Err(Refusal::Cut.error());
             }

@@ -259,19 +259,19 @@ impl Block {
         let area = self.data.get(offset..self.restarts_at)?;
         // The usual entry has three one-byte lengths (each < 128): read them without the varint
         // loop. Seeks decode a dozen headers per lookup, so this is a hot path.
-        if let [shared, unshared, value_len, ref rest @ ..] = *area {
-            if (shared | unshared | value_len) < 0x80 {
-                let (unshared, value_len) = (usize::from(unshared), usize::from(value_len));
-                if unshared + value_len > rest.len() {
-                    return None;
-                }
-                return Some(EntryHeader {
-                    shared: usize::from(shared),
-                    unshared,
-                    value_len,
-                    body: offset + 3,
-                });
+        if let [shared, unshared, value_len, ref rest @ ..] = *area
+            && (shared | unshared | value_len) < 0x80
+        {
+            let (unshared, value_len) = (usize::from(unshared), usize::from(value_len));
+            if unshared + value_len > rest.len() {
+                return None;
             }
+            return Some(EntryHeader {
+                shared: usize::from(shared),
+                unshared,
+                value_len,
+                body: offset + 3,
+            });
         }
         let mut d = Decoder::new(area);
         let shared = usize::try_from(d.varint32()?).ok()?;

@@ -197,13 +197,13 @@ impl TableReader {
         let file = File::open(path).map_err(io_at(path))?;
         let file_len = file.metadata().map_err(io_at(path))?.len();
         let bad = |what: &str| Error::corruption(path, what);
-        if let Some(e) = expected {
-            if file_len != e.size {
-                return Err(bad(&format!(
-                    "the file is {file_len} bytes, the MANIFEST says {}: not this store's table",
-                    e.size
-                )));
-            }
+        if let Some(e) = expected
+            && file_len != e.size
+        {
+            return Err(bad(&format!(
+                "the file is {file_len} bytes, the MANIFEST says {}: not this store's table",
+                e.size
+            )));
         }
         let (footer, metaindex) = read_metaindex(&file, path, file_len)?;
         let mut properties = None;
@@ -324,10 +324,10 @@ impl TableReader {
         let filter = TableRangeFilter::read(format, &block)
             .ok_or_else(|| self.corrupt("malformed range filter block"))?;
         // Two reads may load it at once: the one kept is counted.
-        if self.range_filter.set(filter).is_ok() {
-            if let Some(kept) = self.range_filter.get() {
-                self.stats.filter_memory_added(kept.memory_bytes());
-            }
+        if self.range_filter.set(filter).is_ok()
+            && let Some(kept) = self.range_filter.get()
+        {
+            self.stats.filter_memory_added(kept.memory_bytes());
         }
         Ok(self.range_filter.get().map(RangeFilterRef::Kept))
     }
@@ -421,7 +421,7 @@ mod iter_tests {
                     ValueKind::Value
                 };
                 let user = format!("key{i:05}").into_bytes();
-                let value = (0..rng.gen_range(0..40)).map(|_| rng.gen()).collect();
+                let value = (0..rng.gen_range(0..40)).map(|_| rng.r#gen()).collect();
                 out.push((internal_key(&user, seq, kind), value));
                 seq += 1;
             }
@@ -638,7 +638,7 @@ mod iter_tests {
             } else {
                 ValueKind::Value
             };
-            let value: Vec<u8> = (0..rng.gen_range(0..40)).map(|_| rng.gen()).collect();
+            let value: Vec<u8> = (0..rng.gen_range(0..40)).map(|_| rng.r#gen()).collect();
             stored.push((internal_key(&user, 0, kind), value.clone()));
             shown.push((internal_key(&user, global, kind), value));
         }

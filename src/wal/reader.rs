@@ -866,7 +866,7 @@ mod tests {
                     if !b.is_empty() {
                         for _ in 0..rng.gen_range(1..4) {
                             let at = rng.gen_range(0..b.len());
-                            b[at] = rng.gen();
+                            b[at] = rng.r#gen();
                         }
                         let keep = rng.gen_range(0..=b.len());
                         b.truncate(keep);

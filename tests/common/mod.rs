@@ -57,16 +57,52 @@ pub fn long() -> bool {
     std::env::var("SIFTDB_LONG").is_ok_and(|v| v == "1")
 }
 
-/// Scratch space on tmpfs when there is one: tests that open a store thousands of times fsync on
-/// every open, which a tmpfs makes free.
+/// Where whole-store tests keep their stores: on tmpfs when there is a roomy one, so that tests
+/// that are not about what reaches the disk do not wait for its fsyncs (what survives a power cut
+/// is the fault-injection layer's to test, what survives a kill the SIGKILL loops', on the disk);
+/// in the temporary directory otherwise.
 pub fn scratch() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::tempdir_in(shm) {
-            return d;
-        }
+    if shm.is_dir()
+        && roomy_tmpfs(shm)
+        && let Ok(d) = tempfile::tempdir_in(shm)
+    {
+        return d;
     }
     tempfile::tempdir().unwrap()
+}
+
+/// Whether the tmpfs at `mount` may hold a gigabyte: its `size=` in `/proc/mounts` (a container's
+/// is often 64 MiB), or half the memory when it states none.
+fn roomy_tmpfs(mount: &Path) -> bool {
+    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
+        return false;
+    };
+    let Some(line) = mounts
+        .lines()
+        .find(|l| l.split(' ').nth(1) == mount.to_str())
+    else {
+        return false;
+    };
+    let size = line
+        .split(' ')
+        .nth(3)
+        .and_then(|opts| opts.split(',').find_map(|o| o.strip_prefix("size=")));
+    match size {
+        None => true,
+        Some(s) => {
+            let (digits, unit) = s.split_at(s.trim_end_matches(char::is_alphabetic).len());
+            let scale: u64 = match unit {
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                _ => 1,
+            };
+            digits
+                .parse::<u64>()
+                .is_ok_and(|n| n.saturating_mul(scale) >= 1 << 30)
+        }
+    }
 }
 
 /// Replaces `to` with a copy of the store in `from`, all but its `LOCK`.

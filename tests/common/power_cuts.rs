@@ -228,7 +228,7 @@ pub fn power_fails(faults: &FaultInjector, rng: &mut StdRng, tally: &mut Tally) 
         faults.revive();
         return false;
     }
-    let report = faults.power_cut(PowerCut::random(rng.gen())).unwrap();
+    let report = faults.power_cut(PowerCut::random(rng.r#gen())).unwrap();
     tally.bytes_lost += report.bytes_lost;
     tally.names_reverted += report.names_reverted;
     true

@@ -127,7 +127,7 @@ fn mutate(rng: &mut StdRng, region: &mut [u8]) {
             1 => 0,
             2 => 0xff,
             3 => 0x80, // a varint continuation byte
-            _ => rng.gen(),
+            _ => rng.r#gen(),
         };
     }
 }
@@ -206,10 +206,10 @@ fn random_and_mutated_table_files_never_panic_or_lie() {
     for round in 0..iterations(150) {
         let damaged: Vec<u8> = match round % 4 {
             // Pure garbage of assorted lengths.
-            0 => (0..rng.gen_range(0..3000)).map(|_| rng.gen()).collect(),
+            0 => (0..rng.gen_range(0..3000)).map(|_| rng.r#gen()).collect(),
             // A real footer on garbage: the reader follows handles into random bytes.
             1 => {
-                let mut d: Vec<u8> = (0..bytes.len() - 56).map(|_| rng.gen()).collect();
+                let mut d: Vec<u8> = (0..bytes.len() - 56).map(|_| rng.r#gen()).collect();
                 d.extend_from_slice(&bytes[bytes.len() - 56..]);
                 d
             }
@@ -267,7 +267,7 @@ fn mutate_records(rng: &mut StdRng, records: &mut [Vec<u8>]) {
     let r = &mut records[rng.gen_range(0..records.len())];
     match rng.gen_range(0..4) {
         0 => r.truncate(rng.gen_range(0..=r.len())),
-        1 => r.extend((0..rng.gen_range(1..20)).map(|_| rng.gen::<u8>())),
+        1 => r.extend((0..rng.gen_range(1..20)).map(|_| rng.r#gen::<u8>())),
         _ => mutate(rng, r),
     }
 }

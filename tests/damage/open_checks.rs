@@ -23,6 +23,7 @@
 //! Calls that could hang run under a watchdog that turns a hang into a test failure.
 
 use crate::common;
+use common::scratch;
 use common::{key, names_with_ext};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -126,7 +127,7 @@ fn describe<T>(r: &Result<T, Error>) -> String {
 /// rewrites no file; once CURRENT is back, every key is there.
 #[test]
 fn missing_current_with_tables_is_corruption_and_deletes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let path = dir.path();
     {
         let db = Db::open(path, Options::default()).unwrap();
@@ -176,7 +177,7 @@ fn missing_current_with_tables_is_corruption_and_deletes_nothing() {
 /// leaves no CURRENT, MANIFEST, WAL or table behind.
 #[test]
 fn create_if_missing_false_refuses_an_empty_directory_and_creates_no_store() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let opened = Db::open(dir.path(), Options::default().create_if_missing(false));
     let outcome = describe(&opened);
     drop(opened);
@@ -198,7 +199,7 @@ fn create_if_missing_false_refuses_an_empty_directory_and_creates_no_store() {
 /// and does not create it.
 #[test]
 fn create_if_missing_false_refuses_a_missing_directory() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let absent = dir.path().join("absent");
     let opened = Db::open(&absent, Options::default().create_if_missing(false));
     assert!(
@@ -303,7 +304,7 @@ fn check_reads_of_a(a: &Path, table: &Path, count: usize, value_len: usize) -> V
 /// get return the other store's value or lose a key.
 #[test]
 fn foreign_table_of_same_name_and_size_is_never_read_as_own_data() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (scratch(), scratch());
     build_store(a.path(), b'A', 500, 100);
     build_store(b.path(), b'B', 500, 100);
     let name = names_with_ext(a.path(), "sst").into_iter().next().unwrap();
@@ -326,7 +327,7 @@ fn foreign_table_of_same_name_and_size_is_never_read_as_own_data() {
 /// store's value and no scan returns a key this store never wrote.
 #[test]
 fn foreign_table_of_other_size_is_never_read_as_own_data() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (scratch(), scratch());
     build_store(a.path(), b'A', 500, 100);
     build_store(b.path(), b'B', 700, 160);
     let table = swap_in_foreign_table(a.path(), b.path());
@@ -397,7 +398,7 @@ impl FilterPolicy for PanicsOnFinish {
 /// hang) and later writes fail; after a reopen with a working policy every key written is there.
 #[test]
 fn filter_policy_panic_during_flush_fails_flush_and_writes_and_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let armed = Arc::new(AtomicBool::new(false));
     let options = || {
         let policy = PanicsOnFinish {
@@ -466,7 +467,7 @@ impl SliceTransform for PanicsWhenArmed {
 /// compaction itself meets them; else the flush inside `compact` does). `compact` must return an
 /// error, neither hang nor panic; after a reopen with a working extractor every key is there.
 fn prefix_extractor_panic_during_compact(flush_last_batch: bool) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let armed = Arc::new(AtomicBool::new(false));
     let options = || {
         let extractor = PanicsWhenArmed {
@@ -516,7 +517,7 @@ fn prefix_extractor_panic_during_compaction_fails_compact_and_loses_nothing() {
 /// opens with default options and takes writes.
 #[test]
 fn unreachable_level0_compaction_trigger_is_refused_at_open() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let path = dir.path().to_path_buf();
     let opened = watchdog(
         "building and opening with level0_compaction_trigger(usize::MAX)",
@@ -556,7 +557,7 @@ fn unreachable_level0_compaction_trigger_is_refused_at_open() {
 /// values a caller can only mean as "as far as it goes" are clamped and work.
 #[test]
 fn absurd_options_are_refused_or_clamped_at_open() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let path = dir.path().join("db");
     let refused = [
         (
@@ -619,7 +620,7 @@ fn absurd_options_are_refused_or_clamped_at_open() {
 /// split finishes, every key survives it, and the store closes.
 #[test]
 fn absurdly_many_subcompactions_are_clamped_and_compaction_finishes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let path = dir.path().to_path_buf();
     watchdog("compact() with max_subcompactions(1 << 40)", move || {
         let options = Options::default()
@@ -676,7 +677,7 @@ fn empty_path_is_refused_before_anything_is_created() {
 /// moved away, the store opens with every key, and opens again after that.
 #[test]
 fn stray_file_numbered_past_the_counter_is_refused_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     put_keys(&db, 0..300);
     db.flush().unwrap();

@@ -255,7 +255,7 @@ fn a_range_tombstone_block_cut_or_mutated_under_a_valid_checksum_is_corruption()
                 0 => mutated[i] ^ (1 << rng.gen_range(0..8)),
                 1 => 0,
                 2 => 0xff,
-                _ => rng.gen(),
+                _ => rng.r#gen(),
             };
         }
         copy_dir(&pristine, &work);

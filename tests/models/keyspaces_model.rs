@@ -70,7 +70,7 @@ fn random_value(rng: &mut StdRng) -> Vec<u8> {
         1 => rng.gen_range(300..1500),
         _ => rng.gen_range(1..50),
     };
-    (0..len).map(|_| rng.gen()).collect()
+    (0..len).map(|_| rng.r#gen()).collect()
 }
 
 fn env_u64(name: &str) -> Option<u64> {

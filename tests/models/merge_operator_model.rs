@@ -10,6 +10,7 @@
 //! `SIFTDB_MODEL_OPS` sets the number of operations of each run (default 15,000; 500,000 with
 //! `SIFTDB_LONG=1`); `SIFTDB_MODEL_SEED` the seed.
 
+use crate::common::scratch;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -217,7 +218,7 @@ fn a_store_of_merges_matches_a_btreemap_model(operator: Arc<dyn MergeOperator>, 
     let ops = env_number("SIFTDB_MODEL_OPS", if long() { 500_000 } else { 15_000 });
     let seed = env_number("SIFTDB_MODEL_SEED", seed);
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let mut db = Db::open(dir.path(), options(&operator)).unwrap();
     let mut model = Model::new();
     let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();

@@ -4,6 +4,7 @@
 //! loaded before any is tested) gives the walk's answer and counts what the walk would count.
 
 use crate::common;
+use common::scratch;
 use common::{copy_dir, settle};
 use std::collections::BTreeMap;
 
@@ -101,7 +102,7 @@ fn check(db: &Db, model: &BTreeMap<u32, Vec<u8>>, span: u32, stage: &str) -> u64
 
 #[test]
 fn missing_gets_answer_and_count_as_the_walk_through_flushes_compactions_reopen_and_crash() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let span = 12_000u32;
     let mut model = BTreeMap::new();
     let mut db = Db::open(dir.path(), options()).unwrap();
@@ -167,7 +168,7 @@ fn missing_gets_answer_and_count_as_the_walk_through_flushes_compactions_reopen_
         db.delete(key(i)).unwrap();
         model.remove(&i);
     }
-    let image = tempfile::tempdir().unwrap();
+    let image = scratch();
     copy_dir(dir.path(), image.path());
     drop(db);
     let db = Db::open(image.path(), options()).unwrap();

@@ -3,6 +3,7 @@
 //!
 //! `SIFTDB_MODEL_OPS` sets the number of operations (default 120,000); `SIFTDB_MODEL_SEED` the seed.
 
+use crate::common::scratch;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -42,7 +43,7 @@ fn random_value(rng: &mut StdRng) -> Vec<u8> {
         1 => rng.gen_range(500..3000),
         _ => rng.gen_range(1..60),
     };
-    (0..len).map(|_| rng.gen()).collect()
+    (0..len).map(|_| rng.r#gen()).collect()
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -57,7 +58,7 @@ fn store_matches_a_btreemap_model() {
     let ops = env_u64("SIFTDB_MODEL_OPS", 120_000);
     let seed = env_u64("SIFTDB_MODEL_SEED", 0x0051_f7db);
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let mut round = 0;
     let mut db = Db::open(dir.path(), options(round)).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();

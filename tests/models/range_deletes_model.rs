@@ -7,6 +7,7 @@
 //! `SIFTDB_MODEL_OPS` sets the number of operations (default 40,000); `SIFTDB_MODEL_SEED` the
 //! seed.
 
+use crate::common::scratch;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -41,7 +42,7 @@ fn random_key(rng: &mut StdRng) -> Vec<u8> {
 
 fn random_value(rng: &mut StdRng) -> Vec<u8> {
     let len = rng.gen_range(1..40);
-    (0..len).map(|_| rng.gen()).collect()
+    (0..len).map(|_| rng.r#gen()).collect()
 }
 
 /// A range of the key space: mostly short, sometimes wide, sometimes with bounds that are not
@@ -182,7 +183,7 @@ fn a_store_that_deletes_ranges_matches_a_btreemap_model() {
     let ops = env_u64("SIFTDB_MODEL_OPS", 40_000);
     let seed = env_u64("SIFTDB_MODEL_SEED", 0x0de1_e7e5);
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let mut round = 0;
     let mut db = Db::open(dir.path(), options(round)).unwrap();
     let mut model = Model::new();
@@ -340,7 +341,7 @@ fn delete_range_via<R: KeyRange + Clone>(
 fn range_deletes_of_every_bound_shape_match_a_model() {
     let seed = env_u64("SIFTDB_MODEL_SEED", 0x5_4a9e);
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let mut db = Db::open(dir.path(), options(0)).unwrap();
     let mut model = Model::new();
     let vias = [

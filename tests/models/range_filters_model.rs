@@ -7,6 +7,7 @@
 //!
 //! `SIFTDB_MODEL_OPS` sets the number of operations (default 6,000); `SIFTDB_MODEL_SEED` the seed.
 
+use crate::common::scratch;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -49,7 +50,7 @@ fn key_of(n: u64, rng: &mut StdRng) -> Vec<u8> {
     };
     match rng.gen_range(0..50) {
         0 => k.truncate(rng.gen_range(0..k.len())),
-        1 => k.push(rng.gen()),
+        1 => k.push(rng.r#gen()),
         _ => {}
     }
     k
@@ -259,10 +260,7 @@ fn a_store_with_range_filters_scans_like_one_without() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
     let mut rng = StdRng::seed_from_u64(seed);
-    let dirs = [
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    ];
+    let dirs = [scratch(), scratch()];
     let mut filters = [with_filter(), RangeFilter::none()];
     let mut pair = Pair::open(filters, dirs);
     let mut model = Model::new();
@@ -338,7 +336,7 @@ fn filled(dir: &std::path::Path, range_filter: RangeFilter) -> Db {
     for n in 0..20_000u64 {
         let mut k = b"device42".to_vec();
         k.extend_from_slice(&((n * 7919 % 20_000) << 24).to_be_bytes());
-        let v: Vec<u8> = (0..40).map(|_| rng.gen()).collect();
+        let v: Vec<u8> = (0..40).map(|_| rng.r#gen()).collect();
         db.put(&k, &v).expect("put");
     }
     db.flush().expect("flush");
@@ -353,7 +351,7 @@ fn range_key(x: u64) -> Vec<u8> {
 
 #[test]
 fn empty_short_scans_read_no_block_of_tables_the_filter_rules_out() {
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     let db = filled(dir.path(), RangeFilter::grafite(16.0, 1 << 16));
     let before = db.statistics();
     let mut empty = 0;
@@ -419,7 +417,7 @@ fn empty_short_scans_read_no_block_of_tables_the_filter_rules_out() {
     );
 
     // The same scans without range filters read blocks.
-    let plain_dir = tempfile::tempdir().expect("dir");
+    let plain_dir = scratch();
     let plain = filled(plain_dir.path(), RangeFilter::none());
     let before = plain.statistics();
     for i in 0..200u64 {
@@ -433,9 +431,9 @@ fn empty_short_scans_read_no_block_of_tables_the_filter_rules_out() {
 
 #[test]
 fn a_cursor_bounded_above_asks_the_range_filters_from_each_seek() {
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     let db = filled(dir.path(), RangeFilter::grafite(16.0, 1 << 16));
-    let plain_dir = tempfile::tempdir().expect("dir");
+    let plain_dir = scratch();
     let plain = filled(plain_dir.path(), RangeFilter::none());
     // Settled: no compaction changes which tables a range meets while the seeks run.
     db.compact().expect("compact");
@@ -505,7 +503,7 @@ fn a_cursor_bounded_above_asks_the_range_filters_from_each_seek() {
 
 #[test]
 fn a_range_holding_a_key_is_a_true_positive() {
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     let db = filled(dir.path(), RangeFilter::grafite(16.0, 1 << 16));
     let before = db.statistics();
     for i in 0..500u64 {
@@ -524,7 +522,7 @@ fn a_range_holding_a_key_is_a_true_positive() {
 
 #[test]
 fn stores_turn_range_filters_on_and_off_across_reopens() {
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     let keys: Vec<Vec<u8>> = (0..3000u64).map(|n| range_key(n << 20)).collect();
     let write = |db: &Db, from: usize, to: usize| {
         for k in &keys[from..to] {
@@ -561,7 +559,7 @@ fn stores_turn_range_filters_on_and_off_across_reopens() {
 
 #[test]
 fn bad_range_filter_options_are_refused() {
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     for bad in [
         RangeFilter::grafite(f64::NAN, 16),
         RangeFilter::grafite(2.0, 16),
@@ -574,7 +572,7 @@ fn bad_range_filter_options_are_refused() {
 
 #[test]
 fn a_keyspace_keeps_its_range_filter_across_reopens() {
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     let keys: Vec<Vec<u8>> = (0..2000u64).map(|n| range_key(n << 20)).collect();
     {
         let db = Db::open(dir.path(), options(RangeFilter::none())).expect("open");
@@ -604,7 +602,7 @@ fn a_keyspace_keeps_its_range_filter_across_reopens() {
 
 #[test]
 fn a_stats_report_reads_no_range_filter_and_shows_those_scans_read() {
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     drop(filled(dir.path(), RangeFilter::grafite(16.0, 1 << 16)));
     // Read-only: no compaction opens or drops tables while filter memory is compared.
     let db = Db::open_read_only(dir.path(), options(RangeFilter::grafite(16.0, 1 << 16)))

@@ -125,7 +125,7 @@ fn check(
     restore.push(listed[rng.gen_range(0..listed.len())]);
     restore.dedup();
     for id in restore {
-        let target = scratch_dir.join(format!("restore-{}", rng.gen::<u64>()));
+        let target = scratch_dir.join(format!("restore-{}", rng.r#gen::<u64>()));
         engine.restore(id, &target).unwrap();
         let db = Db::open(&target, tiny_options()).unwrap();
         assert_eq!(

@@ -193,10 +193,10 @@ fn an_ingest_cut_anywhere_is_all_there_or_none_of_it_after_reopen() {
             Db::open(&dir, options(faults))
         });
         let seen = contents(&db, &what);
-        if let Some((k, v)) = uncertain.take() {
-            if seen.get(&k) == Some(&v) {
-                model.insert(k, v);
-            }
+        if let Some((k, v)) = uncertain.take()
+            && seen.get(&k) == Some(&v)
+        {
+            model.insert(k, v);
         }
         if let Some(writes) = pending.take() {
             let after = applied(&model, &writes);

@@ -472,10 +472,10 @@ fn count_tombstone_tables(db: &Db, dir: &Path, ranges: &mut RangeTally) {
             continue;
         };
         // A compaction for reads may have replaced it meanwhile.
-        if let Ok(info) = TableInfo::open(&path) {
-            if info.num_range_deletions > 0 {
-                *ranges.tombstone_tables_by_level.entry(level).or_default() += 1;
-            }
+        if let Ok(info) = TableInfo::open(&path)
+            && info.num_range_deletions > 0
+        {
+            *ranges.tombstone_tables_by_level.entry(level).or_default() += 1;
         }
     }
 }

@@ -26,7 +26,7 @@
 //! `sync_wal` amid writes, flushes and WAL switches damages nothing; that it makes writes durable
 //! through a power cut is `tests/store/operations.rs`'s, on the fault-injection layer.)
 //!
-//! Short mode (plain `cargo test`): 3 × 50 kills. Long mode: `SIFTDB_LONG=1` (1,000 kills per
+//! Short mode (plain `cargo test`): 3 × 30 kills. Long mode: `SIFTDB_LONG=1` (1,000 kills per
 //! test) or `SIFTDB_CRASH_KILLS=n`.
 
 use crate::common;
@@ -203,7 +203,7 @@ fn kills(short: usize) -> usize {
 }
 
 fn crash_loop(durability: Durability, seed: u64) {
-    let kills = kills(50);
+    let kills = kills(30);
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
     let root = tempfile::tempdir().unwrap();

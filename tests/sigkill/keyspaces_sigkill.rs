@@ -16,7 +16,7 @@
 //! - a Get of every key found goes through the keyspace's filters: one true positive per key in
 //!   the filtered keyspaces, no filter check in the unfiltered one.
 //!
-//! Short mode (plain `cargo test`): 50 kills. `SIFTDB_LONG=1`: 1,000;
+//! Short mode (plain `cargo test`): 30 kills. `SIFTDB_LONG=1`: 1,000;
 //! `SIFTDB_KS_CRASH_KILLS=n`: any number.
 
 use crate::common;
@@ -204,7 +204,7 @@ fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
 }
 
 fn kills() -> usize {
-    env_number("SIFTDB_KS_CRASH_KILLS", if long() { 1000 } else { 50 }) as usize
+    env_number("SIFTDB_KS_CRASH_KILLS", if long() { 1000 } else { 30 }) as usize
 }
 
 #[test]

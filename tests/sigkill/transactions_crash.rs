@@ -88,7 +88,11 @@ fn transfer(
     tx.put_in(&ks[from % 2], account(from), (a - amount).to_be_bytes())?;
     tx.put_in(&ks[to % 2], account(to), (b + amount).to_be_bytes())?;
     // Padding, so that the tiny memtables fill.
-    tx.put_in(&ks[to % 2], format!("pad{}", rng.gen::<u16>()), [7u8; 100])?;
+    tx.put_in(
+        &ks[to % 2],
+        format!("pad{}", rng.r#gen::<u16>()),
+        [7u8; 100],
+    )?;
     if count {
         let n = num(tx.get("transfers")?);
         tx.put("transfers", (n + 1).to_be_bytes()).unwrap();
@@ -227,7 +231,7 @@ fn the_bank_keeps_its_total_through_power_cuts() {
             }
         }
         drop((ks, db));
-        faults.power_cut(PowerCut::random(rng.gen())).unwrap();
+        faults.power_cut(PowerCut::random(rng.r#gen())).unwrap();
         lost += acked - durable;
     }
     // Not asserted, only shown: how many unsynced transfers the cuts took.

@@ -6,6 +6,7 @@
 
 use crate::common;
 use common::long;
+use common::scratch;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ fn key(i: u64) -> Vec<u8> {
 
 #[test]
 fn readers_see_only_written_values_while_a_writer_flushes_and_compacts() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Arc::new(
         Db::open(
             dir.path(),
@@ -136,7 +137,7 @@ fn allowed(i: u64, got: Option<&[u8]>, floor: u64, ceil: u64) -> bool {
 fn readers_writer_deletes_and_compactions_stay_consistent_and_finish() {
     let run_for = Duration::from_secs(if long() { 120 } else { 6 });
     let keys: u64 = 2000;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Arc::new(
         Db::open(
             dir.path(),
@@ -302,6 +303,7 @@ fn readers_writer_deletes_and_compactions_stay_consistent_and_finish() {
 fn concurrent_writers_commit_in_groups_and_lose_nothing() {
     const WRITERS: u64 = 8;
     const EACH: u64 = 200;
+    // On the disk, not tmpfs: a real fsync takes long enough for writers to queue into groups.
     let dir = tempfile::tempdir().unwrap();
     let opts = || Options::default().write_buffer_size(256 << 10);
     let db = Arc::new(Db::open(dir.path(), opts()).unwrap());

@@ -2,6 +2,7 @@
 //! `approximate_len` and `disk_space`, against what was written: with deletions hiding keys in
 //! tables below them, at snapshots, after flushes, compactions and a reopen.
 
+use crate::common::scratch;
 use std::path::Path;
 
 use siftdb::{Db, Options};
@@ -22,7 +23,7 @@ fn bytes_with_ext(dir: &Path, ext: &str) -> u64 {
 
 #[test]
 fn contains_key_follows_puts_deletes_and_snapshots_across_flush_and_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert!(!db.contains_key("a").unwrap());
     db.put("a", "1").unwrap();
@@ -47,7 +48,7 @@ fn contains_key_follows_puts_deletes_and_snapshots_across_flush_and_reopen() {
 
 #[test]
 fn first_and_last_entries_skip_deleted_keys_at_every_stage() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.first_key_value().unwrap(), None);
     assert_eq!(db.last_key_value().unwrap(), None);
@@ -92,7 +93,7 @@ fn first_and_last_entries_skip_deleted_keys_at_every_stage() {
 /// exactly the live keys once the store is compacted with no snapshot.
 #[test]
 fn approximate_len_counts_entries_and_is_exact_after_a_compaction() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.approximate_len(), 0);
     for i in 0..1000u32 {
@@ -164,7 +165,7 @@ fn live_bytes(dir: &Path) -> u64 {
 /// hold once no obsolete file waits for deletion.
 #[test]
 fn disk_space_is_the_live_tables_and_wals() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let path = dir.path();
     let db = Db::open(path, Options::default()).unwrap();
     assert_eq!(db.disk_space().unwrap(), live_bytes(path));

@@ -2,6 +2,7 @@
 //! follower sees before and after a catch-up, its refused writes, keyspaces the writer creates
 //! and drops, and tables the writer deletes while the follower still reads them.
 
+use crate::common::scratch;
 use std::path::Path;
 
 use crate::common::power_cuts::tiny_options as tiny;
@@ -29,7 +30,7 @@ fn fill(db: &Db, round: u32, keys: u32) {
 
 #[test]
 fn a_follower_reads_the_writers_state_as_of_each_catch_up() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let (primary, own) = (dir.path().join("db"), dir.path().join("follower"));
     let db = Db::open(&primary, tiny()).unwrap();
     fill(&db, 0, 300);
@@ -98,7 +99,7 @@ fn a_follower_reads_the_writers_state_as_of_each_catch_up() {
 
 #[test]
 fn writes_to_a_follower_fail_naming_the_store_it_follows() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let (primary, own) = (dir.path().join("db"), dir.path().join("follower"));
     let db = Db::open(&primary, Options::default()).unwrap();
     db.put("k", "v").unwrap();
@@ -133,7 +134,7 @@ fn writes_to_a_follower_fail_naming_the_store_it_follows() {
 
 #[test]
 fn a_follower_of_a_directory_without_a_store_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let own = dir.path().join("follower");
     for missing in [dir.path().join("nothing"), dir.path().to_path_buf()] {
         match Db::open_follower(&missing, &own, Options::default()) {
@@ -159,7 +160,7 @@ fn a_follower_of_a_directory_without_a_store_is_refused() {
 
 #[test]
 fn keyspaces_the_writer_creates_and_drops_appear_and_go_at_a_catch_up() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let (primary, own) = (dir.path().join("db"), dir.path().join("follower"));
     let db = Db::open(&primary, tiny()).unwrap();
     let follower = Db::open_follower(&primary, &own, tiny()).unwrap();
@@ -185,7 +186,7 @@ fn keyspaces_the_writer_creates_and_drops_appear_and_go_at_a_catch_up() {
 
 #[test]
 fn a_table_the_writer_deletes_stays_readable_until_the_follower_lets_go() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let (primary, own) = (dir.path().join("db"), dir.path().join("follower"));
     let db = Db::open(&primary, tiny()).unwrap();
     fill(&db, 0, 400);
@@ -228,7 +229,7 @@ fn a_table_the_writer_deletes_stays_readable_until_the_follower_lets_go() {
 /// writes after it, and reads merge operands as the writer does.
 #[test]
 fn a_follower_catches_up_across_an_ingest_and_resolves_merges() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let (primary, own) = (dir.path().join("db"), dir.path().join("follower"));
     let options = || tiny().merge_operator(std::sync::Arc::new(siftdb::U64Add));
     let db = Db::open(&primary, options()).unwrap();

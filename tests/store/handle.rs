@@ -33,7 +33,7 @@ fn a_db_is_a_send_sync_handle_and_clones_are_the_same_store() {
     sendable::<Scan>();
     sendable::<Cursor>();
 
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let other = db.clone();
     db.put("k", "from db").unwrap();
@@ -53,7 +53,7 @@ fn a_db_is_a_send_sync_handle_and_clones_are_the_same_store() {
 /// write made before is on disk; `LOCK` is free although the other handle lives.
 #[test]
 fn close_from_one_handle_closes_every_handle() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let path = dir.path();
     let db = Db::open(path, Options::default()).unwrap();
     let other = db.clone();
@@ -123,7 +123,7 @@ fn close_from_one_handle_closes_every_handle() {
 /// The store stays open while any clone lives, and dropping the last one closes it.
 #[test]
 fn dropping_every_clone_closes_the_store() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let clones: Vec<Db> = (0..3).map(|_| db.clone()).collect();
     drop(db);
@@ -157,7 +157,7 @@ fn dropping_every_clone_closes_the_store() {
 /// handle that closes gets it from `close`, and a second `close` is `Ok`.
 #[test]
 fn close_reports_the_background_error_whichever_handle_closes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let faults = FaultInjector::new(dir.path()).unwrap();
     let db = Db::open(
         dir.path(),
@@ -195,7 +195,7 @@ fn close_reports_the_background_error_whichever_handle_closes() {
 /// `LOCK` until dropped.
 #[test]
 fn scans_and_cursors_made_before_close_keep_reading_and_hold_the_lock_which_the_error_names() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     for i in 0..100 {
         db.put(format!("k{i:03}"), format!("v{i}")).unwrap();
@@ -247,7 +247,7 @@ fn scans_and_cursors_made_before_close_keep_reading_and_hold_the_lock_which_the_
 /// A read-only store closes the same way, and its shared `LOCK` goes with the close.
 #[test]
 fn a_read_only_store_closes_for_every_handle() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     db.put("k", "v").unwrap();
     db.close().unwrap();
@@ -382,7 +382,7 @@ fn writes_racing_a_close_are_acknowledged_and_kept_or_refused_and_absent() {
 /// instead of waiting for a flush that will not come.
 #[test]
 fn a_flush_waiting_when_the_store_closes_returns_closed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let faults = FaultInjector::new(dir.path()).unwrap();
     let gate = Arc::new(Gate::default());
     gate.close();

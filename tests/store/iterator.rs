@@ -11,8 +11,8 @@
 //!   compactions and must still return their own moment's model. Snapshots are taken and released
 //!   at random; at each checkpoint one live snapshot is read through `cursor_at`, `scan_at`,
 //!   `scan_prefix_at` and `get_at` and compared with the model of its moment (snapshots end at a
-//!   reopen). `SIFTDB_ITER_OPS` sets the number of operations (default 12,000),
-//!   `SIFTDB_ITER_SEED` the seed.
+//!   reopen). `SIFTDB_ITER_OPS` sets the number of operations (default 6,000; 60,000 with
+//!   `SIFTDB_LONG=1`), `SIFTDB_ITER_SEED` the seed.
 //! - A cursor or scan outlives its `Db` and keeps the directory's `LOCK` until dropped.
 //! - Bytes flipped in a table's data and index blocks: backward walks (`prev`, `seek_for_prev`,
 //!   `scan(..).rev()`) return right entries until `Error::Corruption` naming the table, never a
@@ -75,7 +75,7 @@ fn random_value(rng: &mut StdRng) -> Vec<u8> {
         1 => rng.gen_range(200..1500),
         _ => rng.gen_range(1..40),
     };
-    (0..len).map(|_| rng.gen()).collect()
+    (0..len).map(|_| rng.r#gen()).collect()
 }
 
 fn show(k: &[u8]) -> String {
@@ -260,10 +260,10 @@ fn check_scans(
 
 #[test]
 fn iterators_scans_and_snapshots_match_a_btreemap_per_snapshot() {
-    let ops = env_u64("SIFTDB_ITER_OPS", 12_000);
+    let ops = env_u64("SIFTDB_ITER_OPS", if long() { 60_000 } else { 6_000 });
     let seed = env_u64("SIFTDB_ITER_SEED", 0x17e2);
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let mut round = 0;
     let mut db = Db::open(dir.path(), options(round)).unwrap();
     let mut model = Model::new();
@@ -389,7 +389,7 @@ fn iterators_scans_and_snapshots_match_a_btreemap_per_snapshot() {
 
 #[test]
 fn a_live_iterator_or_scan_keeps_the_lock_after_its_db_is_dropped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     for i in 0..100 {
         db.put(format!("k{i:03}"), format!("v{i}")).unwrap();

@@ -1,6 +1,7 @@
 //! Keyspaces in the store's other views: a checkpoint, a read-only open, `explain_get` and the
 //! tables' properties.
 
+use crate::common::scratch;
 use siftdb::inspect::TableInfo;
 use siftdb::{Db, Error, Filter, Options, PrefixExtractor, WriteBatch};
 
@@ -59,7 +60,7 @@ fn check_three(db: &Db) {
 
 #[test]
 fn a_checkpoint_holds_every_keyspace() {
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let db = three_keyspaces(&root.path().join("db"));
     let copy = root.path().join("copy");
     db.checkpoint(&copy).unwrap();
@@ -81,7 +82,7 @@ fn a_checkpoint_holds_every_keyspace() {
 
 #[test]
 fn a_read_only_open_reads_every_keyspace_and_creates_none() {
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let dir = root.path().join("db");
     drop(three_keyspaces(&dir)); // half in tables, half in the WAL
     let reader = Db::open_read_only(&dir, Options::default()).unwrap();
@@ -102,7 +103,7 @@ fn a_read_only_open_reads_every_keyspace_and_creates_none() {
 
 #[test]
 fn tables_and_explanations_name_their_keyspace() {
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let dir = root.path().join("db");
     let db = three_keyspaces(&dir);
     let users = db.keyspace("users").unwrap();

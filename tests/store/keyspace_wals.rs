@@ -2,6 +2,7 @@
 //! a quiet keyspace does not keep old WALs alive past `max_total_wal_size`, and a keyspace whose
 //! memtable began in a WAL since removed still recovers its writes.
 
+use crate::common::scratch;
 use std::path::Path;
 
 use siftdb::{Db, Options, Ticker, WriteBatch};
@@ -24,7 +25,7 @@ fn value(i: u32) -> Vec<u8> {
 /// writes.
 #[test]
 fn a_quiet_keyspace_does_not_keep_old_wals() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let limit = 256 << 10;
     let options = Options::default()
         .write_buffer_size(64 << 10)
@@ -62,7 +63,7 @@ fn a_quiet_keyspace_does_not_keep_old_wals() {
 /// store must neither lose track of them nor fail looking for the removed WAL.
 #[test]
 fn a_keyspace_written_after_its_first_wal_went_keeps_its_writes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let late = db.keyspace("late").unwrap();
     let busy = db.keyspace("busy").unwrap();
@@ -97,7 +98,7 @@ fn a_keyspace_written_after_its_first_wal_went_keeps_its_writes() {
 /// holds unflushed writes in it, and those writes survive a reopen that replays it.
 #[test]
 fn a_wal_stays_while_another_keyspace_needs_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let a = db.keyspace("a").unwrap();
     let b = db.keyspace("b").unwrap();
@@ -124,7 +125,7 @@ fn a_wal_stays_while_another_keyspace_needs_it() {
 #[test]
 fn a_flush_of_one_keyspace_never_keeps_half_a_batch_through_a_power_cut() {
     use siftdb::fault_injection::{FaultInjector, PowerCut};
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let dir = root.path().join("db");
     let faults = FaultInjector::new(&dir).unwrap();
     let options = || {

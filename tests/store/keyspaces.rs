@@ -152,7 +152,7 @@ fn assert_prefix_filtered(ks: &Keyspace, what: &str) {
 
 #[test]
 fn a_reopened_store_finds_every_keyspace_with_the_options_it_was_created_with() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.keyspace_names(), ["default"]);
     db.keyspace_with(
@@ -231,7 +231,7 @@ fn a_reopened_store_finds_every_keyspace_with_the_options_it_was_created_with() 
 
 #[test]
 fn keyspace_with_on_an_existing_keyspace_takes_only_its_recorded_options() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let unfiltered = || Options::default().filter(Filter::none());
     let ks = db.keyspace_with("ks", unfiltered()).unwrap();
@@ -371,7 +371,7 @@ fn check_isolation(db: &Db, models: &BTreeMap<&'static str, Map>, stage: &str) {
 
 #[test]
 fn the_same_key_in_two_keyspaces_holds_two_values() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), small()).unwrap();
     let a = db.keyspace("a").unwrap();
     let b = db.keyspace("b").unwrap();
@@ -401,7 +401,7 @@ fn the_same_key_in_two_keyspaces_holds_two_values() {
 
 #[test]
 fn a_batch_across_keyspaces_is_seen_whole_or_not_at_all() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     // Tiny memtables: each keyspace flushes on its own schedule while the readers read.
     let db = Db::open(
         dir.path(),
@@ -530,7 +530,7 @@ fn a_batch_across_keyspaces_is_seen_whole_or_not_at_all() {
 
 #[test]
 fn a_snapshot_is_one_view_of_every_keyspace() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), small()).unwrap();
     let a = db.keyspace("a").unwrap();
     let b = db.keyspace("b").unwrap();
@@ -576,7 +576,7 @@ fn tables(dir: &Path) -> BTreeSet<String> {
 
 #[test]
 fn a_dropped_keyspace_is_gone_with_its_files_and_its_name_makes_a_new_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), small()).unwrap();
     let kept = db.keyspace("kept").unwrap();
     for i in 0..400 {
@@ -668,7 +668,7 @@ fn a_dropped_keyspace_is_gone_with_its_files_and_its_name_makes_a_new_one() {
 
 #[test]
 fn handles_of_a_dropped_keyspace_fail_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let gone = db.keyspace("gone").unwrap();
     let other = db.keyspace("other").unwrap();
@@ -733,7 +733,7 @@ fn handles_of_a_dropped_keyspace_fail_naming_it() {
 /// (and retired the old one), written afterwards: the next flush must find every WAL it needs.
 #[test]
 fn a_keyspace_written_after_another_flushed_keeps_the_store_writable() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let a = db.keyspace("a").unwrap();
     let b = db.keyspace("b").unwrap();
@@ -759,7 +759,7 @@ fn a_keyspace_written_after_another_flushed_keeps_the_store_writable() {
 
 #[test]
 fn the_default_keyspace_cannot_be_dropped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     db.put("k", "v").unwrap();
     let default = db.default_keyspace();
@@ -776,7 +776,7 @@ fn the_default_keyspace_cannot_be_dropped() {
 
 #[test]
 fn each_keyspace_counts_its_own_reads_and_the_store_counts_them_all() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     // Each keyspace's table stays in L0, where the per-level counts below look for it.
     let db = Db::open(dir.path(), Options::default().compact_l0_when_idle(false)).unwrap();
     let a = db.keyspace("a").unwrap();
@@ -845,7 +845,7 @@ fn each_keyspace_counts_its_own_reads_and_the_store_counts_them_all() {
 
 #[test]
 fn the_stats_property_has_a_section_per_keyspace() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let names = ["alpha_users", "beta_messages", "gamma_events"];
     for (n, name) in names.iter().enumerate() {
@@ -872,7 +872,7 @@ fn the_stats_property_has_a_section_per_keyspace() {
 /// default keyspace's (which holds none of them).
 #[test]
 fn the_stats_property_shows_the_stores_wal_bytes_and_stalls() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let ks = db.keyspace("events").unwrap();
     for i in 0..2000 {
@@ -894,7 +894,7 @@ fn the_stats_property_shows_the_stores_wal_bytes_and_stalls() {
 /// keyspace, and those that name one where they name, the default keyspace included.
 #[test]
 fn a_batch_written_through_a_keyspace_handle_lands_in_that_keyspace() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let (users, log) = (db.keyspace("users").unwrap(), db.keyspace("log").unwrap());
     db.put("u0", "in default").unwrap();

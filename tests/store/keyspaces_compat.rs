@@ -8,6 +8,7 @@
 
 use crate::common;
 use common::copy_dir;
+use common::scratch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -102,7 +103,7 @@ fn fixture() -> PathBuf {
 
 /// A copy of the fixture in a scratch directory.
 fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let dir = root.path().join("db");
     copy_dir(&fixture(), &dir);
     (root, dir)

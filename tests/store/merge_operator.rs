@@ -2,6 +2,7 @@
 //! deletes end a chain, snapshots keep what they saw across flushes and compactions, a keyspace
 //! records its operator by name, and merges without an operator are refused.
 
+use crate::common::scratch;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ fn read_everywhere(db: &Db, key: &[u8]) -> Option<Vec<u8>> {
 
 #[test]
 fn counters_add_up_on_every_read_path_across_flush_compaction_and_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), counters()).unwrap();
     db.put("a", "x").unwrap();
     db.put("c", "z").unwrap();
@@ -72,7 +73,7 @@ fn counters_add_up_on_every_read_path_across_flush_compaction_and_reopen() {
 
 #[test]
 fn deletes_range_deletes_and_expiry_end_a_chain() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(1_000);
     let options = counters().clock(clock.clone());
     let db = Db::open(dir.path(), options.clone()).unwrap();
@@ -101,7 +102,7 @@ fn deletes_range_deletes_and_expiry_end_a_chain() {
 
 #[test]
 fn snapshots_keep_what_they_saw_while_compactions_merge() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(
         dir.path(),
         Options::default().merge_operator(Arc::new(Append::new(","))),
@@ -130,7 +131,7 @@ fn snapshots_keep_what_they_saw_while_compactions_merge() {
 
 #[test]
 fn batches_keyspaces_and_transactions_merge() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), counters()).unwrap();
     let tags = db
         .keyspace_with(
@@ -174,7 +175,7 @@ fn batches_keyspaces_and_transactions_merge() {
 
 #[test]
 fn a_keyspace_records_its_operator_and_merges_need_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let refused = db.merge("k", le(1));
     assert!(matches!(refused, Err(Error::InvalidArgument(ref m)) if m.contains("merge operator")));
@@ -231,7 +232,7 @@ impl MergeOperator for Picky {
 
 #[test]
 fn refused_operands_are_corruption_on_read_and_kept_by_compaction() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(
         dir.path(),
         Options::default().merge_operator(Arc::new(Picky)),

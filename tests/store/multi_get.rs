@@ -10,6 +10,7 @@
 //! - A damaged data block fails only the keys whose lookup reads it.
 
 use crate::common;
+use common::scratch;
 
 use std::collections::BTreeMap;
 
@@ -156,7 +157,7 @@ fn check_batch(db: &Db, batch: &[Vec<u8>], model: &Model, ctx: &str) {
 #[test]
 fn multi_get_matches_single_gets_and_a_btreemap() {
     let mut rng = StdRng::seed_from_u64(0x3017);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let mut round = 0;
     let mut db = Db::open(dir.path(), options(round)).unwrap();
     let mut model = Model::new();
@@ -221,7 +222,7 @@ fn multi_get_matches_single_gets_and_a_btreemap() {
 
 #[test]
 fn a_damaged_block_fails_only_the_keys_that_read_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let opts = || {
         Options::default()
             .block_size(256)

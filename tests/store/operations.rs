@@ -178,7 +178,7 @@ enum Cover {
 #[test]
 fn sync_wal_makes_every_earlier_write_survive_a_strict_power_cut() {
     for cover in [Cover::SyncWal, Cover::EmptySyncedBatch, Cover::Nothing] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let faults = FaultInjector::new(dir.path()).unwrap();
         let gate = Arc::new(Gate::default());
         gate.close();
@@ -237,7 +237,7 @@ fn sync_wal_makes_every_earlier_write_survive_a_strict_power_cut() {
 #[test]
 fn sync_wal_amid_writes_flushes_and_compactions() {
     for round in 0..3u64 {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let faults = FaultInjector::new(dir.path()).unwrap();
         let db = Arc::new(Db::open(dir.path(), small().fault_injector(faults.clone())).unwrap());
         let acked = Arc::new(AtomicU64::new(0));
@@ -304,7 +304,7 @@ fn sync_wal_amid_writes_flushes_and_compactions() {
 #[test]
 fn close_reports_an_injected_background_error_with_its_io_kind() {
     capture_logs();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let faults = FaultInjector::new(dir.path()).unwrap();
     let db = Db::open(dir.path(), small().fault_injector(faults.clone())).unwrap();
     faults.fail_after(
@@ -382,7 +382,7 @@ fn close_reports_an_injected_background_error_with_its_io_kind() {
 /// same kind, and `close` reports it.
 #[test]
 fn close_reports_a_failed_wal_write() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let faults = FaultInjector::new(dir.path()).unwrap();
     let db = Db::open(dir.path(), small().fault_injector(faults.clone())).unwrap();
     db.write(operation(0)).unwrap();
@@ -414,7 +414,7 @@ fn close_reports_a_failed_wal_write() {
 /// a strict power cut the flushed memtable's writes are there, although none was synced.
 #[test]
 fn close_waits_for_the_flush_in_flight_and_is_ok_after_a_clean_life() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let faults = FaultInjector::new(dir.path()).unwrap();
     let gate = Arc::new(Gate::default());
     gate.close();

@@ -4,6 +4,7 @@
 
 use crate::common;
 use common::check_across_flush_compaction_and_reopen;
+use common::scratch;
 use siftdb::{Db, Filter, Options, PrefixExtractor, Ticker};
 
 fn key(prefix: u32, i: u32) -> Vec<u8> {
@@ -38,7 +39,7 @@ fn full_scan_with_prefix(db: &Db, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 #[test]
 fn prefix_scans_match_filtered_full_scans_for_every_layout() {
     for filter in layouts() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let check = |db: &Db, stage: &str| {
             for p in (0..400).step_by(7) {
                 let prefix = format!("{p:05}").into_bytes();
@@ -98,7 +99,7 @@ fn prefix_scans_match_filtered_full_scans_for_every_layout() {
 #[test]
 fn prefix_counters_count_every_checked_and_skipped_table() {
     for filter in layouts() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let tables = 5u32;
         // Keep every table in L0, each holding the prefixes p with p % 5 == t, so every table's
         // key range covers every prefix and exactly one table holds any given prefix.
@@ -146,7 +147,7 @@ fn prefix_counters_count_every_checked_and_skipped_table() {
 
 #[test]
 fn another_extractor_reads_old_tables_correctly_without_their_prefix_filter() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     {
         let db = Db::open(dir.path(), options(Filter::full(10.0))).unwrap();
         for p in 0..100 {
@@ -180,7 +181,7 @@ fn another_extractor_reads_old_tables_correctly_without_their_prefix_filter() {
 #[test]
 fn without_whole_key_filtering_point_gets_ask_the_prefix() {
     for filter in layouts() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let db = Db::open(
             dir.path(),
             options(filter.clone()).whole_key_filtering(false),

@@ -2,6 +2,7 @@
 //! overlapping tombstones, snapshots, filters that know nothing of tombstones, and what
 //! compaction then removes.
 
+use crate::common::scratch;
 use std::path::Path;
 
 use siftdb::inspect::TableInfo;
@@ -42,7 +43,7 @@ fn tables(dir: &Path) -> Vec<TableInfo> {
 
 #[test]
 fn a_range_delete_hides_the_keys_in_its_range_from_every_read_and_no_others() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options()).unwrap();
     for i in 0..100 {
         db.put(key(i), value(i, 0)).unwrap();
@@ -73,7 +74,7 @@ fn a_range_delete_hides_the_keys_in_its_range_from_every_read_and_no_others() {
 
 #[test]
 fn keys_written_after_a_range_delete_are_visible_and_snapshots_see_the_keys_before() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options()).unwrap();
     for i in 0..50 {
         db.put(key(i), value(i, 0)).unwrap();
@@ -117,7 +118,7 @@ fn keys_written_after_a_range_delete_are_visible_and_snapshots_see_the_keys_befo
 /// a Get must still find the tombstone there and not go on to the older table that holds the key.
 #[test]
 fn a_get_finds_a_covering_tombstone_in_a_table_whose_filter_rules_the_key_out() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options().level0_compaction_trigger(100)).unwrap();
     for i in 0..200 {
         db.put(key(i), value(i, 0)).unwrap();
@@ -145,7 +146,7 @@ fn a_get_finds_a_covering_tombstone_in_a_table_whose_filter_rules_the_key_out() 
 /// newer write inside each: every key reads as the model says, before and after compaction.
 #[test]
 fn overlapping_tombstones_over_several_levels_hide_exactly_the_older_keys() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options()).unwrap();
     let mut model = std::collections::BTreeMap::new();
     for round in 0..3u32 {
@@ -194,7 +195,7 @@ fn overlapping_tombstones_over_several_levels_hide_exactly_the_older_keys() {
 /// the tombstone itself; while a snapshot older than it lives, both stay.
 #[test]
 fn compaction_drops_covered_keys_and_then_the_tombstone_unless_a_snapshot_needs_them() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options()).unwrap();
     for i in 0..2000 {
         db.put(key(i), value(i, 0)).unwrap();
@@ -227,7 +228,7 @@ fn compaction_drops_covered_keys_and_then_the_tombstone_unless_a_snapshot_needs_
 
 #[test]
 fn range_deletes_in_a_batch_apply_in_order_and_stay_in_their_keyspace() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options()).unwrap();
     let other = db.keyspace("other").unwrap();
     for i in 0..10 {
@@ -258,7 +259,7 @@ fn range_deletes_in_a_batch_apply_in_order_and_stay_in_their_keyspace() {
 
 #[test]
 fn a_prefix_scan_honours_a_tombstone_in_a_table_its_filter_leaves_out() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let o = options()
         .prefix_extractor(siftdb::PrefixExtractor::fixed(4))
         .level0_compaction_trigger(100);
@@ -290,7 +291,7 @@ fn a_table_of_range_tombstones_alone_is_written_and_read_under_every_filter() {
         Filter::none(),
     ];
     for filter in filters {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let o = options().filter(filter).level0_compaction_trigger(100);
         let db = Db::open(dir.path(), o.clone()).unwrap();
         db.put(key(5), value(5, 0)).unwrap();
@@ -318,7 +319,7 @@ fn a_snapshot_reads_every_key_after_tombstones_are_compacted_between_small_table
         .level_size_multiplier(4)
         .level0_compaction_trigger(2)
         .block_size(512);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), o).unwrap();
     for i in 0..300 {
         db.put(key(i), [5u8; 40]).unwrap();
@@ -355,7 +356,7 @@ fn a_snapshot_reads_every_key_after_tombstones_are_compacted_between_small_table
 /// tables that hold keys of the range.
 #[test]
 fn compact_range_reclaims_a_deleted_range_and_leaves_the_other_tables_alone() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options()).unwrap();
     for i in 0..12000 {
         db.put(key(i), value(i, 0)).unwrap();

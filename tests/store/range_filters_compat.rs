@@ -11,6 +11,7 @@
 
 use crate::common;
 use common::copy_dir;
+use common::scratch;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -62,7 +63,7 @@ fn fixture(name: &str) -> PathBuf {
 
 /// A copy of fixture `name` in a scratch directory.
 fn fixture_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let dir = root.path().join("db");
     copy_dir(&fixture(name), &dir);
     (root, dir)

@@ -3,6 +3,7 @@
 //! it, and nothing else does (not the WAL). How close to the rate the writes run is measured by
 //! `examples/rate_limit.rs`, not here: timing belongs in examples.
 
+use crate::common::scratch;
 use siftdb::{Compression, Db, Options, RateLimiter, Ticker};
 
 fn key(i: u32) -> Vec<u8> {
@@ -39,7 +40,7 @@ fn table_bytes(dbs: &[&Db]) -> u64 {
 fn every_table_byte_of_flushes_and_compactions_goes_through_a_shared_limiter() {
     // Fast enough that the test does not wait on it.
     let limiter = RateLimiter::new(1 << 30);
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (dir_a, dir_b) = (scratch(), scratch());
     let a = Db::open(dir_a.path(), options(&limiter)).unwrap();
     let b = Db::open(dir_b.path(), options(&limiter)).unwrap();
     fill(&a, 3_000);
@@ -85,7 +86,7 @@ fn table_writes_faster_than_a_low_rate_wait_for_it() {
     // about 350 KB (no codec) asks for nine requests or more, back to back, far above the rate:
     // all but the first wait (about 80 ms in all).
     let limiter = RateLimiter::new(4 << 20);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let options = options(&limiter)
         .write_buffer_size(1 << 20)
         .compression(Compression::None);
@@ -103,7 +104,7 @@ fn table_writes_faster_than_a_low_rate_wait_for_it() {
 
 #[test]
 fn a_rate_of_its_own_paces_a_store_and_zero_turns_pacing_off() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default().rate_limit(1 << 30)).unwrap();
     db.put("k", "v").unwrap();
     db.flush().unwrap();
@@ -116,7 +117,7 @@ fn a_rate_of_its_own_paces_a_store_and_zero_turns_pacing_off() {
         "{line}"
     );
     drop(db);
-    let other = tempfile::tempdir().unwrap();
+    let other = scratch();
     let off = Options::default().rate_limit(1 << 30).rate_limit(0);
     let db = Db::open(other.path(), off).unwrap();
     db.put("k", "v").unwrap();
@@ -128,7 +129,7 @@ fn a_rate_of_its_own_paces_a_store_and_zero_turns_pacing_off() {
 #[test]
 fn a_rate_changed_while_the_store_writes_applies_to_the_next_tables() {
     let limiter = RateLimiter::new(1 << 30);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options(&limiter)).unwrap();
     fill(&db, 1_000);
     // Unlimited, it goes on counting.

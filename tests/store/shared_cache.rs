@@ -3,6 +3,7 @@
 //! both), index and filter blocks still outlive data blocks whichever store reads them, and a
 //! store's blocks leave the cache when it closes.
 
+use crate::common::scratch;
 use siftdb::{Cache, Compression, Db, Options, Ticker};
 
 fn key(i: u32) -> Vec<u8> {
@@ -67,7 +68,7 @@ const KEYS: u32 = 5_000;
 fn two_stores_sharing_a_small_cache_stay_within_it_and_read_only_their_own_blocks() {
     // 256 KiB for two stores of about 600 KB of blocks each: blocks are evicted all along.
     let cache = Cache::new(256 << 10);
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (dir_a, dir_b) = (scratch(), scratch());
     let a = Db::open(dir_a.path(), same_layout(&cache)).unwrap();
     let b = Db::open(dir_b.path(), same_layout(&cache)).unwrap();
     for (n, db) in [(0, &a), (1, &b)] {
@@ -141,7 +142,7 @@ fn two_stores_sharing_a_small_cache_stay_within_it_and_read_only_their_own_block
 #[test]
 fn index_and_filter_blocks_outlive_another_stores_data_blocks() {
     let cache = Cache::new(1 << 20);
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (dir_a, dir_b) = (scratch(), scratch());
     // A: one small table whose index and filter are charged to the cache.
     let a = Db::open(dir_a.path(), same_layout(&cache)).unwrap();
     for i in 0..2_000 {
@@ -191,7 +192,7 @@ fn index_and_filter_blocks_outlive_another_stores_data_blocks() {
 #[test]
 fn every_keyspace_of_a_store_reads_through_the_shared_cache() {
     let cache = Cache::new(4 << 20);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default().block_cache(cache.clone())).unwrap();
     let other = db.keyspace("other").unwrap();
     for i in 0..1_000 {

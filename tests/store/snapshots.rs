@@ -4,6 +4,7 @@
 //! cross table and level boundaries), reopens. Every read at a snapshot must return what the
 //! model held when the snapshot was taken, and the latest reads the latest.
 
+use crate::common::scratch;
 use std::collections::BTreeMap;
 
 use rand::rngs::StdRng;
@@ -56,7 +57,7 @@ fn reads_at_snapshots_see_the_store_as_it_was_across_flushes_and_compactions() {
         (3, Filter::block_based(10.0)),
     ] {
         let mut rng = StdRng::seed_from_u64(seed);
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let mut db = Db::open(dir.path(), options(filter.clone())).unwrap();
         let mut latest = Model::new();
         let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
@@ -116,7 +117,7 @@ fn reads_at_snapshots_see_the_store_as_it_was_across_flushes_and_compactions() {
 
 #[test]
 fn released_snapshots_let_compaction_drop_old_versions() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let opts = options(Filter::full(10.0)).compression(Compression::None);
     let db = Db::open(dir.path(), opts).unwrap();
     let bytes = |db: &Db| -> u64 {
@@ -160,7 +161,7 @@ fn released_snapshots_let_compaction_drop_old_versions() {
 #[test]
 #[should_panic(expected = "a snapshot of another siftdb::Db")]
 fn a_snapshot_of_another_store_is_refused() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (scratch(), scratch());
     let first = Db::open(a.path(), Options::default()).unwrap();
     let second = Db::open(b.path(), Options::default()).unwrap();
     let snapshot = first.snapshot();

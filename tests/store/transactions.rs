@@ -456,7 +456,7 @@ fn a_bank_keeps_its_total_through_concurrent_transfers_flushes_and_reopen() {
                         tx.put_in(kt, account(to), (b + amount).to_be_bytes())
                             .unwrap();
                         // Padding, so the tiny memtables fill and flush.
-                        tx.put_in(kf, format!("log{t}-{}", rng.gen::<u32>()), [0u8; 64])
+                        tx.put_in(kf, format!("log{t}-{}", rng.r#gen::<u32>()), [0u8; 64])
                             .unwrap();
                         match tx.commit() {
                             Ok(()) => {
@@ -783,7 +783,7 @@ fn a_reverse_transaction_scan_merges_the_transactions_own_writes() {
         for _ in 0..rng.gen_range(0..120) {
             let k = key(rng.gen_range(0..100));
             if rng.gen_bool(0.8) {
-                let v = format!("db{}", rng.gen::<u16>()).into_bytes();
+                let v = format!("db{}", rng.r#gen::<u16>()).into_bytes();
                 db.put(&k, &v).unwrap();
                 model.insert(k, v);
             } else {
@@ -799,7 +799,7 @@ fn a_reverse_transaction_scan_merges_the_transactions_own_writes() {
             let k = key(rng.gen_range(0..100));
             match rng.gen_range(0..10) {
                 0..=5 => {
-                    let v = format!("tx{}", rng.gen::<u16>()).into_bytes();
+                    let v = format!("tx{}", rng.r#gen::<u16>()).into_bytes();
                     tx.put(&k, &v).unwrap();
                     model.insert(k, v);
                 }

@@ -5,6 +5,7 @@
 //! kept across reopen; a compaction filter in such a keyspace.
 
 use crate::common;
+use common::scratch;
 use common::{tables_per_level, ManualClock};
 
 use std::collections::BTreeMap;
@@ -181,7 +182,7 @@ const KEYS: [&str; 7] = ["a", "k1", "k2", "k3", "k4", "x", "z"];
 
 #[test]
 fn entries_vanish_from_every_read_path_once_they_expire() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     let db = Db::open(dir.path(), store_options(&clock)).unwrap();
     let ks = ttl_keyspace(&db);
@@ -260,7 +261,7 @@ fn entries_vanish_from_every_read_path_once_they_expire() {
 
 #[test]
 fn compaction_removes_expired_entries() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     let db = Db::open(dir.path(), store_options(&clock)).unwrap();
     let ks = ttl_keyspace(&db);
@@ -298,7 +299,7 @@ fn compaction_removes_expired_entries() {
 
 #[test]
 fn expired_versions_under_a_snapshot_read_as_deleted_and_compact_away() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     let db = Db::open(dir.path(), store_options(&clock)).unwrap();
     let ks = ttl_keyspace(&db);
@@ -322,7 +323,7 @@ fn expired_versions_under_a_snapshot_read_as_deleted_and_compact_away() {
 
 #[test]
 fn expiry_times_survive_flush_reopen_and_wal_recovery() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     {
         let db = Db::open(dir.path(), store_options(&clock)).unwrap();
@@ -367,7 +368,7 @@ fn expiry_times_survive_flush_reopen_and_wal_recovery() {
 
 #[test]
 fn batches_and_transactions_are_stamped_when_they_commit() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     let db = Db::open(dir.path(), store_options(&clock)).unwrap();
     let ks = ttl_keyspace(&db);
@@ -399,7 +400,7 @@ fn batches_and_transactions_are_stamped_when_they_commit() {
 
 #[test]
 fn any_keyspace_takes_a_ttl_and_another_one_is_named_when_asked_for() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     let e = Db::open(dir.path(), store_options(&clock).ttl(Duration::ZERO))
         .err()
@@ -520,7 +521,7 @@ fn check_timeline(
 
 #[test]
 fn entries_with_a_ttl_of_their_own_expire_beside_the_keyspace_ttl_on_every_read_path() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     let mut db = Db::open(dir.path(), store_options(&clock)).unwrap();
     let ks = ttl_keyspace(&db);
@@ -595,7 +596,7 @@ fn entries_with_a_ttl_of_their_own_expire_beside_the_keyspace_ttl_on_every_read_
 
 #[test]
 fn set_options_survives_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     let exclaim = Arc::new(Exclaim(std::sync::Mutex::new(Vec::new())));
     let opts = || store_options(&clock).register_compaction_filter(exclaim.clone());
@@ -671,7 +672,7 @@ fn times_to_live_survive_power_cuts() {
     use rand::{Rng, SeedableRng};
     use siftdb::fault_injection::{FaultInjector, PowerCut};
     let cuts = if common::long() { 400 } else { 25 };
-    let root = tempfile::tempdir().unwrap();
+    let root = scratch();
     let dir = root.path().join("store");
     let faults = FaultInjector::new(&dir).unwrap();
     let clock = ManualClock::at(T0);
@@ -715,7 +716,7 @@ fn times_to_live_survive_power_cuts() {
             }
         }
         drop((ks, db));
-        faults.power_cut(PowerCut::random(rng.gen())).unwrap();
+        faults.power_cut(PowerCut::random(rng.r#gen())).unwrap();
         let db = Db::open(&dir, opts()).unwrap_or_else(|e| panic!("cut {cut}: reopen: {e}"));
         let ks = db.keyspace("sessions").unwrap();
         for at in [1, 2, 5, 50] {
@@ -762,7 +763,7 @@ impl CompactionFilter for Exclaim {
 
 #[test]
 fn a_compaction_filter_sees_values_without_their_expiry_time_and_keeps_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = ManualClock::at(T0);
     let exclaim = Arc::new(Exclaim(std::sync::Mutex::new(Vec::new())));
     let db = Db::open(dir.path(), store_options(&clock)).unwrap();

@@ -9,6 +9,7 @@
 //! fixture itself, which an open would rewrite).
 
 use crate::common;
+use common::scratch;
 use common::{copy_dir, ManualClock};
 
 use std::path::{Path, PathBuf};
@@ -69,7 +70,7 @@ fn check(sessions: &Keyspace, at: u64) {
 
 #[test]
 fn a_keyspace_whose_values_carry_their_write_time_reads_as_before() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let store = dir.path().join("store");
     copy_dir(&fixture(), &store);
     let clock = ManualClock::at(T0 + 3);

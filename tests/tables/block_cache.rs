@@ -3,6 +3,7 @@
 //! than the filters (and with none at all), every filter layout reads its blocks back after
 //! eviction, and the report shows what the cache holds.
 
+use crate::common::scratch;
 use siftdb::{Db, Filter, Options, RangeFilter, Ticker};
 
 fn key(i: u32) -> Vec<u8> {
@@ -63,7 +64,7 @@ fn gets_and_scans_stay_correct_with_filters_evicted_from_a_tiny_cache() {
         Filter::block_based(10.0),
     ] {
         let what = format!("{filter:?}");
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         // 16 KiB: a few of the tables' filter and index blocks at a time, far below their total.
         let opts = || options(filter.clone(), 16 << 10);
         let db = Db::open(dir.path(), opts()).unwrap();
@@ -92,7 +93,7 @@ fn gets_and_scans_stay_correct_with_filters_evicted_from_a_tiny_cache() {
 
 #[test]
 fn no_block_cache_at_all_reads_every_block_from_the_table() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options(Filter::full(10.0), 0)).unwrap();
     fill(&db);
     check(&db, "no cache");
@@ -101,7 +102,7 @@ fn no_block_cache_at_all_reads_every_block_from_the_table() {
 
 #[test]
 fn pinned_l0_tables_keep_their_filters_while_deeper_ones_are_charged() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let opts = options(Filter::full(10.0), 1 << 20)
         .pin_l0_filter_and_index_blocks_in_cache(true)
         .level0_compaction_trigger(8);
@@ -118,7 +119,7 @@ fn pinned_l0_tables_keep_their_filters_while_deeper_ones_are_charged() {
 
 #[test]
 fn a_cache_large_enough_keeps_every_filter_and_index_after_the_first_read() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options(Filter::full(10.0), 64 << 20)).unwrap();
     fill(&db);
     db.compact().unwrap();
@@ -194,7 +195,7 @@ fn cached_filter_bytes(db: &Db) -> u64 {
 
 #[test]
 fn range_filters_are_charged_to_the_cache_evicted_and_read_again() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     // Kept with the tables: the range filters' bytes, once every table's filter was asked.
     let db = Db::open(dir.path(), range_filter_options(false, 64 << 20)).unwrap();
     for n in 0..SPARSE_KEYS {

@@ -5,6 +5,7 @@
 //! a panicking filter; a keyspace's filter found again on reopen.
 
 use crate::common;
+use common::scratch;
 use common::{settle, tables_per_level};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -70,7 +71,7 @@ fn get(db: &Db, key: &str) -> Option<String> {
 
 #[test]
 fn compaction_removes_and_changes_values_as_the_filter_decides() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let rules = Rules::new("test.Rules");
     let db = Db::open(
         dir.path(),
@@ -110,7 +111,7 @@ fn compaction_removes_and_changes_values_as_the_filter_decides() {
 
 #[test]
 fn snapshots_keep_seeing_what_they_saw_and_removed_values_hide_older_ones() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let rules = Rules::new("test.Rules");
     let db = Db::open(
         dir.path(),
@@ -163,7 +164,7 @@ fn snapshots_keep_seeing_what_they_saw_and_removed_values_hide_older_ones() {
 
 #[test]
 fn a_removed_value_does_not_bring_back_a_version_in_a_deeper_level() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let rules = Rules::new("test.Rules");
     rules.on.store(false, Ordering::Relaxed);
     let options = Options::default()
@@ -211,7 +212,7 @@ fn a_removed_value_does_not_bring_back_a_version_in_a_deeper_level() {
 
 #[test]
 fn a_panicking_filter_stops_writes_and_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let rules = Rules::new("test.Panics");
     {
         let db = Db::open(
@@ -245,7 +246,7 @@ fn a_panicking_filter_stops_writes_and_loses_nothing() {
 
 #[test]
 fn a_keyspace_finds_its_filter_again_by_name_on_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let rules = Rules::new("test.KeyspaceRules");
     {
         let db = Db::open(dir.path(), Options::default()).unwrap();
@@ -374,7 +375,7 @@ fn store_holding(dir: &std::path::Path, filter: Arc<Held>, keys: &[&str]) -> Db 
 /// and after the compaction installs, and the transaction commits as if the compaction had not
 /// run. The filter was asked `asked` times in all.
 fn snapshot_and_transaction_in_the_window(held: &str, asked: usize) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let (filter, window) = self::held();
     let db = store_holding(dir.path(), filter.clone(), &["drop-a", held, "up-b"]);
     let compacting = {
@@ -437,7 +438,7 @@ fn a_snapshot_and_a_transaction_begun_while_a_filter_runs_read_the_same_once_it_
 
 #[test]
 fn a_snapshot_released_before_the_filtering_job_installs_leaves_its_decisions_standing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let (filter, window) = held();
     let db = store_holding(dir.path(), filter.clone(), &["drop-a", "hold", "up-b"]);
     let compacting = {
@@ -476,7 +477,7 @@ impl Clock for ManualClock {
 #[test]
 fn expiry_by_a_compaction_that_a_snapshot_watches_changes_none_of_its_reads() {
     const T0: u64 = 1_700_000_000;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
     let (filter, window) = held();
     let db = Db::open(dir.path(), Options::default().clock(clock.clone())).unwrap();

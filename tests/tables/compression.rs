@@ -5,6 +5,7 @@
 //! must be `Error::Corruption` naming their table, never a panic or a wrong value.
 
 use crate::common;
+use common::scratch;
 use common::{copy_dir, files_with_ext, key, settle, tables_per_level};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -105,7 +106,7 @@ fn codecs_by_level(db: &Db, dir: &Path, keys: usize) -> BTreeMap<u64, (usize, Co
 
 #[test]
 fn mixed_codecs_through_flush_compaction_and_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let dir = dir.path();
     let mut model = Model::new();
     let (first_keys, all_keys) = (6_000, 8_000);
@@ -221,7 +222,7 @@ fn lz4_and_zstd_tables_are_smaller_than_raw_ones() {
         Compression::Lz4,
         Compression::Zstd(3),
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let db = Db::open(dir.path(), Options::default().compression(codec)).unwrap();
         for i in 0..5_000 {
             db.put(key(i), value(i, 0)).unwrap();
@@ -242,7 +243,7 @@ fn lz4_and_zstd_tables_are_smaller_than_raw_ones() {
 
 #[test]
 fn an_unknown_zstd_level_is_refused_at_open() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let options = Options::default().bottommost_compression(Compression::Zstd(1_000));
     match Db::open(dir.path(), options) {
         Err(Error::InvalidArgument(what)) => assert!(what.contains("zstd level 1000"), "{what}"),
@@ -268,7 +269,7 @@ fn is_corruption_of(e: &Error, table: &Path) -> bool {
 #[test]
 fn a_damaged_lz4_or_zstd_block_is_corruption_naming_its_table() {
     for codec in [Compression::Lz4, Compression::Zstd(3)] {
-        let root = tempfile::tempdir().unwrap();
+        let root = scratch();
         let pristine = root.path().join("pristine");
         let options = Options::default().compression(codec).block_size(1024);
         let db = Db::open(&pristine, options.clone()).unwrap();

@@ -3,6 +3,7 @@
 //! with another filter; a damaged filter block.
 
 use crate::common;
+use common::scratch;
 use common::{check_across_flush_compaction_and_reopen, files_with_ext};
 use std::sync::Arc;
 
@@ -52,7 +53,7 @@ fn every_policy_and_layout(bits: f64) -> Vec<(String, Filter)> {
 fn no_false_negatives_for_any_policy_and_layout_across_flush_compaction_and_reopen() {
     let n = 20_000;
     for (name, filter) in every_policy_and_layout(10.0) {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let check = |db: &Db, stage: &str| {
             let before = db.statistics();
             for i in 0..n {
@@ -85,7 +86,7 @@ fn no_false_negatives_for_any_policy_and_layout_across_flush_compaction_and_reop
 /// at 12.5k keys and 0.27 % at 100k, against 0.074 % in theory), so a measurement that let the
 /// timing of background compactions decide the table sizes would not be of one thing.
 fn probe_absent(filter: Filter, n: u32, probes: u32) -> Statistics {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options(filter).target_file_size(128 << 10)).unwrap();
     for i in 0..n {
         db.put(key(i), b"v").unwrap();
@@ -170,7 +171,7 @@ fn measured_fp_rates_at_5_and_15_bits_per_key_follow_theory() {
 fn counter_identities_hold_on_a_controlled_workload() {
     for layout in FilterLayout::ALL {
         let policy: Arc<dyn FilterPolicy> = Arc::new(CacheLocalBloom::new(10.0));
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         // Keep both tables in L0: no compaction until 10 tables, nor when the writes pause.
         let opts = options(Filter::new(layout, policy))
             .level0_compaction_trigger(10)
@@ -279,7 +280,7 @@ fn counter_identities_hold_on_a_controlled_workload() {
 
 #[test]
 fn reopening_with_another_filter_reads_old_tables_with_their_own() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     {
         let db = Db::open(dir.path(), options(Filter::block_based(10.0))).unwrap();
         for i in 0..5000 {
@@ -365,7 +366,7 @@ fn a_damaged_filter_block_is_corruption_never_a_false_no() {
         Filter::block_based(10.0),
         Filter::partitioned(10.0).partition_bytes(256),
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         {
             let db = Db::open(dir.path(), options(filter.clone())).unwrap();
             for i in 0..2000 {
@@ -417,7 +418,7 @@ fn find_filter_region(table: &[u8]) -> (usize, usize) {
 
 #[test]
 fn binary_fuse_tables_are_read_with_their_filter_by_any_store() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     {
         let fuse = Filter::new(FilterLayout::Full, Arc::new(siftdb::BinaryFuse::fuse8()));
         let db = Db::open(dir.path(), options(fuse)).unwrap();
@@ -463,7 +464,7 @@ fn ribbon_tables_at_7_bits_per_key_filter_like_a_bloom_at_10() {
         );
     }
 
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     {
         let db = Db::open(dir.path(), options(Filter::ribbon(7.0))).unwrap();
         for i in 0..20_000 {

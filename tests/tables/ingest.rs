@@ -1,6 +1,7 @@
 //! Tables built outside the store by a `TableWriter` and ingested: where they land, what reads at
 //! each sequence see of them, and the files ingest refuses, leaving the store as it was.
 
+use crate::common::scratch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -39,7 +40,7 @@ fn options() -> Options {
 
 #[test]
 fn tables_land_in_the_deepest_level_where_they_overlap_nothing_above_and_in_l0_on_overlap() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path().join("db"), options()).unwrap();
     let last = siftdb::NUM_LEVELS - 1;
     // Into an empty store: the last level.
@@ -94,7 +95,7 @@ fn tables_land_in_the_deepest_level_where_they_overlap_nothing_above_and_in_l0_o
 
 #[test]
 fn a_snapshot_from_before_the_ingest_does_not_see_it_and_reads_after_do() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path().join("db"), options()).unwrap();
     db.put(key(5), b"old").unwrap();
     let before = db.snapshot();
@@ -117,7 +118,7 @@ fn a_snapshot_from_before_the_ingest_does_not_see_it_and_reads_after_do() {
 
 #[test]
 fn range_deletes_tombstones_transactions_and_ttl_work_on_ingested_tables() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path().join("db"), options()).unwrap();
     // A range delete before the ingest does not hide its keys; one after does.
     db.put(key(1), b"old").unwrap();
@@ -164,7 +165,7 @@ fn range_deletes_tombstones_transactions_and_ttl_work_on_ingested_tables() {
 
 #[test]
 fn gets_ask_the_ingested_tables_filters() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path().join("db"), options()).unwrap();
     let t = table(&db, &dir.path().join("t.sst"), 0..20_000, 2, 1);
     db.ingest(&[&t]).unwrap();
@@ -183,7 +184,7 @@ fn gets_ask_the_ingested_tables_filters() {
 
 #[test]
 fn keys_out_of_order_and_empty_tables_are_refused_by_the_writer() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path().join("db"), options()).unwrap();
     let path = dir.path().join("t.sst");
     let mut w = db.table_writer(&path).unwrap();
@@ -239,7 +240,7 @@ fn refused(dir: &Path, paths: &[PathBuf], named: &Path, corruption: bool) {
 
 #[test]
 fn damaged_truncated_foreign_and_overlapping_files_are_refused_and_the_store_is_unchanged() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let store = dir.path().join("db");
     let db = Db::open(&store, options()).unwrap();
     db.put(b"existing", b"1").unwrap();
@@ -300,7 +301,7 @@ fn damaged_truncated_foreign_and_overlapping_files_are_refused_and_the_store_is_
 /// back from the WALs at reopen, in order, over the ingested keys.
 #[test]
 fn writes_to_every_keyspace_around_an_ingest_are_replayed_at_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let store = dir.path().join("db");
     let db = Db::open(&store, options()).unwrap();
     let users = db.keyspace("users").unwrap();
@@ -333,7 +334,7 @@ fn writes_to_every_keyspace_around_an_ingest_are_replayed_at_reopen() {
 /// them at their sequence, as the store does.
 #[test]
 fn checkpoints_backups_and_read_only_opens_carry_ingested_tables() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let store = dir.path().join("db");
     let db = Db::open(&store, options()).unwrap();
     db.put(key(5), b"put before").unwrap();
@@ -367,7 +368,7 @@ fn checkpoints_backups_and_read_only_opens_carry_ingested_tables() {
 /// one, so that replay, which starts past the ingest's sequence, never meets an older record.
 #[test]
 fn an_ingest_after_writes_to_a_dropped_keyspace_reopens() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let store = dir.path().join("db");
     let db = Db::open(&store, options()).unwrap();
     let doomed = db.keyspace("doomed").unwrap();

@@ -15,6 +15,7 @@
 //! level's bits are rewritten so that the settled tree is near its optimum.
 
 use crate::common;
+use common::scratch;
 use common::{settle, tables_per_level};
 
 use std::fmt::Write as _;
@@ -40,7 +41,7 @@ fn run(options: Options) -> Outcome {
     // ~100k entries of ~60 incompressible bytes: about 6 MB, which fills L1..L4 (64 KiB × 4ⁿ)
     // to roughly their target sizes.
     let n = 100_000u32;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), options).unwrap();
     let mut order: Vec<u32> = (0..n).collect();
     order.shuffle(&mut StdRng::seed_from_u64(7));

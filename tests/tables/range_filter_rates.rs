@@ -9,6 +9,7 @@
 //! too: their segments map each key after the `:` that ends its id, down to its last byte
 //! (docs/filters.md, *Range filters*).
 
+use crate::common::scratch;
 // Shared with the workload runner, which uses all of it.
 #[allow(dead_code)]
 #[path = "../../examples/common/key_formats.rs"]
@@ -121,7 +122,7 @@ fn keys_of_one_length_keep_the_bound_at_every_width_even_where_tables_span_tenan
         ("binary", Keys::binary(16)),
         ("tenants", Keys::tenants(12, 3)),
     ] {
-        let dir = tempfile::tempdir().expect("dir");
+        let dir = scratch();
         let db = filled(dir.path(), keys);
         let present = present(keys);
         for width in [1u64, 16, 256, 4096, 1 << 16] {
@@ -137,7 +138,7 @@ fn keys_of_one_length_keep_the_bound_at_every_width_even_where_tables_span_tenan
 #[test]
 fn strings_keep_the_bound_for_ranges_anywhere_and_just_after_a_key() {
     let keys = Keys::strings();
-    let dir = tempfile::tempdir().expect("dir");
+    let dir = scratch();
     let db = filled(dir.path(), keys);
     let present = present(keys);
     for width in [1u64, 16, 256, 4096, 1 << 16] {

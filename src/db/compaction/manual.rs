@@ -109,10 +109,10 @@ impl Db {
         let _compacting = self.inner.compaction.lock();
         self.inner.check_background_error()?;
         let result = catch_panic("compaction", || job(&self.inner, &self.tree));
-        if let Err(e) = &result {
-            if !matches!(e, Error::Closed(_) | Error::InvalidArgument(_)) {
-                self.inner.set_background_error(e);
-            }
+        if let Err(e) = &result
+            && !matches!(e, Error::Closed(_) | Error::InvalidArgument(_))
+        {
+            self.inner.set_background_error(e);
         }
         result
     }

@@ -698,10 +698,10 @@ impl DbInner {
 fn job_range_tombstones(job: &CompactionJob) -> Result<Option<FragmentedRangeTombstones>> {
     let mut lists = Vec::new();
     for f in job.inputs.iter().chain(&job.next_level_inputs) {
-        if f.range_tombstones {
-            if let Some(t) = job.tree.tables.get(f)?.range_tombstones() {
-                lists.push(Arc::clone(t));
-            }
+        if f.range_tombstones
+            && let Some(t) = job.tree.tables.get(f)?.range_tombstones()
+        {
+            lists.push(Arc::clone(t));
         }
     }
     if lists.is_empty() {

@@ -54,10 +54,10 @@ pub(crate) fn with_lookup_key<R>(key: &[u8], seq: u64, f: impl FnOnce(&InternalK
     append_internal_key(&mut buf, key, seq, SEEK_KIND);
     let lookup = InternalKey::Heap(buf);
     let r = f(&lookup);
-    if let InternalKey::Heap(buf) = lookup {
-        if buf.capacity() <= KEPT_LOOKUP_BYTES {
-            LONG_LOOKUP_KEY.set(buf);
-        }
+    if let InternalKey::Heap(buf) = lookup
+        && buf.capacity() <= KEPT_LOOKUP_BYTES
+    {
+        LONG_LOOKUP_KEY.set(buf);
     }
     r
 }

@@ -534,7 +534,7 @@ impl Tree {
             consulted += asked.len() as u64;
             // The keys let through: their index lines prefetched, then each located in its table.
             let mut let_through = 0;
-            for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|(_, &m)| m) {
+            for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|&(_, &m)| m) {
                 reader.prefetch_index(probes[d].key());
                 let_through += 1;
             }
@@ -546,7 +546,7 @@ impl Tree {
                 let lines = asked
                     .iter()
                     .zip(maybe.iter())
-                    .filter(|(_, &m)| !m)
+                    .filter(|&(_, &m)| !m)
                     .map(|(&(_, reader, _), _)| u64::from(filter_lines(reader)))
                     .sum();
                 self.stats.record_filter_lines(level, lines);
@@ -557,7 +557,7 @@ impl Tree {
             left = true;
             // Every key's index searched before any block is fetched: each fetch takes a lock
             // of the block cache, which would hold up the next key's index misses.
-            for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|(_, &m)| m) {
+            for (&(d, reader, _), _) in asked.iter().zip(maybe.iter()).filter(|&(_, &m)| m) {
                 let lookup = InternalKey::new(probes[d].key(), seq, SEEK_KIND);
                 match reader.locate_past_filter::<CopyValue>(lookup.as_bytes()) {
                     Ok(l) => located.push((d, reader, lookup, l)),

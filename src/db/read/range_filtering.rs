@@ -64,10 +64,11 @@ impl PendingVerdicts {
         }
         let mut held = Vec::new();
         merge.for_each_child(|child| {
-            if child.valid() && in_bounds(user_key(child.key()), &self.lower, &self.upper) {
-                if let Some(number) = child.table_number() {
-                    held.push(number);
-                }
+            if child.valid()
+                && in_bounds(user_key(child.key()), &self.lower, &self.upper)
+                && let Some(number) = child.table_number()
+            {
+                held.push(number);
             }
         });
         for p in pending {

@@ -458,10 +458,10 @@ impl Cursor {
         if !self.above_lower(key) {
             return self.seek_to_first();
         }
-        if self.refused.is_none() {
-            if let Err(e) = self.narrow_to(key) {
-                return self.fail(e);
-            }
+        if self.refused.is_none()
+            && let Err(e) = self.narrow_to(key)
+        {
+            return self.fail(e);
         }
         self.run(true, |it| it.try_seek(key))
     }
@@ -731,20 +731,22 @@ impl Cursor {
 
     /// A scan whose start bound is exclusive does not return the bound itself.
     fn skip_excluded_lower(&mut self) -> Result<()> {
-        if let Bound::Excluded(k) = &self.lower {
-            if self.valid && self.key() == k.as_slice() {
-                return self.try_next();
-            }
+        if let Bound::Excluded(k) = &self.lower
+            && self.valid
+            && self.key() == k.as_slice()
+        {
+            return self.try_next();
         }
         Ok(())
     }
 
     /// A scan whose end bound is exclusive does not return the bound itself.
     fn skip_excluded_upper(&mut self) -> Result<()> {
-        if let Bound::Excluded(k) = &self.upper {
-            if self.valid && self.key() == k.as_slice() {
-                return self.try_prev();
-            }
+        if let Bound::Excluded(k) = &self.upper
+            && self.valid
+            && self.key() == k.as_slice()
+        {
+            return self.try_prev();
         }
         Ok(())
     }

@@ -42,13 +42,14 @@ impl Sources {
         );
         for (level, files) in sv.version.levels.iter().enumerate() {
             for f in files {
-                if f.range_tombstones && f.meets(bounds) {
-                    if let Some(t) = self.tables.get(f)?.range_tombstones() {
-                        out.push(SourceTombstones {
-                            age: self.age_of_table(level, f),
-                            list: Arc::clone(t),
-                        });
-                    }
+                if f.range_tombstones
+                    && f.meets(bounds)
+                    && let Some(t) = self.tables.get(f)?.range_tombstones()
+                {
+                    out.push(SourceTombstones {
+                        age: self.age_of_table(level, f),
+                        list: Arc::clone(t),
+                    });
                 }
             }
         }

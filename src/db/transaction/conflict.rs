@@ -138,10 +138,10 @@ fn table_has_newer(
     snapshot: u64,
 ) -> Result<bool> {
     let table = tree.tables.get(file)?;
-    if let Some(t) = table.range_tombstones() {
-        if t.newest_overlapping((start, end)) > Some(snapshot) {
-            return Ok(true);
-        }
+    if let Some(t) = table.range_tombstones()
+        && t.newest_overlapping((start, end)) > Some(snapshot)
+    {
+        return Ok(true);
     }
     let mut it = table.iter(true);
     match start {

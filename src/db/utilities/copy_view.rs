@@ -179,10 +179,10 @@ fn wal_numbers_in(dir: &Path, from: u64) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
         let entry = entry.map_err(io_at(dir))?;
-        if let Some(FileKind::Log(n)) = entry.file_name().to_str().and_then(parse_file_name) {
-            if n >= from {
-                out.push(n);
-            }
+        if let Some(FileKind::Log(n)) = entry.file_name().to_str().and_then(parse_file_name)
+            && n >= from
+        {
+            out.push(n);
         }
     }
     out.sort_unstable();

@@ -298,10 +298,10 @@ impl DbInner {
         let mut yields = 0;
         loop {
             // Most writers lead their own group: nothing to hash for them.
-            if !q.finished.is_empty() {
-                if let Some(result) = q.finished.remove(&id) {
-                    return result;
-                }
+            if !q.finished.is_empty()
+                && let Some(result) = q.finished.remove(&id)
+            {
+                return result;
             }
             if !q.leader_busy && q.waiting.front().is_some_and(|w| w.id == id) {
                 break;
@@ -612,10 +612,10 @@ impl DbInner {
                 freeze = self.memtables_pinning_old_wals(&st);
             }
             if freeze.is_empty() {
-                if st.trees.len() > 1 {
-                    if let Some(w) = st.wals.get_mut(&wal.log_number) {
-                        w.bytes += bytes;
-                    }
+                if st.trees.len() > 1
+                    && let Some(w) = st.wals.get_mut(&wal.log_number)
+                {
+                    w.bytes += bytes;
                 }
                 targets.extend(ids.iter().filter_map(|id| {
                     let t = st.trees.get(id)?;

@@ -323,12 +323,11 @@ impl EliasFano {
         if ones != len {
             return None;
         }
-        if upper_len % 64 != 0 {
-            if let Some(last) = upper.last() {
-                if last >> (upper_len % 64) != 0 {
-                    return None;
-                }
-            }
+        if upper_len % 64 != 0
+            && let Some(last) = upper.last()
+            && last >> (upper_len % 64) != 0
+        {
+            return None;
         }
         let mut ef = EliasFano {
             len,

@@ -515,7 +515,7 @@ mod tests {
     /// just after a key, over `n` random keys.
     fn measured_fp(n: usize, bits: f64, width: u64, correlated: bool, seed: u64) -> f64 {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut ints: Vec<u64> = (0..n).map(|_| rng.gen::<u64>()).collect();
+        let mut ints: Vec<u64> = (0..n).map(|_| rng.r#gen::<u64>()).collect();
         ints.sort_unstable();
         ints.dedup();
         let keys: Vec<Vec<u8>> = ints.iter().map(|x| x.to_be_bytes().to_vec()).collect();
@@ -525,7 +525,7 @@ mod tests {
             let lo = if correlated {
                 ints[rng.gen_range(0..ints.len())].saturating_add(1)
             } else {
-                rng.gen::<u64>()
+                rng.r#gen::<u64>()
             };
             let hi = lo.saturating_add(width - 1);
             let next = ints.partition_point(|&x| x < lo);
@@ -600,9 +600,8 @@ mod tests {
                 let mut hi = lo.clone();
                 let tail = (delta % 4) as usize;
                 hi.extend(std::iter::repeat_n(0xff, tail));
-                if delta % 3 == 0 {
-                    if let Some(last) = hi.last_mut() { *last = last.saturating_add((delta >> 8) as u8); }
-                }
+                if delta % 3 == 0
+                    && let Some(last) = hi.last_mut() { *last = last.saturating_add((delta >> 8) as u8); }
                 if holds(&keys, &lo, &hi) {
                     prop_assert!(f.may_contain(Some(&lo), Some(&hi)), "lo {:?} hi {:?}", lo, hi);
                 }

@@ -623,7 +623,7 @@ fn damaged_blocks_never_panic() {
                 1 => {
                     for _ in 0..rng.gen_range(1..8) {
                         let i = rng.gen_range(0..bad.len());
-                        bad[i] = rng.gen();
+                        bad[i] = rng.r#gen();
                     }
                 }
                 2 => bad.truncate(rng.gen_range(0..bad.len())),
@@ -633,7 +633,7 @@ fn damaged_blocks_never_panic() {
                     let count = fixed32_at(&bad, bad.len() - 4).unwrap() as usize;
                     let entries_end = bad.len() - 4 - 4 * count;
                     let i = rng.gen_range(0..entries_end);
-                    bad[i] = rng.gen();
+                    bad[i] = rng.r#gen();
                 }
             }
             if let Some(keys) = exercise(bad, *order, &probes) {
@@ -644,7 +644,7 @@ fn damaged_blocks_never_panic() {
         // Pure garbage of every small size.
         for _ in 0..1000 {
             let n = rng.gen_range(0..64);
-            let mut junk: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
+            let mut junk: Vec<u8> = (0..n).map(|_| rng.r#gen()).collect();
             if n >= 8 && rng.gen_bool(0.5) {
                 // A plausible trailer makes Block::new accept more of it.
                 junk[n - 4..].copy_from_slice(&1u32.to_le_bytes());

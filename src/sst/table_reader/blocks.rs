@@ -170,10 +170,10 @@ impl TableReader {
     /// index is kept with the table (see `IndexSearch::prefetch`); otherwise does nothing. A
     /// batch of lookups calls it for every key a filter let through before it locates any.
     pub(crate) fn prefetch_index(&self, ukey: &[u8]) {
-        if let IndexPlacement::Pinned(index) = &self.index {
-            if let Some(search) = &index.search {
-                search.prefetch(ukey);
-            }
+        if let IndexPlacement::Pinned(index) = &self.index
+            && let Some(search) = &index.search
+        {
+            search.prefetch(ukey);
         }
     }
 

@@ -117,12 +117,12 @@ impl TableIter {
         if r.is_err() {
             self.data = None;
         }
-        if let (Some(seq), Some(d)) = (self.global_sequence, self.data.as_ref()) {
-            if d.valid() {
-                self.key.clear();
-                self.key.extend_from_slice(d.key());
-                set_sequence(&mut self.key, seq);
-            }
+        if let (Some(seq), Some(d)) = (self.global_sequence, self.data.as_ref())
+            && d.valid()
+        {
+            self.key.clear();
+            self.key.extend_from_slice(d.key());
+            set_sequence(&mut self.key, seq);
         }
         r
     }

@@ -273,11 +273,11 @@ impl TableReader {
         lookup: &[u8],
     ) -> Result<TableSearch<T::Value>> {
         let Located { mut search, block } = located;
-        if let (Some(block), Some(handle)) = (block, search.data_block) {
-            if let Some((found, seq)) = self.find_in_block::<T>(&block, handle, lookup)? {
-                search.found = Some(found);
-                search.found_sequence = seq;
-            }
+        if let (Some(block), Some(handle)) = (block, search.data_block)
+            && let Some((found, seq)) = self.find_in_block::<T>(&block, handle, lookup)?
+        {
+            search.found = Some(found);
+            search.found_sequence = seq;
         }
         self.check_range_tombstones(&mut search, lookup);
         Ok(search)
@@ -287,10 +287,10 @@ impl TableReader {
     /// table has range tombstones: whatever the filter said, since it knows nothing of them.
     #[inline(always)]
     fn check_range_tombstones<V>(&self, search: &mut TableSearch<V>, lookup: &[u8]) {
-        if let Some(t) = &self.range_tombstones {
-            if let Some(p) = parse_internal_key(lookup) {
-                search.range_tombstone = t.covering_sequence(p.user_key, p.seq);
-            }
+        if let Some(t) = &self.range_tombstones
+            && let Some(p) = parse_internal_key(lookup)
+        {
+            search.range_tombstone = t.covering_sequence(p.user_key, p.seq);
         }
     }
 
@@ -413,11 +413,11 @@ impl TableReader {
             }
         }
         for ((i, outcome), block) in out.iter_mut().zip(&blocks) {
-            if let (Some(block), Some(handle)) = (block, outcome.data_block) {
-                if let Some((found, seq)) = self.find_in_block::<T>(block, handle, lookups[*i])? {
-                    outcome.found = Some(found);
-                    outcome.found_sequence = seq;
-                }
+            if let (Some(block), Some(handle)) = (block, outcome.data_block)
+                && let Some((found, seq)) = self.find_in_block::<T>(block, handle, lookups[*i])?
+            {
+                outcome.found = Some(found);
+                outcome.found_sequence = seq;
             }
             self.check_range_tombstones(outcome, lookups[*i]);
         }

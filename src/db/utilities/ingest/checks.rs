@@ -91,10 +91,10 @@ pub(crate) fn check_table(path: &Path, tree: &Tree, store_id: &StoreId) -> Resul
         if parsed.kind == ValueKind::RangeDeletion {
             return Err(bad("a range tombstone in a data block"));
         }
-        if let Some(last) = &last {
-            if compare_bytes(last, parsed.user_key).is_ge() {
-                return Err(bad("its keys are not in strictly increasing order"));
-            }
+        if let Some(last) = &last
+            && compare_bytes(last, parsed.user_key).is_ge()
+        {
+            return Err(bad("its keys are not in strictly increasing order"));
         }
         if entries == 0 && it.key() != props.smallest_key.as_slice() {
             return Err(bad(

@@ -199,15 +199,15 @@ impl TableWriter {
                 key.len()
             )));
         }
-        if let Some(last) = &self.last {
-            if key <= last.as_slice() {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: keys must come in strictly increasing order: {} after {}",
-                    self.path.display(),
-                    shown(key),
-                    shown(last)
-                )));
-            }
+        if let Some(last) = &self.last
+            && key <= last.as_slice()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{}: keys must come in strictly increasing order: {} after {}",
+                self.path.display(),
+                shown(key),
+                shown(last)
+            )));
         }
         let builder = self.builder.as_mut().ok_or_else(|| ended(&self.path))?;
         self.ikey.clear();

@@ -151,7 +151,7 @@ fn damaged_bytes_are_refused_or_answer_without_panicking() {
             let k = string_key(rng.gen_range(0..300), 1);
             let _ = f.may_contain(Some(&k), Some(&plus(&k, 5)));
             let _ = f.may_contain(None, None);
-            let t = tenant_key(7, rng.gen());
+            let t = tenant_key(7, rng.r#gen());
             let _ = f.check(Bound::Excluded(&t), Bound::Excluded(&plus(&t, 1 << 30)));
         }
     }
@@ -263,7 +263,7 @@ fn keys_of_one_length_keep_the_bound_for_uniform_ranges_and_ranges_just_after_a_
     let bits = 18.0;
     let mut rng = StdRng::seed_from_u64(9);
     // A fixed head and 64-bit numbers; three tenants of ids below 2^40 (the table spans them).
-    let binary: Vec<u64> = (0..30_000).map(|_| rng.gen()).collect();
+    let binary: Vec<u64> = (0..30_000).map(|_| rng.r#gen()).collect();
     let tenants: Vec<(u32, u64)> = (0..30_000)
         .map(|i| (0x0100_0000 * (1 + i % 3), rng.gen_range(0..1u64 << 40)))
         .collect();
@@ -278,7 +278,7 @@ fn keys_of_one_length_keep_the_bound_for_uniform_ranges_and_ranges_just_after_a_
             &fb,
             width,
             || {
-                let lo = binary_key(r.gen());
+                let lo = binary_key(r.r#gen());
                 let hi = plus(&lo, width - 1);
                 (lo, hi)
             },

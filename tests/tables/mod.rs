@@ -1,10 +1,7 @@
 //! What the store does with its tables: compaction, compaction filters, compression, the block
 //! cache, filters and their bits per level (Monkey), range filters' false positive rates.
 //!
-//! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test tables <module>::` runs one module.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! `cargo test --test whole_store tables::` runs them; `tables::<module>::` one subject.
 
 mod block_cache;
 mod compaction;

@@ -1,10 +1,7 @@
 //! Damaged and unexpected input: tables, WALs and MANIFESTs cut, flipped and forged, garbage
 //! given to the decoders, and what open checks before it trusts a directory.
 //!
-//! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test damage <module>::` runs one module.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! `cargo test --test whole_store damage::` runs them; `damage::<module>::` one subject.
 
 mod corruption;
 mod garbage_inputs;

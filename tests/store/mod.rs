@@ -3,12 +3,10 @@
 //! concurrency, backups, keyspaces, a block cache shared by stores and the rate limit of table
 //! writes.
 //!
-//! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test store <module>::` runs one module.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! `cargo test --test whole_store store::` runs them; `store::<module>::` one subject.
 
 mod backup;
+mod basics;
 mod concurrency;
 mod conveniences;
 mod first_hour;
@@ -29,7 +27,6 @@ mod range_filters_compat;
 mod rate_limit;
 mod shared_cache;
 mod snapshots;
-mod store;
 mod transactions;
 mod ttl;
 mod ttl_compat;

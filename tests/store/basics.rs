@@ -2,6 +2,7 @@
 //! reopen; locking; bad input.
 
 use crate::common;
+use common::scratch;
 use common::{files_with_ext, tables_per_level};
 use siftdb::{Db, Error, Filter, Options, Ticker, WriteBatch, WriteOptions};
 
@@ -24,7 +25,7 @@ fn value(i: u32, round: u32) -> Vec<u8> {
 
 #[test]
 fn put_get_delete_overwrite_across_flush_compaction_and_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let n = 5000;
     {
         let db = Db::open(dir.path(), small_options()).unwrap();
@@ -70,7 +71,7 @@ fn put_get_delete_overwrite_across_flush_compaction_and_reopen() {
 
 #[test]
 fn reopen_without_flush_recovers_from_the_wal() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     {
         let db = Db::open(dir.path(), Options::default()).unwrap();
         let mut b = WriteBatch::new();
@@ -93,7 +94,7 @@ fn reopen_without_flush_recovers_from_the_wal() {
 
 #[test]
 fn a_second_open_of_a_locked_directory_fails() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     match Db::open(dir.path(), Options::default()) {
         Err(Error::Locked(p)) => assert_eq!(p, dir.path()),
@@ -105,7 +106,7 @@ fn a_second_open_of_a_locked_directory_fails() {
 
 #[test]
 fn bad_input_gets_a_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let file = dir.path().join("plain-file");
     std::fs::write(&file, b"not a database").unwrap();
     assert!(matches!(
@@ -141,7 +142,7 @@ fn every_filter_layout_reads_back_after_flush_and_compaction() {
         Filter::full(10.0),
         Filter::partitioned(10.0).partition_bytes(256),
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch();
         let db = Db::open(dir.path(), small_options().filter(filter.clone())).unwrap();
         for i in 0..3000 {
             db.put(key(i), value(i, 0)).unwrap();
@@ -171,7 +172,7 @@ fn every_filter_layout_reads_back_after_flush_and_compaction() {
 /// replaced tables' files are gone (their pinned readers closed with them).
 #[test]
 fn more_tables_than_open_files_read_right_and_compacted_files_are_deleted() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let opts = || {
         small_options()
             .max_open_files(16)
@@ -220,7 +221,7 @@ fn more_tables_than_open_files_read_right_and_compacted_files_are_deleted() {
 /// compacted away and its block evicted.
 #[test]
 fn pinned_values_equal_copied_ones_and_outlive_their_tables() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(
         dir.path(),
         Options::default()
@@ -276,6 +277,7 @@ fn pinned_values_equal_copied_ones_and_outlive_their_tables() {
 /// write amplification.
 #[test]
 fn write_amplification_and_stalls_are_counted_by_level_and_cause() {
+    // On the disk, not tmpfs: writers stall behind flushes that wait for a real fsync.
     let dir = tempfile::tempdir().unwrap();
     // Tiny memtables, one frozen at most, and a flush that fsyncs each: writers outrun the flush
     // thread and stall.

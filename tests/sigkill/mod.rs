@@ -1,10 +1,7 @@
 //! Crash loops with real SIGKILLs: each test re-runs this binary as a child (`common/child.rs`)
 //! that runs one test of it, kills it, and checks the store the child left.
 //!
-//! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test sigkill <module>::` runs one module.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! `cargo test --test whole_store sigkill::` runs them; `sigkill::<module>::` one subject.
 
 mod backup_sigkill;
 mod crash;

@@ -1,9 +1,6 @@
 //! The store against models of what it should hold, on random operations.
 //!
-//! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test models <module>::` runs one module.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! `cargo test --test whole_store models::` runs them; `models::<module>::` one subject.
 
 mod compaction_filter_snapshots_model;
 mod follower_model;

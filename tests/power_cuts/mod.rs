@@ -1,10 +1,7 @@
 //! Power cuts and process crashes through the fault-injection layer, inside writes, flushes,
 //! compactions, keyspace changes, merges, backups and recovery itself.
 //!
-//! One test binary of a module per subject, so the crate is linked once for them all; `cargo test --test power_cuts <module>::` runs one module.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! `cargo test --test whole_store power_cuts::` runs them; `power_cuts::<module>::` one subject.
 
 mod backup_crash;
 mod durability;
