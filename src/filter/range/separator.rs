@@ -146,11 +146,11 @@ impl SeparatorWindow {
         let (_, separator) = best?;
         let mut widths = [0usize; 256];
         for k in (0..count).map(&keys) {
-            if let Some(c) = suffix_start(k, prefix_len, separator) {
-                if let Some(&v) = k.get(c) {
-                    let w = &mut widths[v as usize];
-                    *w = (*w).max(k.len() - c);
-                }
+            if let Some(c) = suffix_start(k, prefix_len, separator)
+                && let Some(&v) = k.get(c)
+            {
+                let w = &mut widths[v as usize];
+                *w = (*w).max(k.len() - c);
             }
         }
         let classes: Box<[(u8, usize)]> = (0..=255u8)
