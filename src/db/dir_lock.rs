@@ -15,7 +15,7 @@ use crate::error::{Error, LockHolder, LockedDir};
 /// The directory's `LOCK` file, locked exclusively (a writer) or shared (readers) until the last
 /// holder drops it. Its file is `None` only for a reader on a read-only file system.
 pub(crate) struct DirLock {
-    _file: Option<File>,
+    file: Option<File>,
     /// The directory, as [`listed`] compares it.
     dir: PathBuf,
     /// Set once its store has closed: who holds it then are scans and cursors.
@@ -35,7 +35,7 @@ impl DirLock {
     /// The hold of an open store on `dir`'s `LOCK` (`file`, already locked), listed.
     pub(crate) fn new(file: Option<File>, dir: &Path) -> Arc<DirLock> {
         let lock = Arc::new(DirLock {
-            _file: file,
+            file,
             dir: listed(dir),
             store_closed: AtomicBool::new(false),
         });
@@ -53,6 +53,13 @@ impl DirLock {
 
 impl Drop for DirLock {
     fn drop(&mut self) {
+        // Unlocked before the file closes: a `flock` belongs to the open file, which a child
+        // process forked at this moment shares until its exec, and closing only our descriptor
+        // would leave the directory locked until then. An unlock that fails leaves the close to
+        // release it.
+        if let Some(file) = &self.file {
+            let _ = file.unlock();
+        }
         HELD.lock().retain(|(_, w)| w.strong_count() > 0);
     }
 }
@@ -75,4 +82,27 @@ pub(crate) fn locked_error(dir: &Path) -> Error {
             }
         });
     Error::Locked(LockedDir::new(dir.to_path_buf(), holder))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process forked while a store is open holds a copy of the `LOCK` descriptor until its
+    /// exec: closing the store must not leave the directory locked by that copy.
+    #[test]
+    fn a_copy_of_the_descriptor_does_not_keep_the_directory_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("LOCK");
+        let file = File::create(&path).unwrap();
+        file.try_lock().unwrap();
+        let copy = file.try_clone().unwrap();
+        drop(DirLock::new(Some(file), dir.path()));
+        let other = File::open(&path).unwrap();
+        assert!(
+            other.try_lock().is_ok(),
+            "the copy kept the directory locked"
+        );
+        drop(copy);
+    }
 }

@@ -134,20 +134,22 @@ fn tables_of_ascending_keys_move_down_without_a_rewrite() {
 /// only a rewrite drops a tombstone, and a moved one could come to rest in the last level.
 #[test]
 fn tables_holding_tombstones_are_rewritten_not_moved() {
-    // On the disk, not tmpfs: there, a compaction thread that keeps up with the flushes sometimes
-    // finds a table to move (a case this test has not settled).
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let db = Db::open(dir.path(), small_options(2)).unwrap();
-    // A snapshot older than every tombstone: compactions must keep them all, so every table
-    // below L0 holds some too, and none may move.
     let snapshot = db.snapshot();
-    for i in 0..20_000u32 {
+    let mut between = Vec::new();
+    for i in 0..10_000u32 {
         db.put(format!("key{i:08}"), format!("value-{i}")).unwrap();
-        if i % 50 == 0 {
-            // A key that was never written, between this one and the next: every table ends up
-            // with tombstones, yet tables still do not overlap each other.
-            db.delete(format!("key{i:08}-gone")).unwrap();
+        // After every key, a key between it and the next, written, seen by a snapshot (one in
+        // ten; the others by the snapshot of a later one), then deleted: compactions keep both
+        // versions (a tombstone with nothing below it could be dropped), so every table of more
+        // than one entry holds tombstones, yet tables do not overlap each other.
+        let gone = format!("key{i:08}-gone");
+        db.put(&gone, "soon gone").unwrap();
+        if i % 10 == 9 {
+            between.push(db.snapshot());
         }
+        db.delete(&gone).unwrap();
     }
     // And one past the last key, so that the table holding the last keys has one too.
     db.delete("key99999999-gone").unwrap();
@@ -156,7 +158,14 @@ fn tables_holding_tombstones_are_rewritten_not_moved() {
     assert!(ticker(&db, Ticker::Compactions) > 0);
     assert_eq!(ticker(&db, Ticker::TrivialMoves), 0);
     assert_eq!(db.get_at(&snapshot, "key00000000").unwrap(), None);
-    for i in (0..20_000u32).step_by(11) {
+    assert_eq!(
+        db.get_at(&between[0], "key00000009-gone")
+            .unwrap()
+            .as_deref(),
+        Some(&b"soon gone"[..])
+    );
+    assert_eq!(db.get("key00000009-gone").unwrap(), None);
+    for i in (0..10_000u32).step_by(11) {
         assert_eq!(
             db.get(format!("key{i:08}")).unwrap(),
             Some(format!("value-{i}").into_bytes())
