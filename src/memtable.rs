@@ -14,7 +14,8 @@ use parking_lot::RwLock;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind, MAX_SEQUENCE, SEEK_KIND};
-use crate::memtable_filter::{MemtableFilter, DEFAULT_WRITE_BUFFER_SIZE};
+use crate::memtable_filter::MemtableFilter;
+use crate::options::DEFAULT_WRITE_BUFFER_SIZE;
 use crate::range_tombstones::{FragmentedRangeTombstones, RangeTombstone};
 
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.
@@ -64,8 +65,7 @@ struct MemRangeTombstones {
 
 impl MemTable {
     /// An empty memtable whose writes go to WAL file `log_number`, its filter sized for the
-    /// default write buffer (the first memtables after open; later ones take their keyspace's
-    /// size, `for_buffer`).
+    /// default write buffer (a keyspace's memtables are made by `for_buffer`, at its size).
     pub(crate) fn new(log_number: u64) -> Self {
         Self::for_buffer(log_number, DEFAULT_WRITE_BUFFER_SIZE)
     }

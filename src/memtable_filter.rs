@@ -16,10 +16,6 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 
-/// `Options::write_buffer_size`'s default, for memtables made before their keyspace's options
-/// are at hand.
-pub(crate) const DEFAULT_WRITE_BUFFER_SIZE: usize = 4 << 20;
-
 /// Bits a key sets in its word.
 const BITS_PER_KEY: u32 = 6;
 

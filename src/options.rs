@@ -84,6 +84,9 @@ pub struct Options {
 /// ([`Options::max_subcompactions`]).
 pub const MAX_SUBCOMPACTIONS: usize = 64;
 
+/// [`Options::write_buffer_size`]'s default.
+pub(crate) const DEFAULT_WRITE_BUFFER_SIZE: usize = 4 << 20;
+
 /// The largest [`Options::write_buffer_size`], [`Options::target_file_size`] and
 /// [`Options::max_bytes_for_level_base`] an open accepts: 1 TiB.
 pub const MAX_SIZE_OPTION: u64 = 1 << 40;
@@ -140,7 +143,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             create_if_missing: true,
-            write_buffer_size: 4 << 20,
+            write_buffer_size: DEFAULT_WRITE_BUFFER_SIZE,
             max_immutable_memtables: 2,
             block_size: 4096,
             block_restart_interval: 16,

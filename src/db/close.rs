@@ -7,7 +7,6 @@
 //! `LOCK` is shared by the store and by the scans and cursors made before it closed, which keep
 //! reading its files: it is released when the last of them lets go.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use super::dir_lock::DirLock;
+use super::dir_lock::{DirLock, LockedFile};
 use super::{Db, DbInner};
 use crate::error::{BackgroundError, Error, Result};
 
@@ -36,7 +35,7 @@ pub(crate) struct Lifecycle {
 impl Lifecycle {
     /// The state of a store being opened in `dir`, holding its `LOCK` (`lock`). Closing it does
     /// nothing until [`Db::start`] gives it its threads and first handle.
-    pub(crate) fn new(lock: Option<File>, dir: &Path) -> Lifecycle {
+    pub(crate) fn new(lock: Option<LockedFile>, dir: &Path) -> Lifecycle {
         Lifecycle {
             closed: AtomicBool::new(false),
             handles: AtomicUsize::new(0),

@@ -12,10 +12,29 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, LockHolder, LockedDir};
 
+/// A `LOCK` file this process has locked, unlocked when dropped, before the file closes: a
+/// `flock` belongs to the open file, which a child process forked meanwhile shares until its
+/// exec, and closing only this descriptor would leave the directory locked until then. (An
+/// unlock that fails leaves the close to release it.)
+pub(crate) struct LockedFile(File);
+
+impl LockedFile {
+    /// `file`, whose lock was just taken.
+    pub(crate) fn new(file: File) -> LockedFile {
+        LockedFile(file)
+    }
+}
+
+impl Drop for LockedFile {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
 /// The directory's `LOCK` file, locked exclusively (a writer) or shared (readers) until the last
 /// holder drops it. Its file is `None` only for a reader on a read-only file system.
 pub(crate) struct DirLock {
-    file: Option<File>,
+    _file: Option<LockedFile>,
     /// The directory, as [`listed`] compares it.
     dir: PathBuf,
     /// Set once its store has closed: who holds it then are scans and cursors.
@@ -33,9 +52,9 @@ fn listed(dir: &Path) -> PathBuf {
 
 impl DirLock {
     /// The hold of an open store on `dir`'s `LOCK` (`file`, already locked), listed.
-    pub(crate) fn new(file: Option<File>, dir: &Path) -> Arc<DirLock> {
+    pub(crate) fn new(file: Option<LockedFile>, dir: &Path) -> Arc<DirLock> {
         let lock = Arc::new(DirLock {
-            file,
+            _file: file,
             dir: listed(dir),
             store_closed: AtomicBool::new(false),
         });
@@ -53,13 +72,6 @@ impl DirLock {
 
 impl Drop for DirLock {
     fn drop(&mut self) {
-        // Unlocked before the file closes: a `flock` belongs to the open file, which a child
-        // process forked at this moment shares until its exec, and closing only our descriptor
-        // would leave the directory locked until then. An unlock that fails leaves the close to
-        // release it.
-        if let Some(file) = &self.file {
-            let _ = file.unlock();
-        }
         HELD.lock().retain(|(_, w)| w.strong_count() > 0);
     }
 }
@@ -88,8 +100,9 @@ pub(crate) fn locked_error(dir: &Path) -> Error {
 mod tests {
     use super::*;
 
-    /// A process forked while a store is open holds a copy of the `LOCK` descriptor until its
-    /// exec: closing the store must not leave the directory locked by that copy.
+    /// A process forked while the lock is held (by a store, or an open that then fails) holds a
+    /// copy of the `LOCK` descriptor until its exec: letting go must not leave the directory
+    /// locked by that copy.
     #[test]
     fn a_copy_of_the_descriptor_does_not_keep_the_directory_locked() {
         let dir = tempfile::tempdir().unwrap();
@@ -97,7 +110,7 @@ mod tests {
         let file = File::create(&path).unwrap();
         file.try_lock().unwrap();
         let copy = file.try_clone().unwrap();
-        drop(DirLock::new(Some(file), dir.path()));
+        drop(LockedFile::new(file));
         let other = File::open(&path).unwrap();
         assert!(
             other.try_lock().is_ok(),

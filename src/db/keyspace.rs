@@ -278,7 +278,7 @@ impl Db {
             ..Default::default()
         };
         let version = manifest.log_and_apply(edit, inner.next_file.load(Ordering::SeqCst))?;
-        let mem = Arc::new(MemTable::new(log));
+        let mem = Arc::new(MemTable::for_buffer(log, options.write_buffer_size));
         let tree = make_tree(&inner.tables, id, name.to_string(), options, mem, version);
         inner.state.lock().trees.insert(
             id,

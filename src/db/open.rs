@@ -18,7 +18,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use super::background::{catch_panic, spawn_workers};
-use super::dir_lock::locked_error;
+use super::dir_lock::{locked_error, LockedFile};
 use super::file_accounting::{account_for_files, AccountedFiles};
 use super::flush::{table_options, write_level0_table};
 use super::follower::state::Follower;
@@ -164,8 +164,11 @@ impl Db {
         )?;
         remove_obsolete_files(&fs, dir, log_number, manifest_number);
         let mems = keyspaces
-            .keys()
-            .map(|&id| (id, Arc::new(MemTable::new(log_number))))
+            .iter()
+            .map(|(&id, (o, _))| {
+                let mem = MemTable::for_buffer(log_number, o.write_buffer_size);
+                (id, Arc::new(mem))
+            })
             .collect();
         let inner = assemble(Parts {
             dir,
@@ -353,7 +356,7 @@ pub(super) fn not_a_directory(dir: &Path) -> Error {
 
 /// Opens (creating it if needed) and exclusively locks the directory's `LOCK`: no other writer,
 /// and no reader, may hold it.
-pub(crate) fn lock_exclusive(dir: &Path) -> Result<File> {
+pub(crate) fn lock_exclusive(dir: &Path) -> Result<LockedFile> {
     let lock_file = lock_path(dir);
     let lock = File::options()
         .create(true)
@@ -362,7 +365,7 @@ pub(crate) fn lock_exclusive(dir: &Path) -> Result<File> {
         .open(&lock_file)
         .map_err(io_at(&lock_file))?;
     match lock.try_lock() {
-        Ok(()) => Ok(lock),
+        Ok(()) => Ok(LockedFile::new(lock)),
         Err(std::fs::TryLockError::WouldBlock) => Err(locked_error(dir)),
         Err(std::fs::TryLockError::Error(e)) => Err(io_at(&lock_file)(e)),
     }
@@ -371,7 +374,7 @@ pub(crate) fn lock_exclusive(dir: &Path) -> Result<File> {
 /// Takes a shared lock on the directory's `LOCK`, which excludes writers but not other readers.
 /// A missing `LOCK` is created (empty), except on a read-only file system, where no writer can
 /// exist: then `None`.
-fn lock_shared(dir: &Path) -> Result<Option<File>> {
+fn lock_shared(dir: &Path) -> Result<Option<LockedFile>> {
     let lock_file = lock_path(dir);
     let lock = match File::open(&lock_file) {
         Ok(f) => f,
@@ -390,7 +393,7 @@ fn lock_shared(dir: &Path) -> Result<Option<File>> {
         Err(e) => return Err(io_at(&lock_file)(e)),
     };
     match lock.try_lock_shared() {
-        Ok(()) => Ok(Some(lock)),
+        Ok(()) => Ok(Some(LockedFile::new(lock))),
         Err(std::fs::TryLockError::WouldBlock) => Err(locked_error(dir)),
         Err(std::fs::TryLockError::Error(e)) => Err(io_at(&lock_file)(e)),
     }
@@ -410,7 +413,7 @@ pub(super) struct Parts<'a> {
     pub(super) wal: WalState,
     pub(super) last_sequence: u64,
     pub(super) next_file: u64,
-    pub(super) lock: Option<File>,
+    pub(super) lock: Option<LockedFile>,
     pub(super) read_only: bool,
     /// A follower's own state (`follower/`): its `dir` holds links to the writer's tables.
     pub(super) follower: Option<Follower>,
@@ -475,10 +478,10 @@ pub(super) fn assemble(parts: Parts<'_>) -> Arc<DbInner> {
         let Some(record) = manifest.trees().get(&id) else {
             continue;
         };
-        let mem = mems
-            .get(&id)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(MemTable::new(wal.log_number)));
+        let mem = mems.get(&id).cloned().unwrap_or_else(|| {
+            let mem = MemTable::for_buffer(wal.log_number, tree_options.write_buffer_size);
+            Arc::new(mem)
+        });
         let tree = make_tree(
             &tables,
             id,

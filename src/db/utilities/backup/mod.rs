@@ -16,10 +16,10 @@ mod restore;
 mod verify;
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::db::dir_lock::LockedFile;
 use crate::db::open::lock_exclusive;
 use crate::error::{Error, Result};
 use crate::fs::{io_at, FileSystem};
@@ -98,7 +98,7 @@ pub struct BackupEngine {
     /// Every change to the backup directory goes through it.
     fs: FileSystem,
     /// `LOCK`, held exclusively while the engine is open.
-    _lock: File,
+    _lock: LockedFile,
     /// Every backup whose metadata reads whole, by id.
     backups: BTreeMap<BackupId, BackupMeta>,
     /// Backups whose metadata file is damaged, and what is wrong with it.
