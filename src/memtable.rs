@@ -14,8 +14,7 @@ use parking_lot::RwLock;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, user_key, InternalKey, ValueKind, MAX_SEQUENCE, SEEK_KIND};
-use crate::memtable_filter::MemtableFilter;
-use crate::options::DEFAULT_WRITE_BUFFER_SIZE;
+use crate::memtable_filter::{MemtableFilter, DEFAULT_WRITE_BUFFER_SIZE};
 use crate::range_tombstones::{FragmentedRangeTombstones, RangeTombstone};
 
 /// Bytes charged per entry on top of its key and value: the skiplist node and the tag.

@@ -16,6 +16,10 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 
+/// `Options::write_buffer_size`'s default (here, the leaf both `options.rs` and the memtable
+/// import, so that neither imports the other).
+pub(crate) const DEFAULT_WRITE_BUFFER_SIZE: usize = 4 << 20;
+
 /// Bits a key sets in its word.
 const BITS_PER_KEY: u32 = 6;
 

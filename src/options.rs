@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterAllocation, RangeFilter};
 use crate::fs::FileSystem;
 pub use crate::levels::NUM_LEVELS;
+use crate::memtable_filter::DEFAULT_WRITE_BUFFER_SIZE;
 use crate::merge_operator::MergeOperator;
 use crate::prefix::PrefixExtractor;
 use crate::rate_limiter::RateLimiter;
@@ -83,9 +84,6 @@ pub struct Options {
 /// The most threads one compaction splits its key range between
 /// ([`Options::max_subcompactions`]).
 pub const MAX_SUBCOMPACTIONS: usize = 64;
-
-/// [`Options::write_buffer_size`]'s default.
-pub(crate) const DEFAULT_WRITE_BUFFER_SIZE: usize = 4 << 20;
 
 /// The largest [`Options::write_buffer_size`], [`Options::target_file_size`] and
 /// [`Options::max_bytes_for_level_base`] an open accepts: 1 TiB.
