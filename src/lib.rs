@@ -121,8 +121,8 @@ pub use inspect::{
 pub use key_range::KeyRange;
 pub use merge_operator::{Append, MergeOperator, U64Add};
 pub use options::{
-    Compression, Options, WriteOptions, MAX_BLOCK_SIZE, MAX_SIZE_OPTION, MAX_SUBCOMPACTIONS,
-    NUM_LEVELS,
+    CompactionStyle, Compression, Options, WriteOptions, MAX_BLOCK_SIZE, MAX_SIZE_OPTION,
+    MAX_SUBCOMPACTIONS, NUM_LEVELS,
 };
 pub use pinned_value::PinnedValue;
 pub use prefix::{PrefixExtractor, SliceTransform};

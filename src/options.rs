@@ -8,7 +8,7 @@ use crate::compaction_filter::CompactionFilter;
 use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterAllocation, RangeFilter};
 use crate::fs::FileSystem;
-pub use crate::levels::NUM_LEVELS;
+pub use crate::levels::{CompactionStyle, NUM_LEVELS};
 use crate::memtable_filter::DEFAULT_WRITE_BUFFER_SIZE;
 use crate::merge_operator::MergeOperator;
 use crate::prefix::PrefixExtractor;
@@ -60,6 +60,7 @@ pub struct Options {
     pub(crate) level0_stop_trigger: usize,
     pub(crate) max_bytes_for_level_base: u64,
     pub(crate) level_size_multiplier: u64,
+    pub(crate) compaction_style: CompactionStyle,
     pub(crate) level_budget_during_writes: f64,
     pub(crate) max_subcompactions: usize,
     pub(crate) max_total_wal_size: u64,
@@ -169,6 +170,7 @@ impl Default for Options {
             level0_stop_trigger: 36,
             max_bytes_for_level_base: 10 << 20,
             level_size_multiplier: 10,
+            compaction_style: CompactionStyle::Leveled,
             level_budget_during_writes: 2.0,
             max_subcompactions: 2,
             max_total_wal_size: 0,
@@ -535,6 +537,14 @@ impl Options {
     /// Growth factor between levels (default 10).
     pub fn level_size_multiplier(mut self, m: u64) -> Self {
         self.level_size_multiplier = m.max(2);
+        self
+    }
+
+    /// How compactions shape the keyspace's tree (default [`CompactionStyle::Leveled`]).
+    /// [`CompactionStyle::LazyLeveled`] writes each byte fewer times, at the price of more runs
+    /// for a Get to ask; a keyspace may change style at any time.
+    pub fn compaction_style(mut self, style: CompactionStyle) -> Self {
+        self.compaction_style = style;
         self
     }
 

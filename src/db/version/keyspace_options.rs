@@ -28,7 +28,7 @@ use crate::filter::{
     LevelDbBloom, RangeFilter, Ribbon,
 };
 use crate::merge_operator::MergeOperator;
-use crate::options::{Compression, Options};
+use crate::options::{CompactionStyle, Compression, Options};
 use crate::prefix::PrefixExtractor;
 
 const FIXED_PREFIX: &str = "siftdb.FixedPrefix.";
@@ -128,6 +128,9 @@ pub(crate) fn describe(options: &Options) -> String {
     if !o.compact_l0_when_idle {
         record.push_str("compact_l0_when_idle=false\n");
     }
+    if o.compaction_style != CompactionStyle::Leveled {
+        record.push_str(&format!("compaction_style={}\n", o.compaction_style));
+    }
     if let Some(f) = &o.compaction_filter {
         record.push_str(&format!("compaction_filter={}\n", f.name()));
     }
@@ -211,6 +214,7 @@ pub(crate) fn restore(name: &str, record: &str, store: &Options) -> Result<Optio
             "max_subcompactions" => o.max_subcompactions = size()?,
             "compact_l0_for_reads" => o.compact_l0_for_reads = flag()?,
             "compact_l0_when_idle" => o.compact_l0_when_idle = flag()?,
+            "compaction_style" => o.compaction_style = value.parse().map_err(|()| bad())?,
             "compaction_filter" => {
                 o.compaction_filter = restore_compaction_filter(name, value, store)
             }
@@ -452,7 +456,8 @@ mod tests {
             .compression(Compression::Zstd(-2))
             .bottommost_compression(Compression::Lz4)
             .block_size(16 << 10)
-            .write_buffer_size(1 << 20);
+            .write_buffer_size(1 << 20)
+            .compaction_style(CompactionStyle::LazyLeveled { runs_per_level: 3 });
         let record = describe(&o);
         let back = restore("k", &record, &Options::default()).unwrap();
         assert_eq!(describe(&back), record);
