@@ -14,6 +14,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::compaction::compaction_score;
 use super::compaction::idle::IdleWatch;
 use super::compaction::read_triggered::ReadRent;
 use super::compaction::write_burst::{WriteBurst, QUIET_AFTER};
@@ -156,7 +157,7 @@ fn tree_to_compact(
         let options = &*t.tree.options();
         let (triggers, writes_pause_in) = w.burst.triggers(&t.sv, options, now);
         let version = &t.sv.version;
-        if let Some((_, score)) = version.compaction_level(options, triggers) {
+        if let Some(score) = compaction_score(version, options, triggers) {
             if best.is_none_or(|(b, _, _)| score > b) {
                 best = Some((score, &t.tree, triggers));
             }
@@ -238,7 +239,7 @@ fn compaction_loop(inner: &DbInner) {
         let mut refreshing = false;
         let done = catch_panic("compaction", || {
             // A level over its budget goes first, even if L0 is due early.
-            let job = match (inner.pick_compaction(&tree, triggers), early) {
+            let job = match (inner.pick_compaction(&tree, triggers)?, early) {
                 (Some(job), _) => Some(job),
                 (None, EarlyL0::No) => None,
                 (None, EarlyL0::FilterRefresh) => {
@@ -262,16 +263,12 @@ fn compaction_loop(inner: &DbInner) {
             };
             match job {
                 Some(job) => {
-                    let inputs: Vec<(u64, u64)> = job
-                        .inputs
-                        .iter()
-                        .chain(&job.next_level_inputs)
-                        .map(|f| (f.number, f.size))
-                        .collect();
+                    let inputs: Vec<(u64, u64)> =
+                        job.all_inputs().map(|f| (f.number, f.size)).collect();
                     picked = Some((
-                        job.level,
+                        (job.level, job.out_level),
                         inputs,
-                        table_numbers(&job.version, job.level + 1),
+                        table_numbers(&job.version, job.out_level),
                     ));
                     inner.move_or_compact(job)
                 }
@@ -279,28 +276,29 @@ fn compaction_loop(inner: &DbInner) {
             }
         });
         drop(compacting);
-        if let (Ok(()), Some((level, _, before))) = (&done, &picked) {
+        if let (Ok(()), Some(((_, out_level), _, before))) = (&done, &picked) {
             if refreshing {
                 let after = Arc::clone(&tree.super_version().version);
-                let written = new_tables(before, &after, level + 1);
+                let written = new_tables(before, &after, *out_level);
                 tree.record_refresh(&after, written.iter().map(|(number, _)| *number));
             } else {
                 tree.refreshed.clear();
             }
         }
         match (done, picked) {
-            (Ok(()), Some((level, inputs, before))) if log::log_enabled!(log::Level::Debug) => {
+            (Ok(()), Some(((level, out_level), inputs, before)))
+                if log::log_enabled!(log::Level::Debug) =>
+            {
                 // This thread holds the compaction lock, and flushes add only to L0: the new
                 // tables of the output level are this compaction's.
                 let after = Arc::clone(&tree.super_version().version);
-                let added = new_tables(&before, &after, level + 1);
+                let added = new_tables(&before, &after, out_level);
                 let numbers: Vec<String> = inputs.iter().map(|(n, _)| n.to_string()).collect();
                 log::debug!(
-                    "siftdb {}: keyspace {}: compaction of L{level} → L{}: {} tables [{}] \
-                     ({} bytes) into {} in {:.1} ms",
+                    "siftdb {}: keyspace {}: compaction of L{level} → L{out_level}: {} tables \
+                     [{}] ({} bytes) into {} in {:.1} ms",
                     inner.dir.display(),
                     tree.name,
-                    level + 1,
                     inputs.len(),
                     numbers.join(", "),
                     inputs.iter().map(|(_, size)| size).sum::<u64>(),

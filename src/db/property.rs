@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use super::compaction::compaction_score;
 use super::version::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
@@ -88,8 +89,7 @@ impl Db {
                 // for them is still pending.
                 let options = &*self.tree.options();
                 let sv = self.tree.super_version();
-                let pending = version
-                    .compaction_level(options, Triggers::quiet(options))
+                let pending = compaction_score(&version, options, Triggers::quiet(options))
                     .is_some()
                     || (!self.inner.read_only
                         && (super::compaction::idle::pending(&sv, options)

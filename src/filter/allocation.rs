@@ -52,27 +52,87 @@ pub(crate) fn nats_per_bit(policy: &dyn crate::FilterPolicy) -> f64 {
 /// that a filter buys less there than anywhere else) and the others are solved again; runs with
 /// no keys get no bits.
 pub(crate) fn monkey_bits_per_key(runs: &[f64], average: f64, nats_per_bit: f64) -> Vec<f64> {
-    let mut bits = vec![0.0; runs.len()];
-    if average.is_nan() || average <= 0.0 {
-        return bits;
-    }
-    let mut active: Vec<usize> = (0..runs.len()).filter(|&i| runs[i] > 0.0).collect();
-    let total: f64 = active.iter().map(|&i| runs[i]).sum();
-    let budget = average * total; // bits, spent by the active runs alone
-    while !active.is_empty() {
-        let n: f64 = active.iter().map(|&i| runs[i]).sum();
-        let ln_g = active.iter().map(|&i| runs[i] * runs[i].ln()).sum::<f64>() / n;
-        let mean = budget / n;
-        let before = active.len();
-        active.retain(|&i| mean + (ln_g - runs[i].ln()) / nats_per_bit > 0.0);
-        if active.len() == before {
-            for &i in &active {
-                bits[i] = mean + (ln_g - runs[i].ln()) / nats_per_bit;
+    let counted: Vec<(f64, f64)> = runs.iter().map(|&n| (1.0, n)).collect();
+    let rule = MonkeyRule::solve(&counted, average, nats_per_bit);
+    let largest = rule.solved.map_or(0.0, |(_, _, largest)| largest);
+    runs.iter()
+        .map(|&n| if n > largest { 0.0 } else { rule.bits(n) })
+        .collect()
+}
+
+/// Monkey's rule solved for a set of runs: the bits per key of a run of any size in it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MonkeyRule {
+    /// The mean bits per key of the runs that get bits, ln of their size-weighted geometric
+    /// mean, and the largest of them (the larger runs of the set get none); `None` if no run
+    /// gets bits.
+    solved: Option<(f64, f64, f64)>,
+    nats_per_bit: f64,
+}
+
+impl MonkeyRule {
+    /// The rule for `runs`, `(count, keys)`: `count` runs of `keys` each (a count may be a
+    /// fraction: an expected number), together spending `average` bits per key.
+    pub(crate) fn solve(runs: &[(f64, f64)], average: f64, nats_per_bit: f64) -> MonkeyRule {
+        let mut rule = MonkeyRule {
+            solved: None,
+            nats_per_bit,
+        };
+        if average.is_nan() || average <= 0.0 {
+            return rule;
+        }
+        let mut active: Vec<(f64, f64)> = runs
+            .iter()
+            .copied()
+            .filter(|&(c, n)| c > 0.0 && n > 0.0)
+            .collect();
+        let budget = average * active.iter().map(|(c, n)| c * n).sum::<f64>();
+        while !active.is_empty() {
+            let n: f64 = active.iter().map(|(c, n)| c * n).sum();
+            let ln_g = active.iter().map(|(c, n)| c * n * n.ln()).sum::<f64>() / n;
+            let mean = budget / n;
+            let before = active.len();
+            active.retain(|&(_, n)| mean + (ln_g - n.ln()) / nats_per_bit > 0.0);
+            if active.len() == before {
+                let largest = active.iter().map(|&(_, n)| n).fold(0.0, f64::max);
+                rule.solved = Some((mean, ln_g, largest));
+                break;
             }
-            break;
+        }
+        rule
+    }
+
+    /// The bits per key of a run of `keys` by the rule's formula (0 where it falls below 0).
+    pub(crate) fn bits(&self, keys: f64) -> f64 {
+        match self.solved {
+            Some((mean, ln_g, _)) if keys > 0.0 => {
+                (mean + (ln_g - keys.ln()) / self.nats_per_bit).max(0.0)
+            }
+            _ => 0.0,
         }
     }
-    bits
+}
+
+/// The runs a lazy leveled tree of `total` keys holds on average, as `(count, keys)` for
+/// [`MonkeyRule::solve`]: per tiered class `c` (runs of up to `base · tᶜ⁻¹` keys), `(t − 1) / 2`
+/// runs of half that, for every class the last run stays above (its runs merge into a run of
+/// the next class, not into the last); the last run holds the rest. Lazy leveling plans each
+/// run's filter for this shape rather than the tree of the moment, whose runs come and go as
+/// levels fill.
+pub(crate) fn lazy_leveled_runs(total: f64, base: f64, t: f64) -> Vec<(f64, f64)> {
+    let mut runs = Vec::new();
+    if total <= 0.0 || base <= 0.0 || t < 2.0 {
+        return vec![(1.0, total.max(0.0))];
+    }
+    let per_class = (t - 1.0) / 2.0;
+    let (mut tiered, mut full) = (0.0, base);
+    while runs.len() < 64 && total - tiered - per_class * full / 2.0 > full {
+        runs.push((per_class, full / 2.0));
+        tiered += per_class * full / 2.0;
+        full *= t;
+    }
+    runs.push((1.0, total - tiered));
+    runs
 }
 
 /// The levels of a tree as Monkey sees them: L0's tables and each deeper level's keys.

@@ -19,7 +19,7 @@ mod test_support;
 pub(crate) mod theory;
 
 pub use allocation::FilterAllocation;
-pub(crate) use allocation::{nats_per_bit, TreeShape, LN2_SQUARED};
+pub(crate) use allocation::{lazy_leveled_runs, nats_per_bit, MonkeyRule, TreeShape, LN2_SQUARED};
 pub use binary_fuse::BinaryFuse;
 pub use cache_local_bloom::CacheLocalBloom;
 #[cfg(feature = "__bench-internals")]

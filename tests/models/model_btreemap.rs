@@ -1,6 +1,9 @@
 //! Model-based test: siftdb against a `BTreeMap` over a seeded random mix of put, delete, batch,
 //! get, scan, flush, compact and reopen, checking every read.
 //!
+//! Both compaction styles: leveled, and lazy leveling with two to four runs per level, switching
+//! to leveled and back every fourth reopen.
+//!
 //! `SIFTDB_MODEL_OPS` sets the number of operations (default 120,000); `SIFTDB_MODEL_SEED` the seed.
 
 use crate::common::scratch;
@@ -8,9 +11,12 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use siftdb::{Db, Filter, Options, WriteBatch};
+use siftdb::{CompactionStyle, Db, Filter, Options, WriteBatch};
 
-fn options(round: u64) -> Options {
+/// The compaction style of the store's `round`-th open.
+type Styles = fn(round: u64) -> CompactionStyle;
+
+fn options(round: u64, styles: Styles) -> Options {
     // Rotate the filter on every reopen, so old tables are read with their own filters.
     let filter = match round % 4 {
         0 => Filter::full(10.0),
@@ -24,6 +30,7 @@ fn options(round: u64) -> Options {
         .max_bytes_for_level_base(64 << 10)
         .block_cache_bytes(256 << 10)
         .filter(filter)
+        .compaction_style(styles(round))
 }
 
 fn random_key(rng: &mut StdRng) -> Vec<u8> {
@@ -55,12 +62,27 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 #[test]
 fn store_matches_a_btreemap_model() {
+    store_matches_the_model(|_| CompactionStyle::Leveled, 0x0051_f7db);
+}
+
+#[test]
+fn lazy_leveled_store_matches_a_btreemap_model() {
+    let styles: Styles = |round| match round % 4 {
+        3 => CompactionStyle::Leveled,
+        r => CompactionStyle::LazyLeveled {
+            runs_per_level: 2 + r as usize,
+        },
+    };
+    store_matches_the_model(styles, 0x1a2e_f7db);
+}
+
+fn store_matches_the_model(styles: Styles, seed: u64) {
     let ops = env_u64("SIFTDB_MODEL_OPS", 120_000);
-    let seed = env_u64("SIFTDB_MODEL_SEED", 0x0051_f7db);
+    let seed = env_u64("SIFTDB_MODEL_SEED", seed);
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = scratch();
     let mut round = 0;
-    let mut db = Db::open(dir.path(), options(round)).unwrap();
+    let mut db = Db::open(dir.path(), options(round, styles)).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let (mut gets, mut scans, mut reopens, mut compactions) = (0, 0, 0, 0);
     for op in 0..ops {
@@ -135,7 +157,7 @@ fn store_matches_a_btreemap_model() {
                 reopens += 1;
                 round += 1;
                 drop(db);
-                db = Db::open(dir.path(), options(round)).unwrap();
+                db = Db::open(dir.path(), options(round, styles)).unwrap();
             }
         }
     }

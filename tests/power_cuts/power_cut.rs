@@ -24,7 +24,10 @@
 //!   acknowledged batch;
 //! - a Get of every key returns the model's value, through the table filters.
 //!
-//! Short mode (plain `cargo test`): 300 cuts. `SIFTDB_LONG=1`: 10,000;
+//! Both compaction styles: leveled, and lazy leveling with two or three runs per level (and every
+//! fourth epoch's store switching between the styles at each reopen).
+//!
+//! Short mode (plain `cargo test`): 300 cuts, 150 under lazy leveling. `SIFTDB_LONG=1`: 10,000;
 //! `SIFTDB_POWER_CUTS=n`: any number; `SIFTDB_POWER_CUT_SEED=s`: another random sequence. Add
 //! `-- --nocapture` to see where the cuts landed.
 
@@ -39,18 +42,35 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use siftdb::fault_injection::FaultInjector;
-use siftdb::{Db, Filter, Options, Ticker, WriteBatch, WriteOptions};
+use siftdb::{CompactionStyle, Db, Filter, Options, Ticker, WriteBatch, WriteOptions};
 
 /// One write batch: keys to set (`Some`) or delete (`None`).
 type Batch = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 const KEYS: u32 = 120;
 
-fn cuts() -> usize {
-    env_number("SIFTDB_POWER_CUTS", if long() { 10_000 } else { 300 }) as usize
+fn cuts(short: u64) -> usize {
+    env_number("SIFTDB_POWER_CUTS", if long() { 10_000 } else { short }) as usize
 }
 
-fn options(epoch: usize, faults: &FaultInjector) -> Options {
+/// Which compaction style a store of `epoch` runs under, on its `open`-th open.
+type Styles = fn(epoch: usize, open: usize) -> CompactionStyle;
+
+fn leveled(_: usize, _: usize) -> CompactionStyle {
+    CompactionStyle::Leveled
+}
+
+fn lazy_leveled(epoch: usize, open: usize) -> CompactionStyle {
+    let lazy = CompactionStyle::LazyLeveled {
+        runs_per_level: 2 + epoch % 2,
+    };
+    match epoch % 4 == 3 && open % 2 == 1 {
+        true => CompactionStyle::Leveled,
+        false => lazy,
+    }
+}
+
+fn options(epoch: usize, faults: &FaultInjector, style: CompactionStyle) -> Options {
     let filter = match epoch % 3 {
         0 => Filter::full(10.0),
         1 => Filter::partitioned(10.0),
@@ -74,6 +94,7 @@ fn options(epoch: usize, faults: &FaultInjector) -> Options {
             if epoch.is_multiple_of(2) { 1 } else { 1000 },
         ))
         .fault_injector(faults.clone())
+        .compaction_style(style)
 }
 
 fn random_batch(rng: &mut StdRng, id: u64) -> Batch {
@@ -117,9 +138,17 @@ fn contents(db: &Db, what: &str) -> State {
 
 #[test]
 fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
-    let cuts = cuts();
+    power_cuts_recover_a_prefix(leveled, cuts(300), 0x5eed_0016);
+}
+
+#[test]
+fn random_power_cuts_under_lazy_leveling_recover_a_prefix_holding_every_synced_write() {
+    power_cuts_recover_a_prefix(lazy_leveled, cuts(150), 0x1a2e_0016);
+}
+
+fn power_cuts_recover_a_prefix(styles: Styles, cuts: usize, seed: u64) {
     let started = Instant::now();
-    let seed = env_number("SIFTDB_POWER_CUT_SEED", 0x5eed_0016);
+    let seed = env_number("SIFTDB_POWER_CUT_SEED", seed);
     let mut rng = StdRng::seed_from_u64(seed);
     let root = tempfile::tempdir().unwrap();
     let mut tally = Tally::default();
@@ -139,7 +168,15 @@ fn random_power_cuts_recover_a_prefix_holding_every_synced_write() {
         }
         let (epoch, dir, faults) = (epochs.number, &epochs.dir, &epochs.faults);
         let what = format!("cut {} (epoch {epoch})", tally.cuts);
-        let open = || Db::open(dir, options(epoch, faults));
+        // Each open of a store switching styles switches, also inside recovery's cuts.
+        let (cut, opens) = (tally.cuts, std::cell::Cell::new(0));
+        let open = || {
+            opens.set(opens.get() + 1);
+            Db::open(
+                dir,
+                options(epoch, faults, styles(epoch, cut + opens.get())),
+            )
+        };
         let (db, power_cut) = open_through_cuts(faults, &mut rng, &mut tally, &what, open);
         if power_cut {
             acked = 0;

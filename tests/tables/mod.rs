@@ -9,5 +9,6 @@ mod compaction_filter;
 mod compression;
 mod filters;
 mod ingest;
+mod lazy_leveling;
 mod monkey;
 mod range_filter_rates;

@@ -13,6 +13,10 @@
 //! may be refreshed once more after every other table is done. Any other table a refresh wrote is
 //! *final*, and is not refreshed again until another compaction changes the tree, so the
 //! refreshes of a tree at rest end (each table is rewritten at most twice).
+//!
+//! A lazy leveled tree has no refreshes: its runs are rewritten whole as their levels fill, each
+//! with its bits for the tree as it then is, and a refresh for every shift of the plan that a new
+//! run brings would rewrite the tree over and over.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -93,6 +97,9 @@ impl Tree {
         self: &Arc<Self>,
         version: &Arc<Version>,
     ) -> Option<CompactionJob> {
+        if !self.refreshes_filters() {
+            return None;
+        }
         let most = |refreshable| {
             self.stale_filters(version, true, refreshable)
                 .max_by(|a, b| {
@@ -109,16 +116,25 @@ impl Tree {
     /// Whether [`filter_refresh`](Self::filter_refresh) would find a job in `version`, without
     /// weighing every due table to pick one.
     pub(crate) fn filter_refresh_ready(self: &Arc<Self>, version: &Arc<Version>) -> bool {
-        self.stale_filters(version, true, Refreshable::Any)
-            .next()
-            .is_some()
+        self.refreshes_filters()
+            && self
+                .stale_filters(version, true, Refreshable::Any)
+                .next()
+                .is_some()
     }
 
     /// Whether some table of `version` is due for a refresh, or being refreshed.
     pub(crate) fn filter_refresh_due(self: &Arc<Self>, version: &Arc<Version>) -> bool {
-        self.stale_filters(version, false, Refreshable::Any)
-            .next()
-            .is_some()
+        self.refreshes_filters()
+            && self
+                .stale_filters(version, false, Refreshable::Any)
+                .next()
+                .is_some()
+    }
+
+    /// Whether its filters are refreshed at all: not under lazy leveling.
+    fn refreshes_filters(&self) -> bool {
+        self.options().compaction_style.runs_per_level().is_none()
     }
 
     /// Records the tables a refresh wrote into `after`: provisional while a table no refresh

@@ -26,6 +26,15 @@ impl DbInner {
         bounds: (Bound<&[u8]>, Bound<&[u8]>),
     ) -> Result<()> {
         let before = self.manifest.lock().version(tree.id);
+        let whole = matches!(bounds, (Bound::Unbounded, Bound::Unbounded));
+        if whole && tree.options().compaction_style.runs_per_level().is_some() {
+            // Every run and L0 in one merge into the last run: one rewrite of each byte.
+            self.check_open()?;
+            tree.check_live()?;
+            if let Some(job) = self.pick_lazy_full_merge(tree) {
+                self.run_compaction(job)?;
+            }
+        }
         for level in 0..NUM_LEVELS - 1 {
             self.check_open()?;
             tree.check_live()?;

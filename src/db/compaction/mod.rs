@@ -12,6 +12,7 @@
 mod filter_refresh;
 mod filtering;
 pub(crate) mod idle;
+mod lazy_leveling;
 mod manual;
 pub(crate) mod read_triggered;
 pub(crate) mod refreshed_tables;
@@ -38,7 +39,7 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{
     append_internal_key, internal_key, lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE,
 };
-use crate::options::NUM_LEVELS;
+use crate::options::{Options, NUM_LEVELS};
 use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 use crate::sst::table_builder::TableBuilder;
 use crate::stats::Ticker;
@@ -58,11 +59,16 @@ enum Installed {
     SnapshotNewer,
 }
 
-/// One compaction: its keyspace, its inputs and the version they were chosen from.
+/// One compaction: its keyspace, its inputs and the version they were chosen from. A leveled
+/// job reads `inputs` of `level` and `next_level_inputs` of `out_level`, the level below; a lazy
+/// leveling job (`lazy_leveling.rs`) may also read whole runs of the levels between them
+/// (`between`) and write to any level below `level`.
 pub(crate) struct CompactionJob {
     pub(crate) tree: Arc<Tree>,
     pub(crate) level: usize,
     pub(crate) inputs: Vec<Arc<FileMeta>>,
+    pub(crate) between: Vec<(usize, Vec<Arc<FileMeta>>)>,
+    pub(crate) out_level: usize,
     pub(crate) next_level_inputs: Vec<Arc<FileMeta>>,
     pub(crate) version: Arc<Version>,
 }
@@ -80,6 +86,8 @@ impl CompactionJob {
             tree: Arc::clone(tree),
             level: level - 1,
             inputs: Vec::new(),
+            between: Vec::new(),
+            out_level: level,
             next_level_inputs: vec![Arc::clone(file)],
             version: Arc::clone(version),
         }
@@ -87,17 +95,31 @@ impl CompactionJob {
 
     /// The edit that replaces the job's inputs with `outputs`.
     fn edit(&self, outputs: Vec<NewFile>) -> VersionEdit {
-        let out_level = self.level + 1;
+        let out_level = self.out_level;
+        let between = self
+            .between
+            .iter()
+            .flat_map(|(level, files)| files.iter().map(|f| (*level, f.number)));
         VersionEdit {
             deleted: self
                 .inputs
                 .iter()
                 .map(|f| (self.level, f.number))
+                .chain(between)
                 .chain(self.next_level_inputs.iter().map(|f| (out_level, f.number)))
                 .collect(),
             added: outputs,
             ..Default::default()
         }
+    }
+
+    /// Every table the job reads: `inputs`, the runs between, `next_level_inputs`.
+    pub(crate) fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
+        let between = self.between.iter().flat_map(|(_, files)| files);
+        self.inputs
+            .iter()
+            .chain(between)
+            .chain(&self.next_level_inputs)
     }
 
     pub(crate) fn new(
@@ -110,6 +132,8 @@ impl CompactionJob {
         Some(CompactionJob {
             tree: Arc::clone(tree),
             next_level_inputs: version.overlapping(level + 1, &lo, &hi),
+            between: Vec::new(),
+            out_level: level + 1,
             level,
             inputs,
             version,
@@ -147,13 +171,37 @@ fn least_overlapping<'f>(
         .map(|(_, f)| f)
 }
 
+/// How pressing the compaction `version` most needs under `options`' style is, if `triggers` start
+/// one (≥ 1).
+pub(crate) fn compaction_score(
+    version: &Version,
+    options: &Options,
+    triggers: Triggers,
+) -> Option<f64> {
+    match options.compaction_style.runs_per_level() {
+        None => version.compaction_level(options, triggers).map(|(_, s)| s),
+        Some(t) => lazy_leveling::next_step(version, options, triggers, t).map(|d| d.score),
+    }
+}
+
 impl DbInner {
     /// The compaction `tree`'s current version most needs, if `triggers` start one.
+    ///
+    /// # Errors
+    /// `Error::Io` if a lazy leveled tree's move of a run cannot be written to the MANIFEST.
     pub(crate) fn pick_compaction(
         &self,
         tree: &Arc<Tree>,
         triggers: Triggers,
-    ) -> Option<CompactionJob> {
+    ) -> Result<Option<CompactionJob>> {
+        if let Some(t) = tree.options().compaction_style.runs_per_level() {
+            return self.pick_lazy_merge(tree, triggers, t);
+        }
+        Ok(self.pick_leveled(tree, triggers))
+    }
+
+    /// [`pick_compaction`](Self::pick_compaction) under leveled compaction.
+    fn pick_leveled(&self, tree: &Arc<Tree>, triggers: Triggers) -> Option<CompactionJob> {
         let version = self.manifest.lock().version(tree.id);
         let (level, _) = version.compaction_level(&tree.options(), triggers)?;
         let inputs = if level == 0 || version.grows_into_next(level) {
@@ -175,6 +223,9 @@ impl DbInner {
     /// [`ReadRent`]: read_triggered::ReadRent
     /// [`IdleWatch`]: idle::IdleWatch
     pub(crate) fn pick_l0_for_reads(&self, tree: &Arc<Tree>) -> Option<CompactionJob> {
+        if let Some(t) = tree.options().compaction_style.runs_per_level() {
+            return self.pick_lazy_l0_merge(tree, t);
+        }
         let version = self.manifest.lock().version(tree.id);
         let inputs = version.levels[0].clone();
         CompactionJob::new(tree, version, 0, inputs)
@@ -190,7 +241,10 @@ impl DbInner {
     /// any other job is compacted. `Db::compact` does not move tables: it promises tables
     /// rewritten without tombstones.
     pub(crate) fn move_or_compact(&self, job: CompactionJob) -> Result<()> {
-        let out_level = job.level + 1;
+        let out_level = job.out_level;
+        if out_level != job.level + 1 || !job.between.is_empty() {
+            return self.run_compaction(job);
+        }
         let mut inputs: Vec<&Arc<FileMeta>> = job.inputs.iter().collect();
         inputs.sort_by(|a, b| a.smallest_user().cmp(b.smallest_user()));
         let disjoint = inputs
@@ -272,7 +326,7 @@ impl DbInner {
     /// asking the filter (`filtering.rs`); its bytes count in both runs.
     pub(crate) fn run_compaction(&self, job: CompactionJob) -> Result<()> {
         let started = std::time::Instant::now();
-        let out_level = job.level + 1;
+        let out_level = job.out_level;
         let outlived = &job.tree.snapshot_outlived_last_compaction;
         let mut asking_filter = !outlived.load(Ordering::Relaxed);
         let mut written = 0;
@@ -323,11 +377,12 @@ impl DbInner {
             }
         }
         // The edit is durable: the inputs' files go once no reader holds them.
-        for f in job.inputs.iter().chain(&job.next_level_inputs) {
+        for f in job.all_inputs() {
             f.mark_obsolete(Arc::clone(&self.retire));
         }
         let bytes = |files: &[Arc<FileMeta>]| files.iter().map(|f| f.size).sum::<u64>();
-        let (read_upper, read_this) = (bytes(&job.inputs), bytes(&job.next_level_inputs));
+        let between: u64 = job.between.iter().map(|(_, files)| bytes(files)).sum();
+        let (read_upper, read_this) = (bytes(&job.inputs) + between, bytes(&job.next_level_inputs));
         let tree = &job.tree;
         tree.stats
             .add(Ticker::CompactionBytesRead, read_upper + read_this);
@@ -480,7 +535,7 @@ impl DbInner {
         range_tombstones: Option<&FragmentedRangeTombstones>,
         outputs: &mut Vec<NewFile>,
     ) -> Result<()> {
-        let out_level = job.level + 1;
+        let out_level = job.out_level;
         // Tables of a level ≥ 1 do not overlap: each such level is merged as one concatenated
         // child, so the merge compares a handful of keys per entry rather than one per table.
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
@@ -488,8 +543,11 @@ impl DbInner {
             for f in &job.inputs {
                 children.push(Box::new(job.tree.tables.get(f)?.iter(false)));
             }
-        } else {
+        } else if !job.inputs.is_empty() {
             children.push(Box::new(level_iter(&job.tree, &job.inputs)));
+        }
+        for (_, run) in &job.between {
+            children.push(Box::new(level_iter(&job.tree, run)));
         }
         if !job.next_level_inputs.is_empty() {
             children.push(Box::new(level_iter(&job.tree, &job.next_level_inputs)));
@@ -697,7 +755,7 @@ impl DbInner {
 /// `Error::Corruption` or `Error::Io` if an input table cannot be opened.
 fn job_range_tombstones(job: &CompactionJob) -> Result<Option<FragmentedRangeTombstones>> {
     let mut lists = Vec::new();
-    for f in job.inputs.iter().chain(&job.next_level_inputs) {
+    for f in job.all_inputs() {
         if f.range_tombstones
             && let Some(t) = job.tree.tables.get(f)?.range_tombstones()
         {
@@ -816,7 +874,7 @@ fn key_ranges(splits: &[Vec<u8>]) -> Vec<KeyRange<'_>> {
 /// one range and the outputs of different ranges never overlap. A job under two output tables
 /// is not split: a thread would cost more than it saves.
 fn split_points(job: &CompactionJob, n: usize, target_file_size: u64) -> Vec<Vec<u8>> {
-    let files: Vec<&Arc<FileMeta>> = job.inputs.iter().chain(&job.next_level_inputs).collect();
+    let files: Vec<&Arc<FileMeta>> = job.all_inputs().collect();
     let total: u64 = files.iter().map(|f| f.size).sum();
     if n < 2 || total < target_file_size.saturating_mul(2) {
         return Vec::new();

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use super::CompactionJob;
 use crate::db::tree::Tree;
 use crate::db::version::{FileMeta, FilterSpend, Version};
-use crate::filter::{nats_per_bit, Filter, FilterAllocation, TreeShape, LN2_SQUARED};
+use crate::filter::{
+    lazy_leveled_runs, nats_per_bit, Filter, FilterAllocation, MonkeyRule, TreeShape, LN2_SQUARED,
+};
 use crate::memtable::MemTable;
 use crate::options::{Options, NUM_LEVELS};
 
@@ -228,6 +230,9 @@ fn monkey_bits_for_new_tables(
         .filter
         .policy()
         .map_or(LN2_SQUARED, |p| nats_per_bit(p.as_ref()));
+    if let Some(t) = options.compaction_style.runs_per_level() {
+        return lazy_bits_for_new_tables(options, tree, new, average, slope, t);
+    }
     let target = |level: usize| options.max_bytes_for_level(level) as f64 * tree.keys_per_byte;
     let l0_merges = options.compact_l0_when_idle;
     let multiplier = options.level_size_multiplier as f64;
@@ -263,6 +268,51 @@ fn monkey_bits_for_new_tables(
         plan - over.max(0.0) / per_bit.max(f64::MIN_POSITIVE)
     };
     bits.max(0.5 * plan)
+}
+
+/// Under lazy leveling: Monkey's bits for the run the new tables join (an L0 table is a run of
+/// its own), in the tree lazy leveling keeps on average at the tree's keys
+/// ([`lazy_leveled_runs`]), or in the tree of the moment if that gives fewer, lowered only as
+/// far as keeping every table's filter bits within [`FLOWING_ALLOWANCE`] of uniform's needs. Every run thus gets bits for its size that do not
+/// depend on which runs happen to be there at the moment, and needs no refresh.
+fn lazy_bits_for_new_tables(
+    options: &Options,
+    tree: &TreeAfter,
+    new: &NewTables<'_>,
+    average: f64,
+    slope: f64,
+    t: usize,
+) -> f64 {
+    let total: f64 =
+        tree.shape.l0_tables.iter().sum::<f64>() + tree.shape.levels.iter().sum::<f64>();
+    let base = options.max_bytes_for_level_base as f64 * tree.keys_per_byte;
+    if base <= 0.0 || total <= 0.0 {
+        return average;
+    }
+    let rule = MonkeyRule::solve(&lazy_leveled_runs(total, base, t as f64), average, slope);
+    let run = match new.level {
+        0 => new.keys as f64,
+        l => tree.shape.levels.get(l).copied().unwrap_or(0.0),
+    };
+    // The tree of the moment may hold fewer runs than on average (just after its tiered levels
+    // merged into the last run), and then Monkey gives a run fewer bits in it: the lesser plan
+    // leaves room for the runs to come.
+    let (l0_now, levels_now) = tree.shape.monkey_bits(average, slope);
+    let now = match new.level {
+        0 => l0_now.last().copied(),
+        l => levels_now.get(l).copied(),
+    };
+    let model = rule.bits(run.max(1.0));
+    let plan = now.map_or(model, |now| now.min(model));
+    let n = new.keys as f64;
+    let spending = tree.flowing;
+    let budget = average * (spending.keys + n);
+    // Bits alone: the filters' rounding is the same per table at any bits per key.
+    let over = spending.bits + plan * n - budget * (1.0 + FLOWING_ALLOWANCE);
+    match n > 0.0 {
+        true => (plan - over.max(0.0) / n).max(0.0),
+        false => plan,
+    }
 }
 
 /// The keys and filter bits of the tree as it settles after the write, the new tables spending
@@ -348,7 +398,7 @@ impl Tree {
     /// an upper bound, since shadowed versions and dropped tombstones do not reach the outputs;
     /// the next writes make up for the difference.
     pub(crate) fn filter_for_compaction(&self, job: &CompactionJob) -> Filter {
-        for f in job.inputs.iter().chain(&job.next_level_inputs) {
+        for f in job.all_inputs() {
             // They leave the tree before it settles: flushes meanwhile leave them out of the
             // memory bound.
             f.merging.store(true, Ordering::Relaxed);
@@ -358,12 +408,7 @@ impl Tree {
 
     /// The filter for the tables `job` would write, without marking its inputs.
     pub(super) fn compaction_outputs_filter(&self, job: &CompactionJob) -> Filter {
-        let replaced: Vec<Arc<FileMeta>> = job
-            .inputs
-            .iter()
-            .chain(&job.next_level_inputs)
-            .cloned()
-            .collect();
+        let replaced: Vec<Arc<FileMeta>> = job.all_inputs().cloned().collect();
         let keys = if monkey_applies(&self.options()) {
             replaced
                 .iter()
@@ -374,7 +419,7 @@ impl Tree {
             0
         };
         let new = NewTables {
-            level: job.level + 1,
+            level: job.out_level,
             keys,
             replaced: &replaced,
         };
