@@ -38,6 +38,16 @@
 //!
 //! cargo run --release -p siftdb-examples --example workload -- --key-format tenants --key-size 12 \
 //!     --range-filter-bits 20 --phases fillrandom,scanempty,scanhit --scan-width 256
+//!
+//! `--compaction-style` chooses how compactions shape the tree (`Options::compaction_style`):
+//! `leveled` (the default), or `lazy` for lazy leveling with 4 sorted runs per tiered level
+//! (`lazy:T` for T of them). The run ends with what the writes cost over the whole run (table
+//! bytes written by flushes and compactions per byte of keys and values put, once the last
+//! memtable is flushed; with `--settle`, once the store has settled) and the sorted runs a Get
+//! then meets (L0 tables and non-empty levels):
+//!
+//! cargo run --release -p siftdb-examples --example workload -- --keys 1000000 --settle \
+//!     --compaction-style lazy:4 --phases fillrandom,overwrite,readrandom,readmissing
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -55,16 +65,19 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use siftdb::{
-    BinaryFuse, CacheLocalBloom, Compression, Db, Filter, FilterAllocation, FilterLayout,
-    FilterPolicy, Keyspace, LevelDbBloom, Options, PrefixExtractor, RangeFilter, Ribbon,
-    Statistics, Ticker, WriteBatch, WriteOptions,
+    BinaryFuse, CacheLocalBloom, CompactionStyle, Compression, Db, Filter, FilterAllocation,
+    FilterLayout, FilterPolicy, Keyspace, LevelDbBloom, Options, PrefixExtractor, RangeFilter,
+    Ribbon, Statistics, Ticker, WriteBatch, WriteOptions,
 };
+use sorted_runs::SortedRuns;
 use value_generator::ValueGenerator;
 
 #[path = "common/key_formats.rs"]
 mod key_formats;
 #[path = "common/read_while_writing.rs"]
 mod read_while_writing;
+#[path = "common/sorted_runs.rs"]
+mod sorted_runs;
 #[path = "common/value_generator.rs"]
 mod value_generator;
 
@@ -135,7 +148,7 @@ struct Args {
     compact: bool,
     /// Before the first read phase after writes, wait until no compaction is pending: the tree
     /// the store settles in once writes pause, which read phases then meet unchanged (and a later
-    /// run reopening `--dir` finds so).
+    /// run reopening `--dir` finds so); and again at the end, before the whole run's figures.
     #[arg(long)]
     settle: bool,
     /// Memtable size in KiB (default: the store's, 4096).
@@ -144,6 +157,10 @@ struct Args {
     /// `Options::max_bytes_for_level_base` in KiB (default: the store's, 10240).
     #[arg(long, value_parser = clap::value_parser!(u64).range(4..=1 << 30))]
     level_base_kb: Option<u64>,
+    /// How compactions shape the tree (`Options::compaction_style`): `leveled`, or `lazy[:T]`,
+    /// lazy leveling with T sorted runs per tiered level (T at least 2; `lazy` alone: 4).
+    #[arg(long, default_value = "leveled", value_parser = parse_compaction_style)]
+    compaction_style: CompactionStyle,
     /// `Options::level_budget_during_writes`: how many times its budget a level may hold while
     /// writes flow (default: the store's, 2; 1 compacts every level at its budget).
     #[arg(long)]
@@ -350,6 +367,20 @@ fn parse_compression_ratio(s: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_compaction_style(s: &str) -> Result<CompactionStyle, String> {
+    let runs_per_level = match s.split_once(':') {
+        None if s == "leveled" => return Ok(CompactionStyle::Leveled),
+        None if s == "lazy" => 4,
+        Some(("lazy", t)) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|&t| t >= 2)
+            .ok_or("lazy:T takes a whole number T of at least 2")?,
+        _ => return Err("leveled, lazy or lazy:T".into()),
+    };
+    Ok(CompactionStyle::LazyLeveled { runs_per_level })
+}
+
 fn parse_zstd_level(s: &str) -> Result<i32, String> {
     let v: i32 = s.parse().map_err(|e| format!("{e}"))?;
     let known = zstd::compression_level_range();
@@ -370,6 +401,7 @@ struct RunKind {
     compression_ratio: f64,
     compression: Compression,
     bottommost: Option<Compression>,
+    compaction_style: CompactionStyle,
 }
 
 impl RunKind {
@@ -377,8 +409,13 @@ impl RunKind {
         let bottom = self
             .bottommost
             .map_or(String::new(), |c| format!(", {c} bottommost"));
+        // Named where it is not the default, so that leveled runs print as they always have.
+        let style = match self.compaction_style {
+            CompactionStyle::Leveled => String::new(),
+            lazy => format!("; {lazy}"),
+        };
         format!(
-            "[{} B values, compression ratio {:.2}; {}{bottom}]",
+            "[{} B values, compression ratio {:.2}; {}{bottom}{style}]",
             self.value_size, self.compression_ratio, self.compression
         )
     }
@@ -389,6 +426,7 @@ impl RunKind {
             "compression_ratio": self.compression_ratio,
             "compression": self.compression.to_string(),
             "bottommost_compression": self.bottommost.map(|c| c.to_string()),
+            "compaction_style": self.compaction_style.to_string(),
         })
     }
 }
@@ -548,8 +586,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         bottommost: args
             .bottommost_compression
             .map(|c| c.codec(args.zstd_level)),
+        compaction_style: args.compaction_style,
     };
     let options = Options::default()
+        .compaction_style(kind.compaction_style)
         .compression(kind.compression)
         .filter(filter.clone())
         .filter_allocation(allocation)
@@ -698,9 +738,19 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     if dirty {
-        // Leave tables behind for `sst_dump --dir`, not just a WAL.
+        // Leave tables behind for `sst_dump --dir`, not just a WAL, and count their bytes.
         db.flush()?;
+        for ks in spaces.iter() {
+            ks.flush()?;
+        }
     }
+    if args.settle {
+        settle(&db);
+        for ks in spaces.iter() {
+            settle(ks);
+        }
+    }
+    report_run(args, &kind, &db, &spaces);
     let stats = db
         .property("siftdb.stats")
         .unwrap_or_else(|| "(no siftdb.stats)".into());
@@ -767,10 +817,14 @@ fn configuration(
         }
         _ => "no range filters".to_string(),
     };
+    let style = match args.compaction_style.runs_per_level() {
+        None => "leveled compaction".to_string(),
+        Some(t) => format!("lazy leveling, {t} sorted runs per tiered level"),
+    };
     format!(
         "siftdb workload: {} keys of {size} ({keys}); values of {} bytes that compress to \
-         about {:.0} % of their size; {codecs}; {filter}; {range}; {} read thread{}; the store in \
-         {}",
+         about {:.0} % of their size; {codecs}; {filter}; {range}; {style}; {} read thread{}; \
+         the store in {}",
         args.keys,
         args.value_size,
         100.0 * args.compression_ratio,
@@ -1409,6 +1463,85 @@ fn report_writes(args: &Args, kind: &RunKind, r: &PhaseResult) {
             peak as f64 / f64::from(1 << 20)
         );
     }
+}
+
+/// Files per level of one keyspace's tree, L0 first.
+fn files_per_level(db: &Db) -> Vec<usize> {
+    (0..siftdb::NUM_LEVELS)
+        .map(|l| {
+            db.property(&format!("siftdb.num-files-at-level{l}"))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// What the writes cost over the whole run (table bytes flushes and compactions wrote per byte of
+/// keys and values put, the last memtable flushed), and the sorted runs a Get meets at its end:
+/// the keyspace's, or with several the most any keyspace has and their mean.
+fn report_run(args: &Args, kind: &RunKind, db: &Db, spaces: &[Keyspace]) {
+    let stats = db.statistics();
+    let t = |ticker| stats.ticker(ticker);
+    let (table, user) = (t(Ticker::TableBytesWritten), t(Ticker::UserBytesWritten));
+    let amp = table as f64 / user.max(1) as f64;
+    let runs: Vec<SortedRuns> = match spaces.is_empty() {
+        true => vec![SortedRuns::of(&files_per_level(db))],
+        false => spaces
+            .iter()
+            .map(|ks| SortedRuns::of(&files_per_level(ks)))
+            .collect(),
+    };
+    let most = runs
+        .iter()
+        .copied()
+        .max_by_key(SortedRuns::total)
+        .unwrap_or_default();
+    let mean = runs.iter().map(SortedRuns::total).sum::<usize>() as f64 / runs.len().max(1) as f64;
+    let tables = sst_bytes(db);
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    if args.json {
+        print_json(
+            kind,
+            json!({
+                "phase": "whole_run",
+                "settled": args.settle,
+                "write_amplification": rounded(amp, 3),
+                "table_bytes_written": table,
+                "user_bytes_written": user,
+                "flushes": t(Ticker::Flushes),
+                "compactions": t(Ticker::Compactions),
+                "sst_bytes": tables,
+                "sorted_runs": most.total(),
+                "l0_tables": most.l0_tables,
+                "nonempty_levels": most.levels,
+                "sorted_runs_mean": rounded(mean, 2),
+                "keyspaces": args.keyspaces,
+            }),
+        );
+        return;
+    }
+    println!(
+        "{:<12} write amplification {amp:.2}: {:.1} MiB of tables written by {} flushes and {} compactions for {:.1} MiB of keys and values put{}   tables {:.1} MiB",
+        "whole run",
+        mib(table),
+        t(Ticker::Flushes),
+        t(Ticker::Compactions),
+        mib(user),
+        if args.settle { ", settled" } else { "" },
+        mib(tables)
+    );
+    let keyspaces = match runs.len() {
+        1 => String::new(),
+        n => format!(" (in the keyspace with the most; {mean:.1} on average over {n} keyspaces)"),
+    };
+    println!(
+        "{:<12} sorted runs a Get meets: {} ({} L0 tables + {} non-empty levels){keyspaces}   {}",
+        "",
+        most.total(),
+        most.l0_tables,
+        most.levels,
+        kind.text()
+    );
 }
 
 /// `x` rounded to `digits` decimals, for JSON that reads like the text.

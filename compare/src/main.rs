@@ -10,6 +10,7 @@
 //!     [--scan-widths 1,16,256,4096,65536 --stores siftdb-range,rocksdb-prefix,siftdb,rocksdb \
 //!      --range-filter-bits 24 --key-format binary|tenants|strings --tenants 3 \
 //!      --rocksdb-prefix-len 12]
+//!     [--stores siftdb,siftdb-lazy,rocksdb,rocksdb-universal --runs-per-level 4]
 //! ```
 //!
 //! This crate (`compare/`, a workspace member that is never published and that a plain `cargo`
@@ -48,12 +49,19 @@
 //! Printed along the way: each store's files per level once settled, so a reader sees the
 //! shapes that are read (with `--print-stats`, also its own report of levels and compactions:
 //! `siftdb.stats`, `rocksdb.stats`). At the end:
-//! - "writes": µs per put during the fill; write amplification, bytes of tables written by
+//! - "writes": keys per second and µs per put during the fill; write amplification, bytes of tables written by
 //!   flushes and compactions over the bytes of keys and values put (116 per put), taken twice:
 //!   at the end of the fill (what the store wrote while the puts ran; the last memtable is not
 //!   flushed yet) and once settled after the flush (before `--compacted`'s full compaction);
 //!   and the time writers were stalled during the fill, in seconds and as a share of the fill.
 //!   With `--overwrite`, the same for that phase on its own (its table bytes over its bytes put).
+//! - "space once settled", after the fill (and after the overwrite): the bytes of every file in
+//!   the store's directory (tables, WAL, manifest, logs), that over the bytes of keys and values
+//!   the fill put, the bytes of the live tables as the store counts them (siftdb
+//!   `siftdb.total-sst-bytes`, RocksDB `rocksdb.live-sst-files-size`, fjall `disk_space()`), and
+//!   the sorted runs a Get meets: each L0 table and each non-empty level below (under universal
+//!   compaction too, where each level below L0 holds one run), with L0's tables apart.
+//!   The stores' directories are temporary ones, under `$TMPDIR`.
 //! - The bloom tickers of the readmissing phase and the false-positive rate they give,
 //!   (full.positive - full.true.positive) / (useful + full.positive - full.true.positive),
 //!   and the filter probes per get.
@@ -81,6 +89,11 @@
 //!   `0` (which waits for that merge of L0 too).
 //!   Counters: its statistics (bloom tickers, `table.bytes.written`, `user.bytes.written`,
 //!   `write.stall.micros`); filter size: the filter bytes held in memory.
+//! - siftdb-lazy: `siftdb` with lazy leveling,
+//!   `CompactionStyle::LazyLeveled { runs_per_level: --runs-per-level }` (default 4): every
+//!   level but the last tiered, holding up to that many sorted runs before they are merged into
+//!   the next; the last level one run. Everything else as `siftdb`, `--siftdb-monkey` and
+//!   `--siftdb-ribbon` included.
 //! - RocksDB: block-based tables with a full (not block-based) bloom filter of 10 bits/key on
 //!   every level, 4 KiB blocks, an LRU block cache of the same size, snappy, statistics on,
 //!   compactions split between 2 threads as siftdb's are (`max_subcompactions`; its default is 1, and its
@@ -96,6 +109,22 @@
 //!   bytes of keys and values are counted by the harness, as its `rocksdb.bytes.written`
 //!   includes the write batch encoding.
 //!   Filter size: "filter block size" of the aggregated table properties.
+//! - rocksdb-universal: `rocksdb` with universal compaction
+//!   (`set_compaction_style(DBCompactionStyle::Universal)`), RocksDB's tiered style, the
+//!   counterpart of lazy leveling. Its universal options (`UniversalCompactOptions`, handed over
+//!   with `set_universal_compaction_options`) are RocksDB's defaults: size ratio 1 %, merges of
+//!   2 runs and more, size amplification up to 200 %, every output compressed, total-size stop
+//!   style. What keeps the comparison fair is what it shares with `rocksdb`: the same memtable
+//!   size (4 MiB under `--peer-shape siftdb`), filters, blocks, cache and codec, 2
+//!   subcompactions, 7 levels (so that its older runs sit in levels below L0, one run a level,
+//!   and the files per level show its runs), and its default
+//!   `level0_file_num_compaction_trigger` of 4, which under universal compaction is the number
+//!   of sorted runs that starts a compaction: siftdb's L0 trigger and `siftdb-lazy`'s default
+//!   runs per level. Table and level sizes are not used by universal compaction. Settling:
+//!   universal compaction reports a compaction pending whenever its runs reach that trigger,
+//!   also when its picker finds no merge within its size ratios (it forces one only above the
+//!   trigger), so it counts as settled once `rocksdb.compaction-pending` is `0`, or once no
+//!   compaction runs and its files per level have stayed the same for a second.
 //! - fjall 3.1: one keyspace; `filter_policy` a bloom filter of 10 bits/key on every level
 //!   (fjall's default sizes L0's filters for a 0.01% FP rate, ~19 bits/key, and gives 10
 //!   bits/key below), 4 KiB data blocks, the same cache; otherwise its defaults: data blocks
@@ -160,7 +189,8 @@
 //!   `auto_prefix_mode`). `rocksdb` itself scans with `iterate_upper_bound` alone (total order:
 //!   the whole-key bloom is not asked by seeks).
 //!
-//! `siftdb/x` is then the ratio of `siftdb-range` (if run, else `siftdb`) to each store.
+//! `siftdb/x` is then the ratio of `siftdb-range` (if run, else `siftdb`, else `siftdb-lazy`) to
+//! each store.
 
 mod engines;
 #[path = "../../examples/common/key_formats.rs"]
@@ -172,6 +202,8 @@ mod phases;
 mod read_while_writing;
 mod report;
 mod run;
+#[path = "../../examples/common/sorted_runs.rs"]
+mod sorted_runs;
 #[path = "../../examples/common/value_generator.rs"]
 mod value_generator;
 
@@ -182,7 +214,7 @@ use key_formats::Keys;
 use phases::ScanPlan;
 use report::{
     print_bloom_tickers, print_filter_sizes, print_json, print_phases, print_read_while_writing,
-    print_writes,
+    print_space, print_writes,
 };
 use run::{phases, run, Workload};
 
@@ -262,6 +294,9 @@ struct Args {
     /// positives) instead of its cache-local blooms.
     #[arg(long)]
     siftdb_ribbon: bool,
+    /// Sorted runs per tiered level of `siftdb-lazy`'s lazy leveling (at least 2).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(2..))]
+    runs_per_level: u16,
     /// Seconds of the read-while-writing phase, run last (0: not run).
     #[arg(long, default_value_t = 0.0)]
     read_while_writing_secs: f64,
@@ -332,6 +367,7 @@ fn main() {
         rocksdb_prefix,
         siftdb_monkey: args.siftdb_monkey,
         siftdb_ribbon: args.siftdb_ribbon,
+        runs_per_level: usize::from(args.runs_per_level),
         read_while_writing_secs: args.read_while_writing_secs,
         readers_while_writing: args.readers_while_writing,
     };
@@ -395,6 +431,12 @@ fn main() {
     if w.siftdb_ribbon {
         println!("siftdb's filters: Ribbon, 10 bits/key");
     }
+    if args.stores.contains(&StoreName::SiftdbLazy) {
+        println!(
+            "siftdb-lazy: lazy leveling, {} sorted runs per tiered level",
+            w.runs_per_level
+        );
+    }
     if let Some(plan) = &scans {
         println!(
             "short scans of widths {:?} finding nothing, {} keys; siftdb-range: {} bits/key; rocksdb-prefix: {}",
@@ -410,6 +452,7 @@ fn main() {
     }
 
     print_writes(&results, keys, w.overwrite);
+    print_space(&results);
 
     if scans.is_none() && reads > 0 {
         print_bloom_tickers(&results, reads);

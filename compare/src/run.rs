@@ -1,5 +1,6 @@
 //! One store's run: the fill, the settle, then every phase, and what it measured.
 
+use std::path::Path;
 use std::time::Instant;
 
 use rand::rngs::StdRng;
@@ -14,6 +15,7 @@ use crate::phases::{
     ScanPlan,
 };
 use crate::read_while_writing::ReadWhileWriting;
+use crate::sorted_runs::SortedRuns;
 use crate::value_generator::ValueGenerator;
 
 /// What one store measured.
@@ -22,9 +24,13 @@ pub(crate) struct Outcome {
     pub(crate) ops: Vec<f64>,
     /// Seconds the fill took.
     pub(crate) fill_secs: f64,
+    /// Bytes of keys and values the fill put.
+    pub(crate) fill_bytes: u64,
     /// Write counters at the end of the fill and once settled after it.
     pub(crate) writes_fill_end: Option<WriteStats>,
     pub(crate) writes_settled: Option<WriteStats>,
+    /// The store once settled after the fill.
+    pub(crate) shape_settled: Shape,
     /// With `--overwrite`: seconds the overwrite took, and the write counters it added by its
     /// end and once settled after it.
     pub(crate) overwrite: Option<Overwrite>,
@@ -61,6 +67,43 @@ pub(crate) struct Overwrite {
     pub(crate) secs: f64,
     pub(crate) end: Option<WriteStats>,
     pub(crate) settled: Option<WriteStats>,
+    /// The store once settled after the overwrite.
+    pub(crate) shape: Shape,
+}
+
+/// A settled store's space and the runs a Get meets in it.
+#[derive(Clone, Copy)]
+pub(crate) struct Shape {
+    /// Bytes of every file in the store's directory: tables, WAL, manifest, logs.
+    pub(crate) disk_bytes: u64,
+    /// Bytes of its live tables, as the store counts them.
+    pub(crate) table_bytes: Option<u64>,
+    /// L0 tables and non-empty levels below.
+    pub(crate) runs: Option<SortedRuns>,
+}
+
+impl Shape {
+    pub(crate) fn of(db: &dyn Store, dir: &Path) -> Shape {
+        Shape {
+            disk_bytes: dir_bytes(dir),
+            table_bytes: db.table_bytes(),
+            runs: db.levels().map(|files| SortedRuns::of(&files)),
+        }
+    }
+}
+
+/// Bytes of the files under `dir`, in every subdirectory.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
 }
 
 impl Overwrite {
@@ -114,7 +157,7 @@ pub(crate) fn settle(name: &str, db: &mut dyn Store) {
         None => "n/a".to_string(),
     };
     println!(
-        "{name:<14} settled in {:>6.2}s; files per level: {shape}",
+        "{name:<18} settled in {:>6.2}s; files per level: {shape}",
         start.elapsed().as_secs_f64()
     );
 }
@@ -142,6 +185,8 @@ pub(crate) struct Workload {
     pub(crate) siftdb_monkey: bool,
     /// siftdb's filters are Ribbon filters of the same bits per key instead of blooms.
     pub(crate) siftdb_ribbon: bool,
+    /// Runs per tiered level of `siftdb-lazy`.
+    pub(crate) runs_per_level: usize,
     /// Seconds of the read-while-writing phase (0: not run), and its reader threads.
     pub(crate) read_while_writing_secs: f64,
     pub(crate) readers_while_writing: usize,
@@ -161,7 +206,9 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
     let mut order: Vec<u64> = (0..w.keys).collect();
     order.shuffle(&mut rng);
     let mut k = Vec::new();
+    // Puts every key of `order`; returns the seconds that took and the bytes of keys and values.
     let mut put_all = |db: &mut dyn Store, order: &[u64]| {
+        let mut bytes = 0;
         let start = Instant::now();
         for &i in order {
             let value = match values.as_mut() {
@@ -176,14 +223,16 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
                 }
             }
             db.put(&k, value);
+            bytes += (k.len() + value.len()) as u64;
         }
-        start.elapsed().as_secs_f64()
+        (start.elapsed().as_secs_f64(), bytes)
     };
-    let fill_secs = put_all(db.as_mut(), &order);
+    let (fill_secs, fill_bytes) = put_all(db.as_mut(), &order);
     let writes_fill_end = db.write_stats();
     db.flush();
     settle(name, db.as_mut());
     let writes_settled = db.write_stats();
+    let shape_settled = Shape::of(db.as_ref(), dir.path());
     if w.print_stats {
         let report = db.stats_report().unwrap_or_else(|| "n/a".to_string());
         println!("{name} stats once settled after the fill:\n{report}");
@@ -193,12 +242,13 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
     // the last level as they do in a store long in use.
     let overwrite = w.overwrite.then(|| {
         order.shuffle(&mut rng);
-        let secs = put_all(db.as_mut(), &order);
+        let (secs, _) = put_all(db.as_mut(), &order);
         let end = db.write_stats();
         db.flush();
         settle(name, db.as_mut());
         let since = |s: Option<WriteStats>| Some(s?.since(&writes_settled?));
         let settled = since(db.write_stats());
+        let shape = Shape::of(db.as_ref(), dir.path());
         if w.print_stats {
             let report = db.stats_report().unwrap_or_else(|| "n/a".to_string());
             println!("{name} stats once settled after the overwrite:\n{report}");
@@ -207,6 +257,7 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
             secs,
             end: since(end),
             settled,
+            shape,
         }
     });
     if w.compacted {
@@ -235,8 +286,10 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
         return Outcome {
             ops,
             fill_secs,
+            fill_bytes,
             writes_fill_end,
             writes_settled,
+            shape_settled,
             overwrite,
             bloom: None,
             filter_bytes: db.filter_bytes(),
@@ -278,8 +331,10 @@ pub(crate) fn run(name: StoreName, w: Workload, scans: Option<&ScanPlan>) -> Out
     Outcome {
         ops,
         fill_secs,
+        fill_bytes,
         writes_fill_end,
         writes_settled,
+        shape_settled,
         overwrite,
         bloom,
         filter_bytes: db.filter_bytes(),

@@ -125,4 +125,8 @@ impl Store for Fjall {
         use fjall::AbstractTree;
         Some(self.ks.tree.filter_size())
     }
+    fn table_bytes(&self) -> Option<u64> {
+        use fjall::AbstractTree;
+        Some(self.ks.tree.disk_space())
+    }
 }

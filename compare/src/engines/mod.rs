@@ -11,7 +11,7 @@ use clap::ValueEnum;
 
 use self::fjall_store::Fjall;
 pub(crate) use self::rocksdb_store::Prefix;
-use self::rocksdb_store::Rocks;
+use self::rocksdb_store::{Rocks, RocksCompaction};
 use self::siftdb_store::Sift;
 use crate::run::Workload;
 
@@ -109,6 +109,10 @@ pub(crate) trait Store {
     fn write_stats(&self) -> Option<WriteStats> {
         None
     }
+    /// Bytes of the store's live tables.
+    fn table_bytes(&self) -> Option<u64> {
+        None
+    }
     /// The store's own report of its levels and compactions, for `--print-stats`.
     fn stats_report(&self) -> Option<String> {
         None
@@ -134,9 +138,13 @@ pub(crate) enum StoreName {
     Siftdb,
     /// siftdb with Grafite range filters.
     SiftdbRange,
+    /// siftdb with lazy leveling, `--runs-per-level` runs per tiered level.
+    SiftdbLazy,
     Rocksdb,
     /// RocksDB with prefix blooms.
     RocksdbPrefix,
+    /// RocksDB with universal compaction.
+    RocksdbUniversal,
     Fjall,
 }
 
@@ -145,8 +153,10 @@ impl StoreName {
         match self {
             StoreName::Siftdb => "siftdb",
             StoreName::SiftdbRange => "siftdb-range",
+            StoreName::SiftdbLazy => "siftdb-lazy",
             StoreName::Rocksdb => "rocksdb",
             StoreName::RocksdbPrefix => "rocksdb-prefix",
+            StoreName::RocksdbUniversal => "rocksdb-universal",
             StoreName::Fjall => "fjall",
         }
     }
@@ -176,7 +186,7 @@ pub(crate) const RANGE_FILTER_MAX_RANGE: u64 = 1 << 16;
 pub(crate) fn open(name: StoreName, dir: &std::path::Path, w: &Workload) -> Box<dyn Store> {
     let shape = w.shape;
     match name {
-        StoreName::Siftdb | StoreName::SiftdbRange => {
+        StoreName::Siftdb | StoreName::SiftdbRange | StoreName::SiftdbLazy => {
             let filter = if w.siftdb_ribbon {
                 siftdb::Filter::ribbon(10.0)
             } else {
@@ -195,14 +205,33 @@ pub(crate) fn open(name: StoreName, dir: &std::path::Path, w: &Workload) -> Box<
                     RANGE_FILTER_MAX_RANGE,
                 ));
             }
+            if name == StoreName::SiftdbLazy {
+                opts = opts.compaction_style(siftdb::CompactionStyle::LazyLeveled {
+                    runs_per_level: w.runs_per_level,
+                });
+            }
             Box::new(Sift(siftdb::Db::open(dir, opts).unwrap()))
         }
-        StoreName::Rocksdb => Box::new(Rocks::open(dir, shape, w.block_cache_bytes, None)),
+        StoreName::Rocksdb => Box::new(Rocks::open(
+            dir,
+            shape,
+            w.block_cache_bytes,
+            None,
+            RocksCompaction::Leveled,
+        )),
         StoreName::RocksdbPrefix => Box::new(Rocks::open(
             dir,
             shape,
             w.block_cache_bytes,
             Some(w.rocksdb_prefix),
+            RocksCompaction::Leveled,
+        )),
+        StoreName::RocksdbUniversal => Box::new(Rocks::open(
+            dir,
+            shape,
+            w.block_cache_bytes,
+            None,
+            RocksCompaction::Universal,
         )),
         StoreName::Fjall => Box::new(Fjall::open(dir, shape, w.block_cache_bytes)),
     }

@@ -1,9 +1,16 @@
-//! RocksDB as a store under test, with prefix blooms for `rocksdb-prefix`.
+//! RocksDB as a store under test, with prefix blooms for `rocksdb-prefix` and universal compaction
+//! for `rocksdb-universal`.
+
+use std::time::{Duration, Instant};
 
 use super::{poll_until, Bloom, Concurrent, PeerShape, ScanCounters, Store, WriteStats};
 
 /// RocksDB's default number of levels, set explicitly (siftdb has as many).
 pub(crate) const ROCKS_LEVELS: usize = 7;
+
+/// How long universal compaction's files per level must stay the same, with no compaction
+/// running, for the store to count as settled.
+const UNIVERSAL_QUIET: Duration = Duration::from_secs(1);
 
 pub(crate) struct Rocks {
     // Dropped before `opts`, which holds the statistics the tickers are read from.
@@ -14,6 +21,7 @@ pub(crate) struct Rocks {
     pub(crate) user_bytes: u64,
     /// The prefixes its prefix blooms hold, if it has them.
     pub(crate) prefix: Option<Prefix>,
+    pub(crate) compaction: RocksCompaction,
 }
 
 /// The prefixes of `rocksdb-prefix`'s prefix blooms.
@@ -68,12 +76,21 @@ pub(crate) fn past_prefix(prefix: &[u8]) -> Option<Vec<u8>> {
     Some(next)
 }
 
+/// How RocksDB compacts: leveled for `rocksdb` and `rocksdb-prefix`, universal for
+/// `rocksdb-universal`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RocksCompaction {
+    Leveled,
+    Universal,
+}
+
 impl Rocks {
     pub(crate) fn open(
         dir: &std::path::Path,
         shape: PeerShape,
         cache_bytes: usize,
         prefix: Option<Prefix>,
+        compaction: RocksCompaction,
     ) -> Self {
         let mut table = rocksdb::BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
@@ -104,6 +121,13 @@ impl Rocks {
             opts.set_max_bytes_for_level_base(10 << 20);
             opts.set_level_compaction_dynamic_level_bytes(false);
         }
+        if compaction == RocksCompaction::Universal {
+            // Its own universal options, at RocksDB's defaults (the module documentation says
+            // which); the sizes above that concern levels are unused.
+            opts.set_compaction_style(rocksdb::DBCompactionStyle::Universal);
+            opts.set_universal_compaction_options(&rocksdb::UniversalCompactOptions::default());
+        }
+        // Under universal compaction, the levels below L0 hold a sorted run each.
         opts.set_num_levels(ROCKS_LEVELS as i32);
         // siftdb splits a compaction between 2 threads; RocksDB's default is 1.
         opts.set_max_subcompactions(2);
@@ -121,6 +145,7 @@ impl Rocks {
             opts,
             user_bytes: 0,
             prefix,
+            compaction,
         }
     }
 
@@ -237,9 +262,31 @@ impl Store for Rocks {
     }
     fn settle(&mut self) -> bool {
         use rocksdb::properties::{COMPACTION_PENDING, NUM_RUNNING_COMPACTIONS};
+        if self.compaction == RocksCompaction::Leveled {
+            return poll_until(|| {
+                self.int_property(COMPACTION_PENDING) == 0
+                    && self.int_property(NUM_RUNNING_COMPACTIONS) == 0
+            });
+        }
+        // Universal compaction counts a compaction pending whenever its sorted runs reach
+        // `level0_file_num_compaction_trigger`, also when its picker finds no merge its size
+        // ratios allow (it forces one only above the trigger), which leaves the store idle with
+        // a compaction "pending" for good. Settled is then: none running, and the files per
+        // level unchanged for a second.
+        let mut seen = (self.levels(), Instant::now());
         poll_until(|| {
-            self.int_property(COMPACTION_PENDING) == 0
-                && self.int_property(NUM_RUNNING_COMPACTIONS) == 0
+            if self.int_property(NUM_RUNNING_COMPACTIONS) != 0 {
+                seen.1 = Instant::now();
+                return false;
+            }
+            if self.int_property(COMPACTION_PENDING) == 0 {
+                return true;
+            }
+            let levels = self.levels();
+            if levels != seen.0 {
+                seen = (levels, Instant::now());
+            }
+            seen.1.elapsed() >= UNIVERSAL_QUIET
         })
     }
     fn bloom(&self) -> Option<Bloom> {
@@ -283,5 +330,8 @@ impl Store for Rocks {
             user_bytes: self.user_bytes,
             stall_micros: ticker(Ticker::StallMicros),
         })
+    }
+    fn table_bytes(&self) -> Option<u64> {
+        Some(self.int_property(rocksdb::properties::LIVE_SST_FILES_SIZE))
     }
 }

@@ -95,4 +95,7 @@ impl Store for Sift {
             stall_micros: s.ticker(Ticker::WriteStallMicros),
         })
     }
+    fn table_bytes(&self) -> Option<u64> {
+        self.0.property("siftdb.total-sst-bytes")?.parse().ok()
+    }
 }
