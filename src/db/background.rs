@@ -14,7 +14,6 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::compaction::compaction_score;
 use super::compaction::idle::IdleWatch;
 use super::compaction::read_triggered::ReadRent;
 use super::compaction::write_burst::{WriteBurst, QUIET_AFTER};
@@ -157,7 +156,7 @@ fn tree_to_compact(
         let options = &*t.tree.options();
         let (triggers, writes_pause_in) = w.burst.triggers(&t.sv, options, now);
         let version = &t.sv.version;
-        if let Some(score) = compaction_score(version, options, triggers) {
+        if let Some(score) = version.compaction_score(options, triggers) {
             if best.is_none_or(|(b, _, _)| score > b) {
                 best = Some((score, &t.tree, triggers));
             }

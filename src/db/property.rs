@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::compaction::compaction_score;
 use super::version::Triggers;
 use super::Db;
 use crate::filter::{nats_per_bit, FilterAllocation, FilterLayout, TreeShape};
@@ -89,7 +88,8 @@ impl Db {
                 // for them is still pending.
                 let options = &*self.tree.options();
                 let sv = self.tree.super_version();
-                let pending = compaction_score(&version, options, Triggers::quiet(options))
+                let pending = version
+                    .compaction_score(options, Triggers::quiet(options))
                     .is_some()
                     || (!self.inner.read_only
                         && (super::compaction::idle::pending(&sv, options)

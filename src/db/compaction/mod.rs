@@ -39,7 +39,7 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{
     append_internal_key, internal_key, lookup_key, parse_internal_key, ValueKind, MAX_SEQUENCE,
 };
-use crate::options::{Options, NUM_LEVELS};
+use crate::options::NUM_LEVELS;
 use crate::range_tombstones::{Fragment, FragmentedRangeTombstones};
 use crate::sst::table_builder::TableBuilder;
 use crate::stats::Ticker;
@@ -169,19 +169,6 @@ fn least_overlapping<'f>(
         .map(|f| (ratio(f), f))
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, f)| f)
-}
-
-/// How pressing the compaction `version` most needs under `options`' style is, if `triggers` start
-/// one (≥ 1).
-pub(crate) fn compaction_score(
-    version: &Version,
-    options: &Options,
-    triggers: Triggers,
-) -> Option<f64> {
-    match options.compaction_style.runs_per_level() {
-        None => version.compaction_level(options, triggers).map(|(_, s)| s),
-        Some(t) => lazy_leveling::next_step(version, options, triggers, t).map(|d| d.score),
-    }
 }
 
 impl DbInner {

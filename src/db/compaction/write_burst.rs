@@ -48,8 +48,8 @@ impl WriteBurst {
         }
         let since_newest = self.since_newest(now);
         let during = Triggers::during_writes(options);
-        let held_back = super::compaction_score(&sv.version, options, quiet).is_some()
-            && super::compaction_score(&sv.version, options, during).is_none();
+        let held_back = sv.version.compaction_score(options, quiet).is_some()
+            && sv.version.compaction_score(options, during).is_none();
         (
             during,
             held_back.then(|| QUIET_AFTER.saturating_sub(since_newest)),

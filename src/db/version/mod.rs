@@ -9,6 +9,7 @@
 pub(crate) mod edit;
 pub(crate) mod filename;
 pub(crate) mod keyspace_options;
+pub(crate) mod lazy_shape;
 mod level_filters;
 pub(crate) mod manifest;
 pub(crate) mod table_cache;
@@ -484,6 +485,15 @@ impl Version {
             }
         }
         best
+    }
+
+    /// How pressing the compaction this version most needs under `options`' style is, if
+    /// `triggers` start one (≥ 1).
+    pub(crate) fn compaction_score(&self, options: &Options, triggers: Triggers) -> Option<f64> {
+        match options.compaction_style.runs_per_level() {
+            None => self.compaction_level(options, triggers).map(|(_, s)| s),
+            Some(t) => lazy_shape::next_step(self, options, triggers, t).map(|d| d.score),
+        }
     }
 
     /// Whether `level` grows into the empty level below it rather than merging into it: it is
