@@ -646,6 +646,8 @@ fn a_stats_report_reads_no_range_filter_and_shows_those_scans_read() {
     let read = row(&report, &level);
     assert_eq!(read[3], read[1], "every table's filter read: {report}");
     let bits: f64 = read[5].parse().expect("bits per key");
-    assert!((16.0..17.0).contains(&bits), "{report}");
+    // 16 bits a key and each table's header: about a bit a key at these tables of 100–200 keys,
+    // more when compactions that ran beside other work cut the tables smaller.
+    assert!((16.0..18.0).contains(&bits), "{report}");
     assert!(db.statistics().filter_bytes_in_memory() > before);
 }
