@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::CompactionJob;
 use crate::db::tree::Tree;
-use crate::db::version::edit::{NewFile, VersionEdit};
+use crate::db::version::edit::VersionEdit;
 use crate::db::version::lazy_shape::{l0_merge, next_step, runs, Step, LAST};
 use crate::db::version::{FileMeta, Triggers, Version};
 use crate::db::DbInner;
@@ -119,18 +119,7 @@ impl DbInner {
         let run = &version.levels[from];
         let edit = VersionEdit {
             deleted: run.iter().map(|t| (from, t.number)).collect(),
-            added: run
-                .iter()
-                .map(|t| NewFile {
-                    level: to,
-                    number: t.number,
-                    size: t.size,
-                    smallest: t.smallest.clone(),
-                    largest: t.largest.clone(),
-                    range_tombstones: t.range_tombstones,
-                    global_sequence: t.global_sequence,
-                })
-                .collect(),
+            added: run.iter().map(|t| t.record_at(to)).collect(),
             ..Default::default()
         };
         if !self.install(tree, edit)? {

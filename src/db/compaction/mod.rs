@@ -275,18 +275,7 @@ impl DbInner {
             tree,
             VersionEdit {
                 deleted: moved.iter().map(|t| (job.level, t.number)).collect(),
-                added: moved
-                    .iter()
-                    .map(|t| NewFile {
-                        level: out_level,
-                        number: t.number,
-                        size: t.size,
-                        smallest: t.smallest.clone(),
-                        largest: t.largest.clone(),
-                        range_tombstones: t.range_tombstones,
-                        global_sequence: t.global_sequence,
-                    })
-                    .collect(),
+                added: moved.iter().map(|t| t.record_at(out_level)).collect(),
                 ..Default::default()
             },
         )?;

@@ -528,17 +528,7 @@ fn tables_of(version: &Version) -> Vec<NewFile> {
         .levels
         .iter()
         .enumerate()
-        .flat_map(|(level, files)| {
-            files.iter().map(move |f| NewFile {
-                level,
-                number: f.number,
-                size: f.size,
-                smallest: f.smallest.clone(),
-                largest: f.largest.clone(),
-                range_tombstones: f.range_tombstones,
-                global_sequence: f.global_sequence,
-            })
-        })
+        .flat_map(|(level, files)| files.iter().map(move |f| f.record_at(level)))
         .collect()
 }
 

@@ -171,6 +171,19 @@ impl FileMeta {
             || (self.smallest_lead == lead && compare_bytes(self.smallest_user(), ukey).is_gt())
     }
 
+    /// The MANIFEST's record of this table, as it is, at `level` (its own, or one it moves to).
+    pub(crate) fn record_at(&self, level: usize) -> NewFile {
+        NewFile {
+            level,
+            number: self.number,
+            size: self.size,
+            smallest: self.smallest.clone(),
+            largest: self.largest.clone(),
+            range_tombstones: self.range_tombstones,
+            global_sequence: self.global_sequence,
+        }
+    }
+
     pub(crate) fn from_new_file(f: &NewFile) -> FileMeta {
         let life = Arc::new(TableLife {
             number: f.number,
