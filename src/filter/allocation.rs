@@ -117,7 +117,7 @@ impl MonkeyRule {
 /// [`MonkeyRule::solve`]: per tiered class `c` (runs of up to `base · tᶜ⁻¹` keys), `(t − 1) / 2`
 /// runs of half that, for every class the last run stays above (its runs merge into a run of
 /// the next class, not into the last); the last run holds the rest. Lazy leveling plans each
-/// run's filter for this shape rather than the tree of the moment, whose runs come and go as
+/// run's filter for this shape as well as for the tree of the moment, whose runs come and go as
 /// levels fill.
 pub(crate) fn lazy_leveled_runs(total: f64, base: f64, t: f64) -> Vec<(f64, f64)> {
     let mut runs = Vec::new();
@@ -250,6 +250,28 @@ mod tests {
 
     fn fp_sum(bits: &[f64]) -> f64 {
         bits.iter().map(|&b| rate(b)).sum()
+    }
+
+    #[test]
+    fn a_lazy_leveled_tree_holds_its_keys_in_classes_below_a_larger_last_run() {
+        let runs = lazy_leveled_runs(10_000_000.0, 160_000.0, 4.0);
+        let total: f64 = runs.iter().map(|(c, n)| c * n).sum();
+        assert!((total - 10_000_000.0).abs() < 1e-3);
+        // Classes of 80k, 320k and 1.28M keys a run, 1.5 runs each; the last holds the rest.
+        assert_eq!(runs.len(), 4);
+        let (last_count, last) = runs[runs.len() - 1];
+        assert_eq!(last_count, 1.0);
+        assert!(runs[..3].iter().all(|&(c, n)| c == 1.5 && n * 4.0 < last));
+        assert_eq!(
+            lazy_leveled_runs(1000.0, 160_000.0, 4.0),
+            vec![(1.0, 1000.0)]
+        );
+        // Monkey's rule over them: smaller runs get more bits, at the budget on average.
+        let rule = MonkeyRule::solve(&runs, 10.0, LN2_SQUARED);
+        let spent: f64 = runs.iter().map(|&(c, n)| c * n * rule.bits(n)).sum::<f64>() / total;
+        assert!((spent - 10.0).abs() < 1e-9);
+        assert!(rule.bits(80_000.0) > rule.bits(1_280_000.0));
+        assert!(rule.bits(last) < 10.0);
     }
 
     #[test]

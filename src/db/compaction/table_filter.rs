@@ -271,10 +271,10 @@ fn monkey_bits_for_new_tables(
 }
 
 /// Under lazy leveling: Monkey's bits for the run the new tables join (an L0 table is a run of
-/// its own), in the tree lazy leveling keeps on average at the tree's keys
-/// ([`lazy_leveled_runs`]) and in the tree of the moment (see below), lowered only as far as
-/// keeping every table's filter bits within [`FLOWING_ALLOWANCE`] of uniform's needs. Every run thus gets bits for its size that do not
-/// depend on which runs happen to be there at the moment, and needs no refresh.
+/// its own), from the tree lazy leveling keeps on average at the tree's keys
+/// ([`lazy_leveled_runs`]) and the tree of the moment (see below), lowered only as far as keeping
+/// every table's filter bits within [`FLOWING_ALLOWANCE`] of uniform's needs. A run keeps these
+/// bits for its life: no refresh follows the shifts of the plan as runs come and go.
 fn lazy_bits_for_new_tables(
     options: &Options,
     tree: &TreeAfter,
