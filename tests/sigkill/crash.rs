@@ -26,7 +26,10 @@
 //! `sync_wal` amid writes, flushes and WAL switches damages nothing; that it makes writes durable
 //! through a power cut is `tests/store/operations.rs`'s, on the fault-injection layer.)
 //!
-//! Short mode (plain `cargo test`): 3 × 30 kills. Long mode: `SIFTDB_LONG=1` (1,000 kills per
+//! A fourth loop runs the unsynced one under lazy leveling (two runs per level), so kills land
+//! inside its merges of runs and its moves of runs down.
+//!
+//! Short mode (plain `cargo test`): 4 × 30 kills. Long mode: `SIFTDB_LONG=1` (1,000 kills per
 //! test) or `SIFTDB_CRASH_KILLS=n`.
 
 use crate::common;
@@ -36,7 +39,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use siftdb::{Db, Ticker, WriteBatch, WriteOptions};
+use siftdb::{CompactionStyle, Db, Ticker, WriteBatch, WriteOptions};
 
 const CHILD_ENV: &str = "SIFTDB_CRASH_CHILD";
 
@@ -90,7 +93,11 @@ fn crash_child() {
     let start = var("SIFTDB_CRASH_START");
     let epoch = var("SIFTDB_CRASH_EPOCH");
     let durability = Durability::from_env(&std::env::var("SIFTDB_CRASH_SYNC").unwrap());
-    let db = Db::open(&dir, options(epoch)).unwrap();
+    let style: CompactionStyle = std::env::var("SIFTDB_CRASH_STYLE")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let db = Db::open(&dir, options(epoch).compaction_style(style)).unwrap();
     let wo = WriteOptions {
         sync: durability == Durability::Synced,
     };
@@ -117,7 +124,7 @@ fn crash_child() {
 fn run_child(
     dir: &Path,
     start: u64,
-    epoch: u64,
+    (epoch, style): (u64, CompactionStyle),
     durability: Durability,
     delay: Duration,
 ) -> (Option<u64>, u64) {
@@ -126,6 +133,7 @@ fn run_child(
         ("SIFTDB_CRASH_START", start.to_string()),
         ("SIFTDB_CRASH_EPOCH", epoch.to_string()),
         ("SIFTDB_CRASH_SYNC", durability.env().to_string()),
+        ("SIFTDB_CRASH_STYLE", style.to_string()),
     ];
     let report = child::run_child(
         &child::test_name(module_path!(), "crash_child"),
@@ -136,9 +144,14 @@ fn run_child(
 }
 
 /// Reopens the store and checks it against the model; returns the recovered prefix length.
-fn check(dir: &Path, epoch: u64, acked: Option<u64>, kill: usize) -> u64 {
+fn check(
+    dir: &Path,
+    (epoch, style): (u64, CompactionStyle),
+    acked: Option<u64>,
+    kill: usize,
+) -> u64 {
     let _guard = spawn_lock();
-    let db = Db::open(dir, options(epoch))
+    let db = Db::open(dir, options(epoch).compaction_style(style))
         .unwrap_or_else(|e| panic!("kill {kill}: open after SIGKILL failed: {e}"));
     let entries: Vec<(Vec<u8>, Vec<u8>)> = db
         .iter()
@@ -202,7 +215,7 @@ fn kills(short: usize) -> usize {
     ) as usize
 }
 
-fn crash_loop(durability: Durability, seed: u64) {
+fn crash_loop(durability: Durability, style: CompactionStyle, seed: u64) {
     let kills = kills(30);
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
@@ -226,7 +239,7 @@ fn crash_loop(durability: Durability, seed: u64) {
         } else {
             Duration::from_millis(rng.gen_range(30..250))
         };
-        let (acked, synced) = run_child(&dir, start, epoch, durability, delay);
+        let (acked, synced) = run_child(&dir, start, (epoch, style), durability, delay);
         syncs += synced;
         // What the kill interrupted, judged from what it left behind: a CURRENT.dbtmp (inside
         // the CURRENT switch), two MANIFESTs (inside an open, after the new MANIFEST and before
@@ -239,7 +252,7 @@ fn crash_loop(durability: Durability, seed: u64) {
         if before.iter().filter(|n| n.starts_with("MANIFEST-")).count() > 1 {
             seen.open += 1;
         }
-        let m = check(&dir, epoch, acked, kill);
+        let m = check(&dir, (epoch, style), acked, kill);
         let after = file_names(&dir);
         if before
             .iter()
@@ -257,7 +270,7 @@ fn crash_loop(durability: Durability, seed: u64) {
         assert!(syncs > 0, "no sync_wal call returned before a kill");
     }
     eprintln!(
-        "crash loop ({durability:?}): {kills} SIGKILLs survived in {:.1?}, {acked_total} ops \
+        "crash loop ({durability:?}, {style}): {kills} SIGKILLs survived in {:.1?}, {acked_total} ops \
          acknowledged ({syncs} sync_wal calls returned), {recovered_extra} unacknowledged ops \
          also recovered; kills that interrupted: an open {}, the CURRENT switch {}, a flush or \
          compaction {}",
@@ -270,16 +283,22 @@ fn crash_loop(durability: Durability, seed: u64) {
 
 #[test]
 fn sigkill_loses_no_acknowledged_write_sync() {
-    crash_loop(Durability::Synced, 1);
+    crash_loop(Durability::Synced, CompactionStyle::Leveled, 1);
 }
 
 #[test]
 fn sigkill_recovers_a_prefix_without_sync() {
-    crash_loop(Durability::Unsynced, 2);
+    crash_loop(Durability::Unsynced, CompactionStyle::Leveled, 2);
 }
 
 /// Unsynced writes covered by `sync_wal` every eighth operation: kills land inside `sync_wal` too.
 #[test]
 fn sigkill_with_sync_wal_loses_no_acknowledged_write() {
-    crash_loop(Durability::SyncWal, 3);
+    crash_loop(Durability::SyncWal, CompactionStyle::Leveled, 3);
+}
+
+#[test]
+fn sigkill_under_lazy_leveling_recovers_a_prefix_without_sync() {
+    let lazy = CompactionStyle::LazyLeveled { runs_per_level: 2 };
+    crash_loop(Durability::Unsynced, lazy, 4);
 }
