@@ -176,7 +176,7 @@ fn tree_to_compact(
         // changes the plan): look again when writes may have paused.
         let paused =
             !w.burst.flowing(&t.sv, now) && !super::compaction::idle::pending(&t.sv, options);
-        let refresh_in = (!paused && t.tree.monkey_applies()).then_some(QUIET_AFTER);
+        let refresh_in = (!paused && t.tree.refreshes_filters()).then_some(QUIET_AFTER);
         let looked = Weak::ptr_eq(&w.refreshed_version, &Arc::downgrade(version));
         if early.is_none() && paused && !looked {
             if t.tree.filter_refresh_ready(version) {

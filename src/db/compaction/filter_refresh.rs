@@ -48,14 +48,14 @@ impl Stale<'_> {
 
 impl Tree {
     /// The tables of `version` below L0 whose filters are due for a refresh, those a compaction
-    /// is merging left out when `skip_busy`; none unless Monkey allocation applies.
+    /// is merging left out when `skip_busy`; none unless its filters are refreshed at all.
     fn stale_filters<'a>(
         self: &'a Arc<Self>,
         version: &'a Arc<Version>,
         skip_busy: bool,
         refreshable: Refreshable,
     ) -> impl Iterator<Item = Stale<'a>> + 'a {
-        let deeper: &[Vec<Arc<FileMeta>>] = if self.monkey_applies() {
+        let deeper: &[Vec<Arc<FileMeta>>] = if self.refreshes_filters() {
             &version.levels[1..]
         } else {
             &[]
@@ -97,9 +97,6 @@ impl Tree {
         self: &Arc<Self>,
         version: &Arc<Version>,
     ) -> Option<CompactionJob> {
-        if !self.refreshes_filters() {
-            return None;
-        }
         let most = |refreshable| {
             self.stale_filters(version, true, refreshable)
                 .max_by(|a, b| {
@@ -116,25 +113,21 @@ impl Tree {
     /// Whether [`filter_refresh`](Self::filter_refresh) would find a job in `version`, without
     /// weighing every due table to pick one.
     pub(crate) fn filter_refresh_ready(self: &Arc<Self>, version: &Arc<Version>) -> bool {
-        self.refreshes_filters()
-            && self
-                .stale_filters(version, true, Refreshable::Any)
-                .next()
-                .is_some()
+        self.stale_filters(version, true, Refreshable::Any)
+            .next()
+            .is_some()
     }
 
     /// Whether some table of `version` is due for a refresh, or being refreshed.
     pub(crate) fn filter_refresh_due(self: &Arc<Self>, version: &Arc<Version>) -> bool {
-        self.refreshes_filters()
-            && self
-                .stale_filters(version, false, Refreshable::Any)
-                .next()
-                .is_some()
+        self.stale_filters(version, false, Refreshable::Any)
+            .next()
+            .is_some()
     }
 
-    /// Whether its filters are refreshed at all: not under lazy leveling.
-    fn refreshes_filters(&self) -> bool {
-        self.options().compaction_style.runs_per_level().is_none()
+    /// Whether its filters are ever refreshed: under Monkey allocation, but not lazy leveling.
+    pub(crate) fn refreshes_filters(&self) -> bool {
+        self.monkey_applies() && self.options().compaction_style.runs_per_level().is_none()
     }
 
     /// Records the tables a refresh wrote into `after`: provisional while a table no refresh

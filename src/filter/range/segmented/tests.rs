@@ -323,17 +323,23 @@ fn keys_of_one_length_keep_the_bound_for_uniform_ranges_and_ranges_just_after_a_
     }
 }
 
+/// 5,000 random user ids, and every field of each as `user:<id>:<field>` strings.
+fn user_field_keys() -> (Vec<u64>, BTreeSet<Vec<u8>>) {
+    let mut rng = StdRng::seed_from_u64(11);
+    let users: Vec<u64> = (0..5000).map(|_| rng.gen_range(0..1_000_000_000)).collect();
+    let keys = users
+        .iter()
+        .flat_map(|&u| (0..FIELDS.len()).map(move |f| string_key(u, f)))
+        .collect();
+    (users, keys)
+}
+
 #[test]
 fn strings_keep_the_bound_for_uniform_ranges_and_ranges_just_after_a_key() {
     // `user:<id>:<field>` strings: segments map them after the `:` that ends the id, so every
     // field but `plan` (whose class, `p`, is as wide as `phone`) maps down to its last byte.
     let bits = 18.0;
-    let mut rng = StdRng::seed_from_u64(11);
-    let users: Vec<u64> = (0..5000).map(|_| rng.gen_range(0..1_000_000_000)).collect();
-    let keys: BTreeSet<Vec<u8>> = users
-        .iter()
-        .flat_map(|&u| (0..FIELDS.len()).map(move |f| string_key(u, f)))
-        .collect();
+    let (_, keys) = user_field_keys();
     let f = build(&keys, bits, 1 << 16);
     assert_eq!(f.separator_segments(), f.num_segments());
     let exact: Vec<&Vec<u8>> = keys.iter().filter(|k| f.maps_to_last_byte(k)).collect();
@@ -450,12 +456,7 @@ fn keys_of_varying_lengths_keep_the_bound_for_ranges_apart_from_every_key_in_the
     // after a key at its last byte lies past the window, meets the key's own integer and is a
     // "maybe": only checked for false negatives here.)
     let bits = 18.0;
-    let mut rng = StdRng::seed_from_u64(11);
-    let users: Vec<u64> = (0..5000).map(|_| rng.gen_range(0..1_000_000_000)).collect();
-    let keys: BTreeSet<Vec<u8>> = users
-        .iter()
-        .flat_map(|&u| (0..FIELDS.len()).map(move |f| string_key(u, f)))
-        .collect();
+    let (users, keys) = user_field_keys();
     let f = build_with(
         &keys,
         SegmentedGrafiteBuilder::new(bits, 1 << 16).without_separators(),
