@@ -155,7 +155,11 @@ const NUM_LAYOUTS: usize = 3;
 const FILTER_SLOTS: usize = NUM_LEVELS * NUM_LAYOUTS * 3;
 /// The first of the per-level counters of filter lines touched, after the filter slots.
 const LINE_SLOTS: usize = NUM_TICKERS + FILTER_SLOTS;
-const SLOTS: usize = LINE_SLOTS + NUM_LEVELS;
+/// The first of the per-level counters of absent Gets that met a table of the level.
+const MEETS_SLOTS: usize = LINE_SLOTS + NUM_LEVELS;
+/// The Gets that searched the tables and found nothing there.
+const ABSENT_SLOT: usize = MEETS_SLOTS + NUM_LEVELS;
+const SLOTS: usize = ABSENT_SLOT + 1;
 /// Shards each owned by one thread at a time, which bumps its counters with a plain load and
 /// store: no locked instruction on the Get path.
 const OWNED_SHARDS: usize = 32;
@@ -375,6 +379,21 @@ impl Stats {
         bump(&shard[LINE_SLOTS + level.min(NUM_LEVELS - 1)], n, owned);
     }
 
+    /// Records a point lookup that searched the tables and found nothing there, and the levels
+    /// whose tables' key ranges held its key (bit `l` for level `l`).
+    #[inline]
+    pub(crate) fn record_absent_get(&self, levels_met: u8) {
+        let (i, owned) = my_shard().unwrap_or(SHARED_FALLBACK);
+        let shard = &self.shards[i].0;
+        bump(&shard[ABSENT_SLOT], 1, owned);
+        let mut met = levels_met;
+        while met != 0 {
+            let level = met.trailing_zeros() as usize;
+            bump(&shard[MEETS_SLOTS + level.min(NUM_LEVELS - 1)], 1, owned);
+            met &= met - 1;
+        }
+    }
+
     pub(crate) fn filter_memory_added(&self, bytes: usize) {
         self.filter_bytes_in_memory.fetch_add(bytes, Relaxed);
     }
@@ -406,7 +425,9 @@ impl Stats {
         let mut tickers = [0u64; NUM_TICKERS];
         tickers.copy_from_slice(&slots[..NUM_TICKERS]);
         let mut filter_lines = [0u64; NUM_LEVELS];
-        filter_lines.copy_from_slice(&slots[LINE_SLOTS..]);
+        filter_lines.copy_from_slice(&slots[LINE_SLOTS..MEETS_SLOTS]);
+        let mut absent_meets = [0u64; NUM_LEVELS];
+        absent_meets.copy_from_slice(&slots[MEETS_SLOTS..ABSENT_SLOT]);
         let counts = |c: &[AtomicU64; 3]| FilterCounts {
             useful: c[0].load(Relaxed),
             positive: c[1].load(Relaxed),
@@ -418,6 +439,8 @@ impl Stats {
             range_filter_levels: std::array::from_fn(|l| counts(&self.range_filters.levels[l])),
             range_filter_widths: std::array::from_fn(|w| counts(&self.range_filters.widths[w])),
             filter_lines,
+            absent_meets,
+            absent_gets: slots[ABSENT_SLOT],
             filter_bytes_in_memory: self.filter_bytes_in_memory.load(Relaxed) as u64,
         }
     }
@@ -464,6 +487,10 @@ pub struct Statistics {
     range_filter_widths: [FilterCounts; RANGE_WIDTH_CLASSES],
     /// Per level, the filter cache lines point lookups read (`filter.lines.touched`).
     filter_lines: [u64; NUM_LEVELS],
+    /// Per level, the absent Gets whose key fell in the key range of a table of the level.
+    absent_meets: [u64; NUM_LEVELS],
+    /// The Gets that searched the tables and found nothing there.
+    absent_gets: u64,
     filter_bytes_in_memory: u64,
 }
 
@@ -547,6 +574,20 @@ impl Statistics {
         self.filter_bytes_in_memory
     }
 
+    /// The Gets that searched the tables and found nothing there: the absent keys the memtables
+    /// did not answer (`get` and its kin; the batched walk of `multi_get` does not count them).
+    pub fn absent_gets_in_tables(&self) -> u64 {
+        self.absent_gets
+    }
+
+    /// The share of [`absent_gets_in_tables`](Self::absent_gets_in_tables) whose key fell in the
+    /// key range of a table at `level` (at L0: of any of its tables), so that its filter was
+    /// asked; `None` before the first. Monkey's allocation weighs each level's run by it.
+    pub fn absent_get_coverage(&self, level: usize) -> Option<f64> {
+        let meets = *self.absent_meets.get(level)?;
+        (self.absent_gets > 0).then(|| meets as f64 / self.absent_gets as f64)
+    }
+
     /// Adds `other`'s counters to these (a store's totals over its keyspaces).
     pub(crate) fn merge(&mut self, other: &Statistics) {
         for (a, b) in self.tickers.iter_mut().zip(other.tickers.iter()) {
@@ -571,6 +612,10 @@ impl Statistics {
         for (a, b) in self.filter_lines.iter_mut().zip(other.filter_lines.iter()) {
             *a += *b;
         }
+        for (a, b) in self.absent_meets.iter_mut().zip(other.absent_meets.iter()) {
+            *a += *b;
+        }
+        self.absent_gets += other.absent_gets;
         self.filter_bytes_in_memory += other.filter_bytes_in_memory;
     }
 
@@ -609,6 +654,10 @@ impl Statistics {
         for (a, b) in out.filter_lines.iter_mut().zip(earlier.filter_lines.iter()) {
             *a = a.saturating_sub(*b);
         }
+        for (a, b) in out.absent_meets.iter_mut().zip(earlier.absent_meets.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        out.absent_gets = out.absent_gets.saturating_sub(earlier.absent_gets);
         out
     }
 }
@@ -648,6 +697,14 @@ impl fmt::Display for Statistics {
         for (level, &lines) in self.filter_lines.iter().enumerate() {
             if lines > 0 {
                 writeln!(f, "filter.lines.touched.L{level}: {lines}")?;
+            }
+        }
+        if self.absent_gets > 0 {
+            writeln!(f, "absent.gets.in.tables: {}", self.absent_gets)?;
+        }
+        for (level, &meets) in self.absent_meets.iter().enumerate() {
+            if meets > 0 {
+                writeln!(f, "absent.gets.meeting.L{level}: {meets}")?;
             }
         }
         Ok(())
@@ -712,6 +769,27 @@ mod tests {
         assert!(text.contains("filter.lines.touched: 6\n"));
         assert!(text.contains("filter.lines.touched.L2: 4\n"));
         assert!(!text.contains("filter.lines.touched.L5"));
+    }
+
+    #[test]
+    fn absent_gets_count_the_levels_they_meet() {
+        let stats = Stats::new();
+        stats.record_absent_get(0b100_0010);
+        let earlier = stats.snapshot();
+        stats.record_absent_get(0b100_0000);
+        stats.record_absent_get(0);
+        let snap = stats.snapshot();
+        assert_eq!(snap.absent_gets_in_tables(), 3);
+        assert_eq!(snap.absent_get_coverage(1), Some(1.0 / 3.0));
+        assert_eq!(snap.absent_get_coverage(6), Some(2.0 / 3.0));
+        assert_eq!(snap.absent_get_coverage(2), Some(0.0));
+        assert_eq!(snap.absent_get_coverage(NUM_LEVELS), None);
+        assert_eq!(snap.since(&earlier).absent_get_coverage(1), Some(0.0));
+        assert_eq!(Stats::new().snapshot().absent_get_coverage(1), None);
+        let mut both = snap.clone();
+        both.merge(&snap);
+        assert_eq!(both.absent_gets_in_tables(), 6);
+        assert!(format!("{snap}").contains("absent.gets.meeting.L6: 2"));
     }
 
     #[test]

@@ -335,9 +335,10 @@ impl Db {
 }
 
 /// Per level: the bits per key the tables have and those Monkey would give the current shape at
-/// uniform's memory (the configured bits per key), and the data-block reads a missing Get that
-/// falls in every run's key range wastes there at uniform's bits, at the tables', and at Monkey's,
-/// with the measured ones (false positives per Get that found nothing). Left out when the
+/// uniform's memory (the configured bits per key), and the data-block reads a missing Get wastes
+/// there, each run counted as often as absent Gets meet it (every time, before enough of them:
+/// see `Tree::absent_get_coverage`), at uniform's bits, at the tables', and at Monkey's, with the
+/// measured ones (false positives per Get that found nothing). Left out when the
 /// configured policy has no bits-per-key knob or no theory, or some table's theory is unknown.
 fn allocation_report(
     tree: &super::tree::Tree,
@@ -361,6 +362,7 @@ fn allocation_report(
     let mut shape = TreeShape {
         l0_tables: Vec::new(),
         levels: vec![0.0; NUM_LEVELS],
+        met: tree.absent_get_coverage(),
     };
     for t in tables.iter().filter(|t| t.filtered()) {
         if t.level == 0 {
@@ -380,9 +382,21 @@ fn allocation_report(
     let _ = writeln!(
         out,
         "\nfilter allocation: {allocation} at {average:.2} bits/key; data-block reads wasted per \
-         missing Get (in every run's key range), expected at uniform's, the tables' and Monkey's \
-         bits, and measured"
+         missing Get (each run as often as absent Gets meet it), expected at uniform's, the \
+         tables' and Monkey's bits, and measured"
     );
+    if !shape.met.is_empty() {
+        let shares: Vec<String> = (1..NUM_LEVELS)
+            .filter(|&l| shape.levels[l] > 0.0)
+            .map(|l| format!("L{l} {:.2}", shape.met(l)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "absent Gets meeting each level's run ({} absent Gets): {}",
+            stats.absent_gets_in_tables(),
+            shares.join("  ")
+        );
+    }
     let _ = writeln!(
         out,
         "{:<5} {:>5} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8}",
@@ -431,15 +445,17 @@ fn allocation_report(
                 monkey_spent,
             )
         } else {
-            // A missing key meets one table of the level, as often as its share of the keys.
+            // A missing key the level's run meets meets one of its tables, as often as its share
+            // of the keys.
+            let met = shape.met(level);
             let share = |t: &&FilteredTable| t.keys / keys.max(1.0);
             let unfiltered: f64 = here.iter().filter(|t| !t.filtered()).map(share).sum();
             let filtered_keys: f64 = here.iter().filter(|t| t.filtered()).map(|t| t.keys).sum();
             (
                 1,
-                unfiltered + (1.0 - unfiltered) * p(average),
-                here.iter().map(|t| share(t) * t.rate).sum::<f64>(),
-                unfiltered + (1.0 - unfiltered) * p(b),
+                met * (unfiltered + (1.0 - unfiltered) * p(average)),
+                met * here.iter().map(|t| share(t) * t.rate).sum::<f64>(),
+                met * (unfiltered + (1.0 - unfiltered) * p(b)),
                 b * filtered_keys,
             )
         };

@@ -45,27 +45,45 @@ pub(crate) fn nats_per_bit(policy: &dyn crate::FilterPolicy) -> f64 {
     }
 }
 
-/// Monkey's bits per key for runs of `runs[i]` keys that together spend `average` bits per key:
-/// `average + ln(G / nᵢ) / nats_per_bit`, where `G` is the runs' size-weighted geometric mean
-/// (`ln G = Σ nᵢ ln nᵢ / Σ nᵢ`), so that each run's FP rate is proportional to its keys and
-/// `Σ nᵢ · bitsᵢ = average · Σ nᵢ`. A run whose rate would reach 1 gets no bits (it is so large
-/// that a filter buys less there than anywhere else) and the others are solved again; runs with
-/// no keys get no bits.
-pub(crate) fn monkey_bits_per_key(runs: &[f64], average: f64, nats_per_bit: f64) -> Vec<f64> {
-    let counted: Vec<(f64, f64)> = runs.iter().map(|&n| (1.0, n)).collect();
-    let rule = MonkeyRule::solve(&counted, average, nats_per_bit);
+/// Monkey's bits per key for runs `(keys, met)` that together spend `average` bits per key, each
+/// met by the share `met` (in (0, 1]) of the missing keys: a run's wasted reads are `met · rate`,
+/// so the rates that waste least are proportional to the runs' *effective* keys `eᵢ = nᵢ / metᵢ`,
+/// which gives `average + ln(G / eᵢ) / nats_per_bit` bits per key, where `ln G = Σ nᵢ ln eᵢ / Σ
+/// nᵢ`, so that `Σ nᵢ · bitsᵢ = average · Σ nᵢ`. A run every key meets gets `ln(1 / met) /
+/// nats_per_bit` more than one of its size met by `met`. A run whose rate would reach 1 gets no
+/// bits (it is so large that a filter buys less there than anywhere else) and the others are
+/// solved again; runs with no keys get no bits.
+pub(crate) fn monkey_bits_per_key_met(
+    runs: &[(f64, f64)],
+    average: f64,
+    nats_per_bit: f64,
+) -> Vec<f64> {
+    let counted: Vec<(f64, f64, f64)> = runs.iter().map(|&(n, met)| (1.0, n, met)).collect();
+    let rule = MonkeyRule::solve_met(&counted, average, nats_per_bit);
     let largest = rule.solved.map_or(0.0, |(_, _, largest)| largest);
     runs.iter()
-        .map(|&n| if n > largest { 0.0 } else { rule.bits(n) })
+        .map(|&(n, met)| {
+            let effective = n / met.clamp(MIN_MET, 1.0);
+            if effective > largest {
+                0.0
+            } else {
+                rule.bits_met(n, met)
+            }
+        })
         .collect()
 }
+
+/// The least share of missing keys a run counts as meeting, however few meet it now: a run no
+/// missing key meets keeps about 5.8 bits per key less than one every key meets, rather than none
+/// for the Gets to come.
+pub(crate) const MIN_MET: f64 = 1.0 / 16.0;
 
 /// Monkey's rule solved for a set of runs: the bits per key of a run of any size in it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MonkeyRule {
     /// The mean bits per key of the runs that get bits, ln of their size-weighted geometric
-    /// mean, and the largest of them (the larger runs of the set get none); `None` if no run
-    /// gets bits.
+    /// mean of effective keys, and the largest effective keys of them (the larger runs of the set
+    /// get none); `None` if no run gets bits.
     solved: Option<(f64, f64, f64)>,
     nats_per_bit: f64,
 }
@@ -74,6 +92,17 @@ impl MonkeyRule {
     /// The rule for `runs`, `(count, keys)`: `count` runs of `keys` each (a count may be a
     /// fraction: an expected number), together spending `average` bits per key.
     pub(crate) fn solve(runs: &[(f64, f64)], average: f64, nats_per_bit: f64) -> MonkeyRule {
+        let met: Vec<(f64, f64, f64)> = runs.iter().map(|&(c, n)| (c, n, 1.0)).collect();
+        Self::solve_met(&met, average, nats_per_bit)
+    }
+
+    /// The rule for `runs`, `(count, keys, met)`: as [`solve`](Self::solve), each run met by the
+    /// share `met` of the missing keys (see [`monkey_bits_per_key_met`]).
+    pub(crate) fn solve_met(
+        runs: &[(f64, f64, f64)],
+        average: f64,
+        nats_per_bit: f64,
+    ) -> MonkeyRule {
         let mut rule = MonkeyRule {
             solved: None,
             nats_per_bit,
@@ -81,20 +110,21 @@ impl MonkeyRule {
         if average.is_nan() || average <= 0.0 {
             return rule;
         }
-        let mut active: Vec<(f64, f64)> = runs
+        // (count, keys, effective keys)
+        let mut active: Vec<(f64, f64, f64)> = runs
             .iter()
-            .copied()
-            .filter(|&(c, n)| c > 0.0 && n > 0.0)
+            .filter(|&&(c, n, _)| c > 0.0 && n > 0.0)
+            .map(|&(c, n, met)| (c, n, n / met.clamp(MIN_MET, 1.0)))
             .collect();
-        let budget = average * active.iter().map(|(c, n)| c * n).sum::<f64>();
+        let budget = average * active.iter().map(|(c, n, _)| c * n).sum::<f64>();
         while !active.is_empty() {
-            let n: f64 = active.iter().map(|(c, n)| c * n).sum();
-            let ln_g = active.iter().map(|(c, n)| c * n * n.ln()).sum::<f64>() / n;
+            let n: f64 = active.iter().map(|(c, n, _)| c * n).sum();
+            let ln_g = active.iter().map(|(c, n, e)| c * n * e.ln()).sum::<f64>() / n;
             let mean = budget / n;
             let before = active.len();
-            active.retain(|&(_, n)| mean + (ln_g - n.ln()) / nats_per_bit > 0.0);
+            active.retain(|&(_, _, e)| mean + (ln_g - e.ln()) / nats_per_bit > 0.0);
             if active.len() == before {
-                let largest = active.iter().map(|&(_, n)| n).fold(0.0, f64::max);
+                let largest = active.iter().map(|&(_, _, e)| e).fold(0.0, f64::max);
                 rule.solved = Some((mean, ln_g, largest));
                 break;
             }
@@ -104,9 +134,15 @@ impl MonkeyRule {
 
     /// The bits per key of a run of `keys` by the rule's formula (0 where it falls below 0).
     pub(crate) fn bits(&self, keys: f64) -> f64 {
+        self.bits_met(keys, 1.0)
+    }
+
+    /// The bits per key of a run of `keys` that the share `met` of the missing keys meets.
+    pub(crate) fn bits_met(&self, keys: f64, met: f64) -> f64 {
         match self.solved {
             Some((mean, ln_g, _)) if keys > 0.0 => {
-                (mean + (ln_g - keys.ln()) / self.nats_per_bit).max(0.0)
+                let effective = keys / met.clamp(MIN_MET, 1.0);
+                (mean + (ln_g - effective.ln()) / self.nats_per_bit).max(0.0)
             }
             _ => 0.0,
         }
@@ -142,6 +178,10 @@ pub(crate) struct TreeShape {
     pub(crate) l0_tables: Vec<f64>,
     /// The keys of each level, L0's unused: a level with no keys is not part of the tree.
     pub(crate) levels: Vec<f64>,
+    /// The share of missing keys that meet each level's run (a level's key range may hold only
+    /// part of theirs), measured by the Gets so far; 1 for a level not listed, and for L0's
+    /// tables, which come and go within seconds.
+    pub(crate) met: Vec<f64>,
 }
 
 impl TreeShape {
@@ -150,12 +190,25 @@ impl TreeShape {
         self.levels.iter().rposition(|&k| k > 0.0).unwrap_or(0)
     }
 
-    /// The runs, each L0 table then each level that holds keys, and the level of each.
-    fn runs(&self) -> (Vec<f64>, Vec<usize>) {
-        let l0 = self.l0_tables.iter().filter(|&&k| k > 0.0).map(|&k| (k, 0));
+    /// The share of missing keys that meet the run of `level` (1 for L0's tables).
+    pub(crate) fn met(&self, level: usize) -> f64 {
+        match level {
+            0 => 1.0,
+            l => self.met.get(l).copied().unwrap_or(1.0),
+        }
+    }
+
+    /// The runs, each L0 table then each level that holds keys, as `(keys, met)`, and the level of
+    /// each.
+    fn runs(&self) -> (Vec<(f64, f64)>, Vec<usize>) {
+        let l0 = self
+            .l0_tables
+            .iter()
+            .filter(|&&k| k > 0.0)
+            .map(|&k| ((k, 1.0), 0));
         let levels = (1..self.levels.len())
             .filter(|&l| self.levels[l] > 0.0)
-            .map(|l| (self.levels[l], l));
+            .map(|l| ((self.levels[l], self.met(l)), l));
         l0.chain(levels).unzip()
     }
 
@@ -191,8 +244,13 @@ impl TreeShape {
             vec![]
         };
         let mut levels = vec![0.0; source.len()];
+        let met = self.met.clone();
         if deepest == 0 {
-            return TreeShape { l0_tables, levels };
+            return TreeShape {
+                l0_tables,
+                levels,
+                met,
+            };
         }
         let handed_down = |budget: &dyn Fn(usize) -> f64| -> f64 {
             (1..deepest)
@@ -212,14 +270,19 @@ impl TreeShape {
             levels[l] = source[l].max(0.0).min(budget(l));
         }
         levels[deepest] = source[deepest] + handed_down(&budget);
-        TreeShape { l0_tables, levels }
+        TreeShape {
+            l0_tables,
+            levels,
+            met,
+        }
     }
 
     /// Monkey's bits per key for each L0 table and each level of this shape, at `average` bits
-    /// per key over its keys: `(per L0 table, per level)` (0 for levels without keys).
+    /// per key over its keys, each run weighted by the share of missing keys that meet it:
+    /// `(per L0 table, per level)` (0 for levels without keys).
     pub(crate) fn monkey_bits(&self, average: f64, nats_per_bit: f64) -> (Vec<f64>, Vec<f64>) {
         let (runs, level_of) = self.runs();
-        let bits = monkey_bits_per_key(&runs, average, nats_per_bit);
+        let bits = monkey_bits_per_key_met(&runs, average, nats_per_bit);
         let mut l0 = vec![0.0; self.l0_tables.len()];
         let mut levels = vec![0.0; self.levels.len()];
         let mut l0_slots = (0..self.l0_tables.len()).filter(|&i| self.l0_tables[i] > 0.0);
@@ -239,6 +302,12 @@ impl TreeShape {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Monkey's bits for runs of `runs[i]` keys, each met by every missing key.
+    fn monkey_bits_per_key(runs: &[f64], average: f64, nats_per_bit: f64) -> Vec<f64> {
+        let met: Vec<(f64, f64)> = runs.iter().map(|&n| (n, 1.0)).collect();
+        monkey_bits_per_key_met(&met, average, nats_per_bit)
+    }
 
     fn spent(runs: &[f64], bits: &[f64]) -> f64 {
         runs.iter().zip(bits).map(|(n, b)| n * b).sum::<f64>() / runs.iter().sum::<f64>()
@@ -362,7 +431,59 @@ mod tests {
         TreeShape {
             l0_tables: l0.to_vec(),
             levels: levels.to_vec(),
+            met: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_run_fewer_missing_keys_meet_gets_fewer_bits_at_the_same_memory() {
+        let l = LN2_SQUARED;
+        let runs = [100_000.0, 1_000_000.0, 10_000_000.0];
+        let all_met: Vec<(f64, f64)> = runs.iter().map(|&n| (n, 1.0)).collect();
+        assert_eq!(
+            monkey_bits_per_key_met(&all_met, 10.0, l),
+            monkey_bits_per_key(&runs, 10.0, l)
+        );
+        // Half the missing keys skip the middle run: it gives up ln 2 / (ln 2)² bits per key
+        // against the others, and the same memory is spent.
+        let met = [(runs[0], 1.0), (runs[1], 0.5), (runs[2], 1.0)];
+        let bits = monkey_bits_per_key_met(&met, 10.0, l);
+        let plain = monkey_bits_per_key(&runs, 10.0, l);
+        assert!((spent(&runs, &bits) - 10.0).abs() < 1e-9);
+        let gap = |b: &[f64]| b[0] - b[1];
+        assert!((gap(&bits) - gap(&plain) - std::f64::consts::LN_2 / l).abs() < 1e-9);
+        // No other spread of that memory wastes fewer reads, each run's rate counted as often as
+        // missing keys meet it.
+        let waste = |b: &[f64]| -> f64 { met.iter().zip(b).map(|(&(_, m), &b)| m * rate(b)).sum() };
+        for (i, j) in [(0, 1), (1, 2), (0, 2)] {
+            for step in [-0.2, 0.2] {
+                let mut moved = bits.clone();
+                moved[i] += step;
+                moved[j] -= step * runs[i] / runs[j];
+                assert!(
+                    waste(&moved) > waste(&bits),
+                    "moving bits {i}→{j} by {step}"
+                );
+            }
+        }
+        assert!(waste(&bits) < waste(&plain));
+        // A run no missing key meets still keeps a filter, MIN_MET's worth.
+        let unmet = monkey_bits_per_key_met(&[(runs[0], 0.0), (runs[1], 1.0)], 10.0, l);
+        let floor = monkey_bits_per_key_met(&[(runs[0], MIN_MET), (runs[1], 1.0)], 10.0, l);
+        assert_eq!(unmet, floor);
+        assert!(unmet[0] > 0.0);
+    }
+
+    #[test]
+    fn the_shape_weighs_each_level_by_its_measured_share_and_l0_by_one() {
+        let mut s = shape(&[1_000.0], &[0.0, 10_000.0, 100_000.0]);
+        let (l0, levels) = s.monkey_bits(10.0, LN2_SQUARED);
+        s.met = vec![0.2, 0.5, 1.0];
+        let (l0_met, levels_met) = s.monkey_bits(10.0, LN2_SQUARED);
+        // L0 counts as met by every key whatever its entry says; L1 gives up bits to the others.
+        assert!(levels_met[1] < levels[1]);
+        assert!(l0_met[0] > l0[0] && levels_met[2] > levels[2]);
+        assert_eq!(s.settled(|_| 1e9, 10.0, false).met, s.met);
     }
 
     #[test]

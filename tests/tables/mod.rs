@@ -11,4 +11,5 @@ mod filters;
 mod ingest;
 mod lazy_leveling;
 mod monkey;
+mod monkey_coverage;
 mod range_filter_rates;

@@ -56,12 +56,13 @@ fn monkey_applies(options: &Options) -> bool {
 }
 
 /// The filter for new tables joining `version` as `new` says; `spend` reads a live table's
-/// filter.
+/// filter, `met` is the share of absent Gets that meet each level ([`Tree::absent_get_coverage`]).
 pub(crate) fn filter_for_new_tables(
     options: &Options,
     version: &Version,
     new: &NewTables<'_>,
     spend: SpendOf<'_>,
+    met: &[f64],
 ) -> Filter {
     let configured = &options.filter;
     let Some(policy) = configured.policy() else {
@@ -74,7 +75,8 @@ pub(crate) fn filter_for_new_tables(
     if !monkey_applies(options) {
         return configured.clone();
     }
-    let tree = TreeAfter::new(options, version, new, spend);
+    let mut tree = TreeAfter::new(options, version, new, spend);
+    tree.shape.met = met.to_vec();
     let bits = monkey_bits_for_new_tables(options, &tree, new, policy.bits_per_key());
     if bits < 0.5 {
         // Monkey spends nothing here: a filter this small would let almost everything through.
@@ -128,6 +130,7 @@ impl TreeAfter {
         let mut shape = TreeShape {
             l0_tables: Vec::new(),
             levels: vec![0.0; NUM_LEVELS],
+            met: Vec::new(),
         };
         let (mut all_keys, mut all_bytes, mut most_overhead, mut tables) = (0.0, 0.0, 0.0f64, 0);
         let mut staying = vec![Spending::default(); NUM_LEVELS];
@@ -398,7 +401,14 @@ impl Tree {
             keys: mem.len() as u64,
             replaced: &[],
         };
-        filter_for_new_tables(&self.options(), version, &new, &|f| self.filter_spend(f))
+        let met = self.absent_get_coverage();
+        filter_for_new_tables(
+            &self.options(),
+            version,
+            &new,
+            &|f| self.filter_spend(f),
+            &met,
+        )
     }
 
     /// The filter for the tables `job` writes. Its inputs leave the tree and their keys come in:
@@ -430,15 +440,43 @@ impl Tree {
             keys,
             replaced: &replaced,
         };
-        filter_for_new_tables(&self.options(), &job.version, &new, &|f| {
-            self.filter_spend(f)
-        })
+        let met = self.absent_get_coverage();
+        let spend = |f: &FileMeta| self.filter_spend(f);
+        filter_for_new_tables(&self.options(), &job.version, &new, &spend, &met)
+    }
+
+    /// Per level, the share of the absent Gets so far whose key fell in a table of the level
+    /// ([`Statistics::absent_get_coverage`](crate::Statistics::absent_get_coverage)), which
+    /// Monkey's plan weighs the level's run by; empty (every level met by every key) before
+    /// [`MIN_ABSENT_GETS`] of them.
+    pub(crate) fn absent_get_coverage(&self) -> Vec<f64> {
+        let stats = self.stats.snapshot();
+        if stats.absent_gets_in_tables() < MIN_ABSENT_GETS {
+            return Vec::new();
+        }
+        (0..NUM_LEVELS)
+            .map(|l| stats.absent_get_coverage(l).unwrap_or(1.0))
+            .collect()
     }
 }
+
+/// The absent Gets that must have searched the tables before Monkey's plan weighs each level by
+/// the share of them that met it: fewer say little of where the keys asked for fall.
+pub(crate) const MIN_ABSENT_GETS: u64 = 10_000;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The filter for `new`, every level met by every missing key.
+    fn filter_for_new_tables(
+        options: &Options,
+        version: &Version,
+        new: &NewTables<'_>,
+        spend: SpendOf<'_>,
+    ) -> Filter {
+        super::filter_for_new_tables(options, version, new, spend, &[])
+    }
 
     /// A version of tables `(level, bytes, first key, last key)`, numbered from 1 in order.
     fn version_over(files: &[(usize, u64, u32, u32)]) -> Version {
@@ -528,6 +566,28 @@ mod tests {
         let uniform = spending(|_| 8.0);
         let got = bits_of(&filter_for_new_tables(&opts, &v, &into_l2, &uniform));
         assert!((got - l2).abs() < 1e-9, "{got} against {l2}");
+    }
+
+    #[test]
+    fn a_level_few_absent_gets_meet_gets_fewer_bits() {
+        let v = version(&[(1, 1 << 20), (2, 20 << 20)]);
+        let opts = monkey(8.0);
+        let new = NewTables {
+            level: 1,
+            keys: 1_000,
+            replaced: &[],
+        };
+        let spend = spending(|_| 8.0);
+        let bits =
+            |met: &[f64]| bits_of(&super::filter_for_new_tables(&opts, &v, &new, &spend, met));
+        let (all, quarter) = (bits(&[]), bits(&[1.0, 0.25, 1.0]));
+        // About ln 4 / (ln 2)² = 2.9 bits per key fewer, as the allocation's tests derive; the
+        // settled tree's bound moves it a little.
+        assert!(
+            quarter < all - 2.5 && quarter > all - 3.5,
+            "{quarter} against {all}"
+        );
+        assert_eq!(bits(&[1.0; NUM_LEVELS]), all);
     }
 
     #[test]

@@ -158,10 +158,12 @@ impl Tree {
         let l0 = &version.levels[0];
         let mut deeper = [None; NUM_LEVELS];
         let lead = leading_bytes(ukey);
+        let mut met = 0u8;
         // First pass: every candidate's filter found and its line requested.
         for file in l0.iter() {
             if file.overlaps(ukey, ukey) {
                 in_memory_filter(file)?.prefetch(probe);
+                met = 1;
             }
         }
         for (level, slot) in deeper.iter_mut().enumerate().take(version.depth()).skip(1) {
@@ -169,6 +171,7 @@ impl Tree {
                 let filter = version.kept_filter(level, i)?;
                 filter.prefetch(probe);
                 *slot = Some(filter);
+                met |= 1 << level;
             }
         }
         // Second pass: the lines tested, in the walk's order; one "maybe" hands the Get back.
@@ -195,6 +198,7 @@ impl Tree {
                 self.count_ruled_out(level, 1, u64::from(filter.lines()));
             }
         }
+        self.stats.record_absent_get(met);
         Some(consulted)
     }
 
@@ -248,13 +252,14 @@ impl Tree {
                     tree.stats.add(Ticker::TablesConsulted, consulted);
                     return Ok(None);
                 }
-                let mut consulted = 0;
+                let (mut consulted, mut met) = (0, 0u8);
                 let found =
                     tree.search_tables::<T>(&sv.version, lookup, &probe, |level, _, visit| {
                         let TableVisit::Searched(search, lines) = visit else {
                             return;
                         };
                         consulted += 1;
+                        met |= 1 << level;
                         // The statistics count what each table's filter answered, by level and layout.
                         if let Some((layout, maybe)) = search.filter {
                             let verdict = FilterVerdict::of(maybe, search.found.is_some());
@@ -263,6 +268,9 @@ impl Tree {
                         }
                     })?;
                 tree.stats.add(Ticker::TablesConsulted, consulted);
+                if found.is_none() {
+                    tree.stats.record_absent_get(met);
+                }
                 Ok(found)
             },
         )?;

@@ -1,16 +1,17 @@
 //! Lazy leveling (Dostoevsky, Dayan and Idreos, SIGMOD 2018): which compaction a keyspace of
 //! [`CompactionStyle::LazyLeveled`](crate::CompactionStyle::LazyLeveled) needs next.
 //!
-//! Every level below L0 holds one sorted run (as under leveled compaction), newer runs in
-//! shallower levels, and the runs sit at the bottom of the tree without gaps: the last level
-//! (L6) holds the last run, the levels above it the tiered runs. A run's *class* is its size's:
-//! class 1 up to `max_bytes_for_level_base`, each next class `runs_per_level` (T) times more.
-//! Consecutive runs of one class form a tiered level; once it holds T runs they are merged into
-//! one run, of about the next class, where the deepest of them was; if that class reaches the
-//! last run's, they are merged into the last run instead (the last level is leveled). L0's tables
-//! are merged into a new run above the others at L0's trigger. Each byte is thus written once per
-//! class it passes and a few times in the last run, against about once per level in each of
-//! leveled compaction's levels.
+//! Every level below L0 holds one sorted run (as under leveled compaction), newer runs in shallower
+//! levels, and the runs sit at the bottom of the tree without gaps: the last level (L6) holds the
+//! last run, the levels above it the tiered runs. A run's *class* is its size's: class 1 up to
+//! `max_bytes_for_level_base`, each next class `runs_per_level` (T) times more. Consecutive runs of
+//! one class form a tiered level; once it holds T runs they are merged into one run, of about the
+//! next class, where the deepest of them was; if that class reaches the last run's, they are merged
+//! into the last run instead (the last level is leveled). L0's tables are merged into a new run
+//! above the others at L0's trigger. A merge whose run would be the T-th of its class takes that
+//! level's T − 1 runs in instead ([`cascade`]): the T-th run would only be read back at once, so it
+//! is never written. Each byte is thus written once per class it passes, less a T-th, and a few
+//! times in the last run, against about once per level in each of leveled compaction's levels.
 //!
 //! Seven levels leave six places for runs. When a new run finds none (L1 holds one), L0 is
 //! merged with the shallowest tiered level instead, which frees places as it grows. A gap left
@@ -128,18 +129,24 @@ pub(crate) fn next_step(
     let last_bytes = version.level_bytes(LAST);
     let last_class = class(last_bytes, base, t);
     let tiered = tiered_levels(version, options, t);
-    for (c, levels) in &tiered {
+    for (g, (c, levels)) in tiered.iter().enumerate() {
         let Some(&deepest) = levels.last() else {
             continue;
         };
         let into_last = deepest + 1 == LAST && c + 1 >= last_class;
+        let score = levels.len() as f64 / t as f64;
         let mut levels = levels.clone();
-        if into_last {
+        let out = if into_last {
             levels.push(LAST);
-        }
-        let out = if into_last { LAST } else { deepest };
+            LAST
+        } else {
+            let bytes = levels.iter().map(|&l| version.level_bytes(l)).sum();
+            let (more, out) = cascade(version, options, t, &tiered[g + 1..], bytes, deepest);
+            levels.extend(more);
+            out
+        };
         consider(Due {
-            score: (levels.len() - usize::from(into_last)) as f64 / t as f64,
+            score,
             step: Step::Merge {
                 with_l0: false,
                 levels,
@@ -170,8 +177,43 @@ pub(crate) fn next_step(
     best
 }
 
-/// L0's tables into a new run above every run, or, with no level free above them, into the
-/// shallowest tiered level's runs (the last run if there is no other).
+/// The runs a merge of `bytes` takes in on its way down, and the level of its run (`out`, where
+/// it would be otherwise): the tiered level just below (`below`, the tiered levels under its run,
+/// shallowest first) if it holds T − 1 runs of the class the merge's run would have, whose T-th
+/// run it would be; with the last run too if that level's merge would go into the last run.
+/// Only the one level: taking the next ones in as well made jobs long enough to hold L0 past the
+/// writers' slowdown for twice as long, for no fewer bytes written.
+fn cascade(
+    version: &Version,
+    options: &Options,
+    t: usize,
+    below: &[(u32, Vec<usize>)],
+    bytes: u64,
+    out: usize,
+) -> (Vec<usize>, usize) {
+    let base = options.max_bytes_for_level_base;
+    let Some((c, members)) = below.first() else {
+        return (Vec::new(), out);
+    };
+    let Some(&deepest) = members.last() else {
+        return (Vec::new(), out);
+    };
+    if class(bytes, base, t) != *c || members.len() + 1 < t {
+        return (Vec::new(), out);
+    }
+    let mut levels = members.clone();
+    if deepest + 1 == LAST && c + 1 >= class(version.level_bytes(LAST), base, t) {
+        levels.push(LAST);
+        return (levels, LAST);
+    }
+    (levels, deepest)
+}
+
+/// L0's tables into a new run above every run (or into the level it would fill, see [`cascade`],
+/// unless that level's merge would go into the last run: L0's merge is kept short, since L0 fills
+/// while it runs, and writers slowed for half as long again in a ten-million-key fill), or, with no
+/// level free above them, into the shallowest tiered level's runs (the last run if there is no
+/// other).
 pub(crate) fn l0_merge(version: &Version, options: &Options, t: usize) -> Step {
     let runs = runs(version);
     match runs.first() {
@@ -180,11 +222,19 @@ pub(crate) fn l0_merge(version: &Version, options: &Options, t: usize) -> Step {
             levels: Vec::new(),
             out: LAST,
         },
-        Some(&(shallowest, _)) if shallowest > 1 => Step::Merge {
-            with_l0: true,
-            levels: Vec::new(),
-            out: shallowest - 1,
-        },
+        Some(&(shallowest, _)) if shallowest > 1 => {
+            let tiered = tiered_levels(version, options, t);
+            let bytes = version.level_bytes(0);
+            let (levels, out) = match cascade(version, options, t, &tiered, bytes, shallowest - 1) {
+                (_, LAST) => (Vec::new(), shallowest - 1),
+                taken => taken,
+            };
+            Step::Merge {
+                with_l0: true,
+                levels,
+                out,
+            }
+        }
         Some(_) => {
             let levels = tiered_levels(version, options, t)
                 .into_iter()
@@ -299,6 +349,50 @@ mod tests {
                 with_l0: false,
                 levels: vec![2, 3, 4, 5, 6],
                 out: 6
+            })
+        );
+    }
+
+    #[test]
+    fn a_run_that_would_be_the_t_th_of_its_class_takes_that_level_in() {
+        let o = options(4);
+        // L0's 12 MiB would be the fourth class-2 run: it takes the three in, where the deepest was.
+        let l0: Vec<(usize, u64)> = vec![(0, 3 * MB); 4];
+        let three = [(3, 12 * MB), (4, 12 * MB), (5, 12 * MB), (6, 600 * MB)];
+        let step = next_step(&version(&[&l0[..], &three].concat()), &o, quiet(), 4);
+        let merge = |levels: Vec<usize>, out: usize| Step::Merge {
+            with_l0: true,
+            levels,
+            out,
+        };
+        assert_eq!(step.map(|d| d.step), Some(merge(vec![3, 4, 5], 5)));
+        // With two, it is a new run above them.
+        let two = &three[1..];
+        let step = next_step(&version(&[&l0[..], two].concat()), &o, quiet(), 4);
+        assert_eq!(step.map(|d| d.step), Some(merge(vec![], 3)));
+        // Not where that level's T runs would go into the last run: L0's merge stays short, a new
+        // run, and the level's merge into the last run follows on its own.
+        let near_last = [(3, 12 * MB), (4, 12 * MB), (5, 12 * MB), (6, 100 * MB)];
+        let step = next_step(&version(&[&l0[..], &near_last].concat()), &o, quiet(), 4);
+        assert_eq!(step.map(|d| d.step), Some(merge(vec![], 2)));
+        // A full tiered level's merge goes on down the same way: three class-1 runs at T = 3
+        // make a class-2 run, the third of the two below.
+        let o = options(3);
+        let v = version(&[
+            (1, 8 * MB),
+            (2, 8 * MB),
+            (3, 8 * MB),
+            (4, 25 * MB),
+            (5, 25 * MB),
+            (6, 2000 * MB),
+        ]);
+        let step = next_step(&v, &o, Triggers::quiet(&o), 3).map(|d| d.step);
+        assert_eq!(
+            step,
+            Some(Step::Merge {
+                with_l0: false,
+                levels: vec![1, 2, 3, 4, 5],
+                out: 5
             })
         );
     }
