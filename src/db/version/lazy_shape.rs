@@ -211,7 +211,7 @@ fn cascade(
 
 /// L0's tables into a new run above every run (or into the level it would fill, see [`cascade`],
 /// unless that level's merge would go into the last run: L0's merge is kept short, since L0 fills
-/// while it runs, and writers slowed for half as long again in a ten-million-key fill), or, with no
+/// while it runs, and writers slowed nearly twice as long in a ten-million-key fill), or, with no
 /// level free above them, into the shallowest tiered level's runs (the last run if there is no
 /// other).
 pub(crate) fn l0_merge(version: &Version, options: &Options, t: usize) -> Step {
