@@ -394,6 +394,20 @@ impl Stats {
         }
     }
 
+    /// The absent Gets that searched the tables, and per level those whose key fell in a table of
+    /// it: what [`Statistics::absent_get_coverage`] divides, summed over the shards without
+    /// a whole snapshot (flushes and compactions ask for it each time they plan a filter).
+    pub(crate) fn absent_gets(&self) -> (u64, [u64; NUM_LEVELS]) {
+        let (mut absent, mut meets) = (0, [0u64; NUM_LEVELS]);
+        for shard in self.shards.iter() {
+            absent += shard.0[ABSENT_SLOT].load(Relaxed);
+            for (sum, c) in meets.iter_mut().zip(&shard.0[MEETS_SLOTS..ABSENT_SLOT]) {
+                *sum += c.load(Relaxed);
+            }
+        }
+        (absent, meets)
+    }
+
     pub(crate) fn filter_memory_added(&self, bytes: usize) {
         self.filter_bytes_in_memory.fetch_add(bytes, Relaxed);
     }
@@ -786,6 +800,7 @@ mod tests {
         assert_eq!(snap.absent_get_coverage(NUM_LEVELS), None);
         assert_eq!(snap.since(&earlier).absent_get_coverage(1), Some(0.0));
         assert_eq!(Stats::new().snapshot().absent_get_coverage(1), None);
+        assert_eq!(stats.absent_gets(), (3, [0, 1, 0, 0, 0, 0, 2]));
         let mut both = snap.clone();
         both.merge(&snap);
         assert_eq!(both.absent_gets_in_tables(), 6);

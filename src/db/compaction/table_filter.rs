@@ -450,13 +450,11 @@ impl Tree {
     /// Monkey's plan weighs the level's run by; empty (every level met by every key) before
     /// [`MIN_ABSENT_GETS`] of them.
     pub(crate) fn absent_get_coverage(&self) -> Vec<f64> {
-        let stats = self.stats.snapshot();
-        if stats.absent_gets_in_tables() < MIN_ABSENT_GETS {
+        let (absent, meets) = self.stats.absent_gets();
+        if absent < MIN_ABSENT_GETS {
             return Vec::new();
         }
-        (0..NUM_LEVELS)
-            .map(|l| stats.absent_get_coverage(l).unwrap_or(1.0))
-            .collect()
+        meets.iter().map(|&m| m as f64 / absent as f64).collect()
     }
 }
 
